@@ -1,0 +1,2 @@
+//! Token estimates for content no source counted.
+//! (Stub; replaced below.)

@@ -1,0 +1,151 @@
+//! acp-usage-schema: the wire types acp-usage reads and writes.
+//!
+//! ACP's own types come from the official `agent-client-protocol-schema` crate (pinned exactly,
+//! with the unstable end-turn `usage` enabled), re-exported as [`acp`]. What acp-usage adds lives
+//! here: the payload it puts under its own namespaced key [`META_KEY`] in `_meta`.
+//!
+//! These types are for what acp-usage *writes*; what peers send is observed through borrowed
+//! views in the binary crate and never rejected for unknown fields.
+
+#![deny(missing_docs)]
+
+pub use agent_client_protocol_schema as acp;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The one `_meta` key under which acp-usage puts everything that is its own.
+pub const META_KEY: &str = "acpUsage";
+
+/// Version of the payloads below; bumped on incompatible changes.
+pub const META_VERSION: u32 = 1;
+
+/// Where a figure came from, best first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceName {
+    /// The LLM API's own responses, read by a loopback tap.
+    Tap,
+    /// The agent's transcript on disk.
+    Transcript,
+    /// What the agent reported over ACP.
+    Agent,
+    /// Counted or guessed from the ACP-visible content.
+    Estimate,
+    /// The model catalog (windows and prices).
+    Catalog,
+    /// A documented default.
+    Default,
+}
+
+/// Provenance of one figure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Figure {
+    /// Where the figure came from.
+    pub source: SourceName,
+    /// Whether the figure is exact (false for estimates and defaults).
+    pub exact: bool,
+}
+
+/// How `used` splits into the last call's prompt and its output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct UsedSplit {
+    /// Prompt-side tokens of the last main-agent call (cache included).
+    pub prompt: u64,
+    /// Output of that call that stays in context (thoughts dropped by the provider excluded).
+    pub output: u64,
+}
+
+/// Provenance of the cumulative cost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CostFigure {
+    /// Where the cost came from (`agent` when the agent stated it, `catalog` when priced from
+    /// token counts, `estimate` when those counts were estimated).
+    pub source: SourceName,
+    /// Whether the cost is exact.
+    pub exact: bool,
+    /// Model calls that could not be priced (unknown model); the cost leaves them out.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unpriced_calls: u64,
+}
+
+/// acp-usage's payload in a `usage_update`'s `_meta`, under [`META_KEY`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageUpdateMeta {
+    /// Payload version, [`META_VERSION`].
+    pub version: u32,
+    /// The agent profile in use (`claude`, `codex`, `gemini`, `generic`).
+    pub profile: String,
+    /// Provenance of `used`.
+    pub used: Figure,
+    /// Provenance of `size`.
+    pub size: Figure,
+    /// Provenance of `cost`, when a cost is sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<CostFigure>,
+    /// The concrete model in use, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The prompt/output split of `used`, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub used_split: Option<UsedSplit>,
+    /// What acp-usage emitted this update after (`session/new`, `turn`, `model_change`, ...), or
+    /// `agent` when it rewrote the agent's own update.
+    pub trigger: String,
+    /// The agent's original `used`/`size`/`cost` when this update rewrites the agent's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<serde_json::Value>,
+}
+
+/// acp-usage's payload in a per-turn `usage`'s `_meta`, under [`META_KEY`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnUsageMeta {
+    /// Payload version, [`META_VERSION`].
+    pub version: u32,
+    /// Where the turn's counts came from.
+    pub source: SourceName,
+    /// Whether every count is exact.
+    pub exact: bool,
+    /// Model calls summed, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls: Option<u64>,
+    /// The concrete model of the turn's last call, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The turn's cost in USD, when it could be priced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+    /// The agent's own `usage` object, when acp-usage replaced it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<serde_json::Value>,
+}
+
+/// The ACP `Usage` shape (camelCase), used for per-turn `usage` and the cumulative
+/// `_meta.usage` breakdown that clients such as acpx read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageBreakdown {
+    /// `inputTokens + outputTokens`.
+    pub total_tokens: u64,
+    /// Every prompt-side token, cache reads and writes included.
+    pub input_tokens: u64,
+    /// Every generated token, thoughts included.
+    pub output_tokens: u64,
+    /// Thought/reasoning tokens (subset of output), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thought_tokens: Option<u64>,
+    /// Cache reads (subset of input), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_read_tokens: Option<u64>,
+    /// Cache writes (subset of input), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_write_tokens: Option<u64>,
+    /// Provenance, under [`META_KEY`].
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}

@@ -1,0 +1,148 @@
+//! Command line: `acp-usage [OPTIONS] -- AGENT [ARGS...]`, plus the `demo` and `models` commands.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Wraps an ACP agent and makes its token usage, context-window use and cost right.
+///
+/// Put it in front of the agent's command in the editor's agent settings, e.g.
+/// `acp-usage -- claude-agent-acp`. stdout carries only ACP messages; logs go to stderr (level from
+/// ACP_USAGE_LOG, e.g. `ACP_USAGE_LOG=debug`) or to --log-file.
+#[derive(Debug, Parser)]
+#[command(name = "acp-usage", version, args_conflicts_with_subcommands = true)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    #[command(flatten)]
+    pub relay: RelayArgs,
+}
+
+/// Options of the relay (the default mode).
+#[derive(Debug, Clone, clap::Args)]
+pub struct RelayArgs {
+    /// A model catalog to use on top of the embedded one: a newer LiteLLM
+    /// `model_prices_and_context_window.json`, or a small TOML/JSON file of overrides.
+    #[arg(long, value_name = "FILE", global = true)]
+    pub catalog: Option<PathBuf>,
+
+    /// The user config file (default: $ACP_USAGE_CONFIG, else $XDG_CONFIG_HOME/acp-usage/config.toml).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub config: Option<PathBuf>,
+
+    /// What to do with usage figures the agent itself sends: replace them with normalised ones
+    /// (keeping the agent's originals in `_meta`), or leave them untouched.
+    #[arg(long, value_enum, default_value_t = AgentUsage::Normalize)]
+    pub agent_usage: AgentUsage,
+
+    /// The agent profile; `auto` recognises it from `initialize` and the command.
+    #[arg(long, value_enum, default_value_t = ProfileArg::Auto)]
+    pub profile: ProfileArg,
+
+    /// Write logs to this file instead of stderr.
+    #[arg(long, value_name = "FILE", global = true)]
+    pub log_file: Option<PathBuf>,
+
+    /// How long to wait for the agent to exit after the editor closed its side, before ending the
+    /// agent's whole process group.
+    #[arg(long, value_name = "MS", default_value_t = 2000)]
+    pub grace_ms: u64,
+
+    /// Longest line accepted in either direction, in MiB; longer lines are dropped with a log line.
+    #[arg(long, value_name = "MIB", default_value_t = 256)]
+    pub max_line_mib: usize,
+
+    /// The agent command and its arguments.
+    #[arg(last = true, value_name = "AGENT")]
+    pub agent: Vec<String>,
+}
+
+/// Subcommands besides the relay.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a complete metered session with a built-in scripted agent and client, and print the
+    /// annotated traffic.
+    Demo(DemoArgs),
+    /// Show what the model catalog knows: context windows and prices.
+    Models(ModelsArgs),
+    /// Internal: the scripted agent that `demo` wraps.
+    #[command(hide = true)]
+    DemoAgent,
+}
+
+/// Options of `acp-usage demo`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DemoArgs {
+    /// Print the raw JSON lines too.
+    #[arg(long)]
+    pub raw: bool,
+}
+
+/// Options of `acp-usage models`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ModelsArgs {
+    /// Part of a model id (e.g. `sonnet`, `gpt-5`); all models when absent.
+    pub query: Option<String>,
+    /// Print JSON lines instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--agent-usage` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AgentUsage {
+    /// Replace the agent's figures with normalised ones, keeping the originals in `_meta`.
+    Normalize,
+    /// Leave the agent's own figures untouched; only add what is missing.
+    Keep,
+}
+
+/// `--profile` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProfileArg {
+    /// Recognise the agent from `initialize`'s `agentInfo` and the command.
+    Auto,
+    /// claude-agent-acp (Claude Code).
+    Claude,
+    /// codex-acp.
+    Codex,
+    /// gemini-cli `--acp`.
+    Gemini,
+    /// Any other agent.
+    Generic,
+}
+
+/// Parses the command line and runs.
+pub fn main() -> ExitCode {
+    let args = Args::parse();
+    let log_file = args.relay.log_file.clone();
+    if let Err(err) = crate::logging::init(log_file.as_deref()) {
+        eprintln!("acp-usage: cannot open the log: {err:#}");
+        return ExitCode::from(2);
+    }
+    let res = match args.command {
+        Some(Command::Models(m)) => crate::models_cmd::run(&args.relay, &m),
+        Some(Command::Demo(d)) => crate::demo::run(&args.relay, &d),
+        Some(Command::DemoAgent) => crate::demo::agent::run(),
+        None => {
+            if args.relay.agent.is_empty() {
+                eprintln!(
+                    "acp-usage: no agent given. Usage: acp-usage [OPTIONS] -- AGENT [ARGS...]\n\
+                     Try `acp-usage demo` to see what it does, or `acp-usage --help`."
+                );
+                return ExitCode::from(2);
+            }
+            crate::relay::run(args.relay)
+        }
+    };
+    match res {
+        Ok(code) => code,
+        Err(err) => {
+            tracing::error!("{err:#}");
+            eprintln!("acp-usage: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! acp-usage: a relay between an editor and an ACP agent that adds what the agent leaves out of
+//! token usage, context-window use and cost.
+//!
+//! `main` parses the command line ([`cli`]) and runs one of: the relay ([`relay`]), the demo
+//! ([`demo`]), or the catalog query ([`models_cmd`]).
+
+pub mod catalog_file;
+pub mod cli;
+pub mod config;
+pub mod demo;
+pub mod logging;
+pub mod relay;
+pub mod models_cmd;
+
+/// Entry point shared by `main.rs`.
+pub fn main() -> std::process::ExitCode {
+    cli::main()
+}

@@ -1,0 +1,1 @@
+//! Test support for acp-usage's end-to-end tests: mock LLM servers, ACP clients, agent launchers.
