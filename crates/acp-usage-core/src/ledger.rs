@@ -1,11 +1,448 @@
-//! Per-session accounting. (Stub; replaced below.)
+//! Per-session accounting: what each source said, resolved into one `used`, `size`, `cost` and
+//! per-turn usage.
+//!
+//! A [`Ledger`] is fed events by the relay (through the agent's profile, which has already
+//! normalised the agent's conventions) and answers [`Snapshot`]s and [`TurnUsage`]s. Sources rank
+//! as DESIGN.md says: exact per-call records (tap, transcript) beat what the agent reports over
+//! ACP, which beats estimates from the visible content. Within a turn the visible content is
+//! also split into model calls (a `tool_call` ends a call, the next output starts one), so an
+//! estimate has per-call shape: `used` is the last call's context, not the turn's sum.
 
-/// Per-session ledger.
-#[derive(Debug, Default)]
-pub struct Ledger;
-/// A point-in-time view.
-#[derive(Debug, Default)]
-pub struct Snapshot;
-/// A turn's usage.
-#[derive(Debug, Default)]
-pub struct TurnUsage;
+use crate::catalog::Catalog;
+use crate::pricing;
+use crate::tokens::{Source, TokenRecord, TokenTotals};
+
+/// Everything the ledger needs from outside to price and size a session.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    /// The model catalog.
+    pub catalog: &'a Catalog,
+    /// The window used when nothing else is known.
+    pub default_window: u64,
+    /// The share of a catalog window the agent lets the model use (Codex: 95).
+    pub window_percent: u64,
+    /// The last size seen for this agent and model in an earlier session, if any.
+    pub remembered_size: Option<u64>,
+}
+
+/// How the agent reported a turn's usage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnReport {
+    /// Every count of the turn, summed over its calls (claude-agent-acp).
+    Complete,
+    /// Input and output are right, but cache and thought tokens are missing (gemini-cli's quota).
+    WithoutCacheAndThoughts,
+}
+
+/// The per-turn usage sent on the `session/prompt` result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnUsage {
+    /// The summed counts.
+    pub totals: TokenTotals,
+    /// Whether cache counts are known (else they are left out rather than sent as 0).
+    pub cache_known: bool,
+    /// Whether thought counts are known.
+    pub thought_known: bool,
+    /// The weakest source among the counts.
+    pub source: Source,
+    /// Model calls summed, when known.
+    pub calls: Option<u64>,
+    /// The concrete model of the last call, when known.
+    pub model: Option<String>,
+    /// The turn's cost in USD, when it could be priced.
+    pub cost: Option<f64>,
+}
+
+/// A point-in-time view of a session, rendered into a `usage_update`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    /// Tokens currently in context.
+    pub used: u64,
+    /// Where `used` came from.
+    pub used_source: Source,
+    /// The prompt/output split of `used`, when known.
+    pub used_split: Option<(u64, u64)>,
+    /// The effective context window.
+    pub size: u64,
+    /// Where `size` came from.
+    pub size_source: Source,
+    /// Cumulative session cost in USD; `None` when nothing could be priced.
+    pub cost: Option<f64>,
+    /// Where the cost came from.
+    pub cost_source: Source,
+    /// Model calls left out of the cost because their model has no price.
+    pub unpriced_calls: u64,
+    /// The cost leaves out usage acp-usage never saw (history of a loaded session).
+    pub cost_partial: bool,
+    /// The concrete model in use, when known.
+    pub model: Option<String>,
+    /// Cumulative token counts over the turns acp-usage saw.
+    pub totals: TokenTotals,
+    /// Whether `totals` are exact.
+    pub totals_exact: bool,
+}
+
+/// One session's accounting.
+#[derive(Debug, Default, Clone)]
+pub struct Ledger {
+    selected_model: Option<String>,
+    selected_window: Option<u64>,
+    seen_model: Option<String>,
+    agent_window: Option<u64>,
+    used: Option<Used>,
+    stated_cost: Option<f64>,
+    priced_cost: f64,
+    priced_calls: u64,
+    priced_exact: bool,
+    unpriced_calls: u64,
+    history_unseen: bool,
+    totals: TokenTotals,
+    totals_estimated: bool,
+    turn: Option<Turn>,
+    /// Estimated context left by replayed history (`session/load`), used until a turn reports.
+    replayed: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Used {
+    prompt: u64,
+    output: u64,
+    source: Source,
+}
+
+/// The accumulators of the turn in progress.
+#[derive(Debug, Default, Clone)]
+struct Turn {
+    /// Estimated calls from the visible content; the last one is open.
+    est_calls: Vec<TokenRecord>,
+    /// Estimated context entering the next call.
+    ctx: u64,
+    /// Whether a tool is running (the next output starts a new call).
+    tool_running: bool,
+    exact_calls: Vec<(TokenRecord, Source)>,
+    /// In-context totals per call, as the agent reported them (Codex's `used`).
+    agent_call_totals: Vec<u64>,
+    agent_report: Option<(TokenRecord, TurnReport, Option<u64>)>,
+    stated_cost_before: Option<f64>,
+}
+
+impl Ledger {
+    /// A new, empty session.
+    pub fn new() -> Ledger {
+        Ledger { priced_exact: true, ..Ledger::default() }
+    }
+
+    /// A session acp-usage did not see from the start (`session/load`, `session/resume`): its
+    /// earlier cost is unknown until a source reports it.
+    pub fn restored() -> Ledger {
+        Ledger { history_unseen: true, ..Ledger::new() }
+    }
+
+    /// The model option the user selected, as a catalog id, and the window the profile's alias
+    /// rules give it (e.g. `[1m]`), if any.
+    pub fn select_model(&mut self, model: Option<String>, window: Option<u64>) {
+        self.selected_model = model;
+        self.selected_window = window;
+    }
+
+    /// A window the agent itself enforces (Claude's `modelUsage.contextWindow`, Codex's
+    /// `model_context_window`).
+    pub fn agent_window(&mut self, size: u64) {
+        if size > 0 {
+            self.agent_window = Some(size);
+        }
+    }
+
+    /// The concrete model seen in a call.
+    pub fn model_seen(&mut self, model: &str) {
+        self.seen_model = Some(model.to_string());
+    }
+
+    /// The agent's cumulative session cost in USD (a provider- or agent-stated cost beats the
+    /// catalog).
+    pub fn agent_cost(&mut self, amount: f64) {
+        if amount.is_finite() && amount >= 0.0 {
+            self.stated_cost = Some(amount);
+        }
+    }
+
+    /// `used` as the agent reported it, already normalised by the profile.
+    pub fn agent_used(&mut self, used: u64) {
+        self.used = Some(Used { prompt: used, output: 0, source: Source::Agent });
+        if let Some(turn) = &mut self.turn {
+            turn.agent_call_totals.push(used);
+        }
+    }
+
+    /// Estimated tokens of replayed history (during `session/load`); never counted as usage.
+    pub fn replayed(&mut self, tokens: u64) {
+        self.replayed += tokens;
+    }
+
+    /// A prompt turn starts.
+    pub fn begin_turn(&mut self) {
+        let ctx = match self.used {
+            Some(u) => u.prompt + u.output,
+            None => self.replayed,
+        };
+        self.turn = Some(Turn {
+            est_calls: vec![TokenRecord { input: ctx, ..TokenRecord::default() }],
+            ctx,
+            stated_cost_before: self.stated_cost,
+            ..Turn::default()
+        });
+    }
+
+    /// Whether a turn is in progress.
+    pub fn in_turn(&self) -> bool {
+        self.turn.is_some()
+    }
+
+    /// Estimated tokens of the user's prompt.
+    pub fn prompt_tokens(&mut self, tokens: u64) {
+        if let Some(turn) = &mut self.turn {
+            turn.ctx += tokens;
+            if let Some(call) = turn.est_calls.last_mut() {
+                call.input += tokens;
+            }
+        }
+    }
+
+    /// Estimated tokens the model generated (message text, tool call input). Output after a
+    /// tool ran belongs to a new model call.
+    pub fn output_tokens(&mut self, tokens: u64, thought: bool) {
+        let Some(turn) = &mut self.turn else { return };
+        if turn.tool_running {
+            turn.tool_running = false;
+            turn.est_calls.push(TokenRecord { input: turn.ctx, ..TokenRecord::default() });
+        }
+        let call = turn.est_calls.last_mut().expect("a turn always has an open call");
+        call.output += tokens;
+        if thought {
+            call.thought += tokens;
+        } else {
+            turn.ctx += tokens;
+        }
+    }
+
+    /// The model asked for a tool: the current call ends here.
+    pub fn tool_call(&mut self, input_tokens: u64) {
+        let Some(turn) = &mut self.turn else { return };
+        if !turn.tool_running {
+            // Parallel tool calls come from one model call: only the first ends it.
+            turn.tool_running = true;
+        }
+        if let Some(call) = turn.est_calls.last_mut() {
+            call.output += input_tokens;
+        }
+        turn.ctx += input_tokens;
+    }
+
+    /// Estimated tokens of a tool's result, which the next call carries as input.
+    pub fn tool_output(&mut self, tokens: u64) {
+        if let Some(turn) = &mut self.turn {
+            turn.ctx += tokens;
+        }
+    }
+
+    /// An exact model call (from the LLM API tap or a transcript).
+    pub fn record_call(&mut self, rec: TokenRecord, source: Source, cx: &Context<'_>) {
+        if let Some(model) = &rec.model {
+            self.seen_model = Some(model.clone());
+        }
+        match &mut self.turn {
+            Some(turn) => turn.exact_calls.push((rec, source)),
+            // A call outside a turn (auxiliary, background): count it now.
+            None => {
+                self.add_to_session(std::slice::from_ref(&rec), source, cx);
+            }
+        }
+    }
+
+    /// The agent's own per-turn usage, normalised, and how complete it is.
+    pub fn agent_turn(&mut self, rec: TokenRecord, report: TurnReport, calls: Option<u64>) {
+        if let Some(model) = &rec.model {
+            self.seen_model = Some(model.clone());
+        }
+        if let Some(turn) = &mut self.turn {
+            turn.agent_report = Some((rec, report, calls));
+        }
+    }
+
+    /// The turn ended (its `session/prompt` result arrived): resolve its usage from the best
+    /// source and fold it into the session.
+    pub fn end_turn(&mut self, cx: &Context<'_>) -> Option<TurnUsage> {
+        let turn = self.turn.take()?;
+        let est = &turn.est_calls;
+        let last_est = est.last().cloned().unwrap_or_default();
+        let est_output: u64 = est.iter().map(|c| c.output).sum();
+        let est_thought: u64 = est.iter().map(|c| c.thought).sum();
+
+        let (records, source, cache_known, thought_known, calls) = if !turn.exact_calls.is_empty() {
+            let source = turn.exact_calls.iter().map(|(_, s)| *s).max().unwrap_or(Source::Tap);
+            let recs: Vec<TokenRecord> = turn.exact_calls.into_iter().map(|(r, _)| r).collect();
+            let last = recs.last().expect("non-empty");
+            self.used = Some(Used {
+                prompt: last.input,
+                output: last.output.saturating_sub(last.thought),
+                source,
+            });
+            let n = recs.len() as u64;
+            (recs, source, true, true, Some(n))
+        } else if let Some((rec, report, calls)) = turn.agent_report {
+            match report {
+                TurnReport::Complete => {
+                    if self.used.is_none_or(|u| u.source == Source::Estimate) {
+                        self.used = Some(estimated_used(&last_est));
+                    }
+                    (vec![rec], Source::Agent, true, true, calls)
+                }
+                TurnReport::WithoutCacheAndThoughts => {
+                    // Input and visible output are the agent's; thoughts are estimated from the
+                    // thought chunks, and `used` from the estimated calls scaled to the agent's
+                    // input.
+                    let mut rec = rec;
+                    rec.output += est_thought;
+                    rec.thought = est_thought;
+                    let n = calls.unwrap_or(est.len() as u64).max(1);
+                    let est_input: u64 = est.iter().map(|c| c.input).sum();
+                    let last_input = if est_input > 0 {
+                        (rec.input as u128 * last_est.input as u128 / est_input as u128) as u64
+                    } else {
+                        rec.input / n
+                    };
+                    let last_output = (rec.output - rec.thought) / n;
+                    self.used =
+                        Some(Used { prompt: last_input, output: last_output, source: Source::Estimate });
+                    (vec![rec], Source::Estimate, false, true, Some(n))
+                }
+            }
+        } else if !turn.agent_call_totals.is_empty() {
+            // The agent reported each call's in-context total (input + output): the totals are
+            // exact, the split between input and output is estimated.
+            let total: u64 = turn.agent_call_totals.iter().sum();
+            let output = est_output.min(total);
+            let rec = TokenRecord {
+                input: total - output,
+                output,
+                thought: est_thought.min(output),
+                ..TokenRecord::default()
+            };
+            let n = turn.agent_call_totals.len() as u64;
+            (vec![rec], Source::Estimate, false, false, Some(n))
+        } else {
+            self.used = Some(estimated_used(&last_est));
+            let n = est.len() as u64;
+            (turn.est_calls, Source::Estimate, false, false, Some(n))
+        };
+
+        let mut cost = self.add_to_session(&records, source, cx);
+        if let Some(now) = self.stated_cost {
+            // The agent states the session's cost: the turn cost is what it grew by.
+            cost = Some(now - turn.stated_cost_before.unwrap_or(0.0)).filter(|c| *c >= 0.0);
+        }
+        let mut totals = TokenTotals::default();
+        for rec in &records {
+            totals += rec;
+        }
+        totals.calls = calls.unwrap_or(totals.calls);
+        let model = records.iter().rev().find_map(|r| r.model.clone()).or(self.seen_model.clone());
+        Some(TurnUsage { totals, cache_known, thought_known, source, calls, model, cost })
+    }
+
+    /// Folds records into the session totals and cost; returns their cost when priced.
+    fn add_to_session(
+        &mut self,
+        records: &[TokenRecord],
+        source: Source,
+        cx: &Context<'_>,
+    ) -> Option<f64> {
+        let mut cost = None;
+        let mut calls = 0;
+        for rec in records {
+            self.totals += rec;
+            calls += 1;
+        }
+        if !source.is_exact() {
+            self.totals_estimated = true;
+        }
+        for rec in records {
+            let model = rec.model.as_deref().or(self.seen_model.as_deref()).or(self.selected_model.as_deref());
+            let prices = model.and_then(|m| cx.catalog.lookup(m)).and_then(|i| i.prices.as_ref());
+            match (rec.stated_cost, prices) {
+                (Some(c), _) => *cost.get_or_insert(0.0) += c,
+                (None, Some(prices)) => *cost.get_or_insert(0.0) += pricing::cost(rec, prices),
+                (None, None) => self.unpriced_calls += 1,
+            }
+        }
+        if let Some(c) = cost {
+            self.priced_cost += c;
+            self.priced_calls += calls;
+            if !source.is_exact() {
+                self.priced_exact = false;
+            }
+        }
+        cost
+    }
+
+    /// The session as it stands.
+    pub fn snapshot(&self, cx: &Context<'_>) -> Snapshot {
+        let (size, size_source) = self.size(cx);
+        let (used, used_source, used_split) = match self.used {
+            Some(u) => (u.prompt + u.output, u.source, (u.output > 0).then_some((u.prompt, u.output))),
+            None => (self.replayed, Source::Estimate, None),
+        };
+        let (cost, cost_source, cost_partial) = match self.stated_cost {
+            Some(c) => (Some(c), Source::Agent, false),
+            None if self.priced_calls > 0 => {
+                let source = if self.priced_exact { Source::Catalog } else { Source::Estimate };
+                (Some(self.priced_cost), source, self.history_unseen)
+            }
+            None => (None, Source::Estimate, self.history_unseen),
+        };
+        Snapshot {
+            used,
+            used_source,
+            used_split,
+            size,
+            size_source,
+            cost,
+            cost_source,
+            // A stated cost covers every call, priced by the catalog or not.
+            unpriced_calls: if self.stated_cost.is_some() { 0 } else { self.unpriced_calls },
+            cost_partial,
+            model: self.seen_model.clone().or(self.selected_model.clone()),
+            totals: self.totals,
+            totals_exact: !self.totals_estimated,
+        }
+    }
+
+    /// The effective window, by DESIGN.md's precedence.
+    fn size(&self, cx: &Context<'_>) -> (u64, Source) {
+        if let Some(w) = self.agent_window {
+            return (w, Source::Agent);
+        }
+        let from_catalog = |model: &Option<String>| {
+            let info = cx.catalog.lookup(model.as_deref()?)?;
+            let w = info.max_input?;
+            Some(w * cx.window_percent / 100)
+        };
+        if let Some(w) = from_catalog(&self.seen_model) {
+            return (w, Source::Catalog);
+        }
+        if let Some(w) = self.selected_window {
+            return (w * cx.window_percent / 100, Source::Catalog);
+        }
+        if let Some(w) = from_catalog(&self.selected_model) {
+            return (w, Source::Catalog);
+        }
+        if let Some(w) = cx.remembered_size {
+            return (w, Source::Catalog);
+        }
+        (cx.default_window.max(1), Source::Default)
+    }
+}
+
+fn estimated_used(last: &TokenRecord) -> Used {
+    Used { prompt: last.input, output: last.output - last.thought, source: Source::Estimate }
+}

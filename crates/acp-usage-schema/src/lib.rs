@@ -66,6 +66,9 @@ pub struct CostFigure {
     /// Model calls that could not be priced (unknown model); the cost leaves them out.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unpriced_calls: u64,
+    /// The cost leaves out usage acp-usage never saw (the history of a loaded session).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
 }
 
 /// acp-usage's payload in a `usage_update`'s `_meta`, under [`META_KEY`].

@@ -1,10 +1,275 @@
-//! The relay: spawn the agent, forward lines both ways, observe and add usage.
+//! The relay: spawn the agent, forward lines both ways, observe them, and add usage.
+//!
+//! ```text
+//! editor stdin --[reader task]--> Event::Editor --+                 +--> to_agent  --[writer]--> agent stdin
+//!                                                 +--> main loop ---+
+//! agent stdout --[reader task]--> Event::Agent ---+   (Observer)    +--> to_editor --[writer]--> editor stdout
+//! ```
+//! One loop owns the [`observer::Observer`], so the order of what reaches the editor is decided
+//! in one place: an injected `usage_update` goes right before a prompt result or right after a
+//! session response. All channels are bounded: a slow editor fills `to_editor`, the loop waits,
+//! the agent's stdout pipe fills and the agent waits, instead of memory growing.
 
-use std::process::ExitCode;
+pub mod agent;
+pub mod content;
+pub mod emit;
+pub mod envelope;
+pub mod lines;
+pub mod observer;
+pub mod profiles;
 
-use crate::cli::RelayArgs;
+use std::process::{ExitCode, ExitStatus};
+use std::time::Duration;
 
-/// Runs the relay until the agent exits or the editor goes away.
-pub fn run(_args: RelayArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not built yet")
+use anyhow::Context;
+use jsonrpsee_types::ErrorObjectOwned;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc;
+
+use crate::cli::{AgentUsage, RelayArgs};
+use lines::{Line, LineReader, Read};
+use observer::{Observer, Settings};
+use profiles::Profile;
+
+/// Depth of every channel, in lines.
+const CHANNEL_DEPTH: usize = 64;
+/// Buffer of each reader.
+const READ_BUFFER: usize = 64 * 1024;
+/// JSON-RPC "internal error", used to answer requests the agent can no longer answer.
+const INTERNAL_ERROR: i32 = -32603;
+
+/// Options of one relay run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The agent command line.
+    pub argv: Vec<String>,
+    /// How long the agent may take to exit after the editor closed its side.
+    pub grace: Duration,
+    /// Longest accepted line.
+    pub max_line: usize,
+    /// Observer settings.
+    pub settings: Settings,
+}
+
+/// Runs the relay on this process's stdin/stdout until the agent exits or the editor goes away.
+pub fn run(args: RelayArgs) -> anyhow::Result<ExitCode> {
+    let config = crate::config::load(&args)?;
+    let opts = Options {
+        argv: args.agent.clone(),
+        grace: Duration::from_millis(args.grace_ms),
+        max_line: args.max_line_mib.saturating_mul(1024 * 1024).max(1024),
+        settings: Settings {
+            forced_profile: Profile::forced(args.profile),
+            command: args.agent.clone(),
+            keep_agent_usage: args.agent_usage == AgentUsage::Keep,
+            catalog: config.catalog,
+            default_window: config.default_window,
+        },
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let res = rt.block_on(relay(tokio::io::stdin(), tokio::io::stdout(), opts));
+    // The stdin reader may still sit in a blocking read on an editor that keeps its side open;
+    // don't wait for it.
+    rt.shutdown_background();
+    res.map(ExitCode::from)
+}
+
+enum Event {
+    Editor(std::io::Result<Read>),
+    Agent(std::io::Result<Read>),
+}
+
+/// Relays between an editor (`editor_in`/`editor_out`) and the agent `opts.argv`; returns the
+/// exit code to end with (the agent's).
+pub async fn relay<I, O>(editor_in: I, editor_out: O, opts: Options) -> anyhow::Result<u8>
+where
+    I: AsyncRead + Unpin + Send + 'static,
+    O: AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut agent, pipes) = agent::spawn(&opts.argv)?;
+    let mut observer = Observer::new(opts.settings.clone());
+    tracing::info!(agent = ?opts.argv, pgid = agent.pgid, profile = observer.profile().name(), "agent started");
+
+    let (ev_tx, mut ev_rx) = mpsc::channel::<Event>(CHANNEL_DEPTH);
+    tokio::spawn(read_lines(editor_in, opts.max_line, ev_tx.clone(), Event::Editor));
+    tokio::spawn(read_lines(pipes.stdout, opts.max_line, ev_tx, Event::Agent));
+    let (to_agent, agent_rx) = mpsc::channel::<Vec<u8>>(CHANNEL_DEPTH);
+    let (to_editor, editor_rx) = mpsc::channel::<Vec<u8>>(CHANNEL_DEPTH);
+    let agent_writer = tokio::spawn(write_lines(pipes.stdin, agent_rx, "agent"));
+    let editor_writer = tokio::spawn(write_lines(editor_out, editor_rx, "editor"));
+
+    let mut sigint = signal(SignalKind::interrupt()).context("SIGINT handler")?;
+    let mut sigterm = signal(SignalKind::terminate()).context("SIGTERM handler")?;
+    let mut to_agent = Some(to_agent);
+    let mut editor_closed_at: Option<tokio::time::Instant> = None;
+    let mut agent_stdout_open = true;
+    let mut status: Option<ExitStatus> = None;
+    // Once the agent has exited, its stdout gets a short while to drain (a grandchild may hold
+    // it open forever).
+    let mut drain_deadline: Option<tokio::time::Instant> = None;
+
+    loop {
+        if status.is_some() && !agent_stdout_open {
+            break;
+        }
+        let grace_deadline = editor_closed_at.map(|t| t + opts.grace);
+        let deadline = match (grace_deadline, drain_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        tokio::select! {
+            ev = ev_rx.recv(), if agent_stdout_open || editor_closed_at.is_none() => match ev {
+                Some(Event::Editor(Ok(Read::Line(line)))) => {
+                    observer.from_editor(&line.bytes);
+                    if let Some(tx) = &to_agent {
+                        // A closed agent stdin means the agent is exiting; its exit ends the relay.
+                        let _ = tx.send(frame(line)).await;
+                    }
+                }
+                Some(Event::Editor(Ok(Read::TooLong(n)))) => {
+                    tracing::warn!(bytes = n, limit = opts.max_line, "dropped an over-long line from the editor");
+                }
+                Some(Event::Editor(Ok(Read::Eof) | Err(_))) => {
+                    if editor_closed_at.is_none() {
+                        tracing::info!("the editor closed its side; closing the agent's stdin");
+                        // Dropping the sender lets the writer finish what is queued, then close.
+                        to_agent = None;
+                        editor_closed_at = Some(tokio::time::Instant::now());
+                    }
+                }
+                Some(Event::Agent(Ok(Read::Line(line)))) => {
+                    let out = observer.from_agent(&line.bytes);
+                    for extra in out.before {
+                        send_line(&to_editor, extra).await;
+                    }
+                    match out.replace {
+                        Some(new) => send_line(&to_editor, new).await,
+                        None => {
+                            let _ = to_editor.send(frame(line)).await;
+                        }
+                    }
+                    for extra in out.after {
+                        send_line(&to_editor, extra).await;
+                    }
+                }
+                Some(Event::Agent(Ok(Read::TooLong(n)))) => {
+                    tracing::warn!(bytes = n, limit = opts.max_line, "dropped an over-long line from the agent");
+                }
+                Some(Event::Agent(Ok(Read::Eof) | Err(_))) => agent_stdout_open = false,
+                None => agent_stdout_open = false,
+            },
+            res = &mut agent.exited, if status.is_none() => {
+                let st = res.ok().and_then(Result::ok).context("waiting for the agent")?;
+                tracing::info!("the agent exited with {}", agent::describe(st));
+                status = Some(st);
+                drain_deadline = Some(tokio::time::Instant::now() + Duration::from_millis(500));
+            }
+            _ = sleep_until(deadline), if deadline.is_some() => {
+                if status.is_none() {
+                    tracing::info!("the agent did not exit within {:?} of the editor closing; ending its process group", opts.grace);
+                    let st = agent::end_group(&mut agent, Duration::from_millis(500)).await?;
+                    status = Some(st);
+                }
+                if drain_deadline.is_some_and(|d| d <= tokio::time::Instant::now()) || editor_closed_at.is_some() {
+                    agent_stdout_open = false;
+                }
+            }
+            _ = sigint.recv() => agent.signal_group(libc::SIGINT),
+            _ = sigterm.recv() => agent.signal_group(libc::SIGTERM),
+        }
+    }
+    // Grandchildren may outlive the agent; the group goes with it.
+    agent.signal_group(libc::SIGKILL);
+    let status = status.expect("loop ends with a status");
+
+    // Requests the agent will never answer get an error, so the editor does not hang.
+    for id in observer.pending_ids() {
+        let err = ErrorObjectOwned::owned(
+            INTERNAL_ERROR,
+            format!("the agent exited ({}) before answering", agent::describe(status)),
+            None::<()>,
+        );
+        let msg = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"error":{}}}"#,
+            serde_json::to_string(&err).expect("error object serialises")
+        );
+        send_line(&to_editor, msg.into_bytes()).await;
+    }
+    let c = observer.counters;
+    tracing::info!(
+        not_objects = c.not_objects,
+        other_methods = c.other_methods,
+        extensions = c.extensions,
+        untracked_responses = c.untracked_responses,
+        "passed through without reading"
+    );
+    drop(to_agent);
+    drop(to_editor);
+    let _ = editor_writer.await;
+    agent_writer.abort();
+    Ok(agent::exit_code(status))
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A forwarded line with its terminator as it came.
+fn frame(line: Line) -> Vec<u8> {
+    let mut bytes = line.bytes;
+    if line.newline {
+        bytes.push(b'\n');
+    }
+    bytes
+}
+
+async fn send_line(tx: &mpsc::Sender<Vec<u8>>, mut bytes: Vec<u8>) {
+    bytes.push(b'\n');
+    let _ = tx.send(bytes).await;
+}
+
+async fn read_lines<R>(
+    input: R,
+    max: usize,
+    tx: mpsc::Sender<Event>,
+    wrap: fn(std::io::Result<Read>) -> Event,
+) where
+    R: AsyncRead + Unpin,
+{
+    let mut lines = LineReader::new(BufReader::with_capacity(READ_BUFFER, input), max);
+    loop {
+        let res = lines.next().await;
+        let end = matches!(res, Ok(Read::Eof) | Err(_));
+        if tx.send(wrap(res)).await.is_err() || end {
+            return;
+        }
+    }
+}
+
+async fn write_lines<W>(mut out: W, mut rx: mpsc::Receiver<Vec<u8>>, peer: &'static str)
+where
+    W: AsyncWrite + Unpin,
+{
+    while let Some(buf) = rx.recv().await {
+        let mut res = out.write_all(&buf).await;
+        // Flush when nothing else is queued: batches writes under load, no delay when idle.
+        if res.is_ok() && rx.is_empty() {
+            res = out.flush().await;
+        }
+        if let Err(err) = res {
+            tracing::info!("cannot write to the {peer} ({err}); discarding what follows");
+            // Keep receiving so the relay never blocks on a peer that is gone.
+            while rx.recv().await.is_some() {}
+            return;
+        }
+    }
+    let _ = out.shutdown().await;
 }

@@ -1,0 +1,191 @@
+//! Rendering what acp-usage sends: `usage_update` notifications, per-turn `usage`, and the
+//! in-place rewrites of the agent's own figures.
+//!
+//! Only lines acp-usage owns or changes are serialised here; everything else is forwarded as it
+//! came. Rewrites parse the line into a `serde_json::Value` with key order preserved, change only
+//! the fields acp-usage owns, and keep the agent's `_meta` keys.
+
+use acp_usage_core::ledger::{Snapshot, TurnUsage};
+use acp_usage_core::Source;
+use acp_usage_schema::{
+    CostFigure, Figure, SourceName, TurnUsageMeta, UsageBreakdown, UsageUpdateMeta, UsedSplit, META_KEY,
+    META_VERSION,
+};
+use serde_json::{json, Map, Value};
+
+/// Why an update is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// After a `session/new` response.
+    New,
+    /// After a `session/load` response.
+    Load,
+    /// After a `session/resume` response.
+    Resume,
+    /// After a `session/fork` response.
+    Fork,
+    /// At the end of a prompt turn.
+    Turn,
+    /// After a model or context-size change.
+    ModelChange,
+    /// A rewrite of the agent's own update.
+    Agent,
+}
+
+impl Trigger {
+    fn as_str(self) -> &'static str {
+        match self {
+            Trigger::New => "session/new",
+            Trigger::Load => "session/load",
+            Trigger::Resume => "session/resume",
+            Trigger::Fork => "session/fork",
+            Trigger::Turn => "turn",
+            Trigger::ModelChange => "model_change",
+            Trigger::Agent => "agent",
+        }
+    }
+}
+
+/// The wire name of a source.
+pub fn source_name(source: Source) -> SourceName {
+    match source {
+        Source::Tap => SourceName::Tap,
+        Source::Transcript => SourceName::Transcript,
+        Source::Agent => SourceName::Agent,
+        Source::Estimate => SourceName::Estimate,
+        Source::Catalog => SourceName::Catalog,
+        Source::Default => SourceName::Default,
+    }
+}
+
+fn figure(source: Source) -> Figure {
+    Figure { source: source_name(source), exact: source.is_exact() }
+}
+
+/// The `update` object of a `usage_update` for a snapshot (without the agent's extra fields).
+fn update_fields(snap: &Snapshot, profile: &str, trigger: Trigger, agent: Option<Value>) -> Map<String, Value> {
+    let meta = UsageUpdateMeta {
+        version: META_VERSION,
+        profile: profile.to_string(),
+        used: figure(snap.used_source),
+        size: figure(snap.size_source),
+        cost: snap.cost.map(|_| CostFigure {
+            source: source_name(snap.cost_source),
+            exact: snap.cost_source.is_exact() && !snap.cost_partial && snap.unpriced_calls == 0,
+            unpriced_calls: snap.unpriced_calls,
+            partial: snap.cost_partial,
+        }),
+        model: snap.model.clone(),
+        used_split: snap.used_split.map(|(prompt, output)| UsedSplit { prompt, output }),
+        trigger: trigger.as_str().to_string(),
+        agent,
+    };
+    let t = &snap.totals;
+    let cumulative = UsageBreakdown {
+        total_tokens: t.total(),
+        input_tokens: t.input,
+        output_tokens: t.output,
+        thought_tokens: (t.thought > 0).then_some(t.thought),
+        cached_read_tokens: (t.cache_read > 0).then_some(t.cache_read),
+        cached_write_tokens: (t.cache_write > 0).then_some(t.cache_write),
+        meta: None,
+    };
+    let mut fields = Map::new();
+    fields.insert("sessionUpdate".into(), "usage_update".into());
+    fields.insert("used".into(), snap.used.into());
+    fields.insert("size".into(), snap.size.into());
+    if let Some(amount) = snap.cost {
+        fields.insert("cost".into(), json!({"amount": round_usd(amount), "currency": "USD"}));
+    }
+    let mut m = Map::new();
+    m.insert(META_KEY.into(), serde_json::to_value(meta).expect("meta serialises"));
+    m.insert("usage".into(), serde_json::to_value(cumulative).expect("usage serialises"));
+    fields.insert("_meta".into(), Value::Object(m));
+    fields
+}
+
+/// Costs are rounded to a billionth of a dollar so float noise never reaches the wire.
+fn round_usd(amount: f64) -> f64 {
+    (amount * 1e9).round() / 1e9
+}
+
+/// A complete `session/update` `usage_update` notification line.
+pub fn usage_update(session_id: &str, snap: &Snapshot, profile: &str, trigger: Trigger) -> Vec<u8> {
+    let update = update_fields(snap, profile, trigger, None);
+    let msg = json!({
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {"sessionId": session_id, "update": Value::Object(update)},
+    });
+    serde_json::to_vec(&msg).expect("notification serialises")
+}
+
+/// Rewrites the agent's own `usage_update` line in place: `used`, `size` and `cost` become the
+/// normalised figures, the agent's originals go to `_meta`, the agent's `_meta` keys stay.
+pub fn rewrite_agent_update(line: &[u8], snap: &Snapshot, profile: &str) -> Option<Vec<u8>> {
+    let mut msg: Value = serde_json::from_slice(line).ok()?;
+    let update = msg.pointer_mut("/params/update")?.as_object_mut()?;
+    let original: Map<String, Value> = ["used", "size", "cost"]
+        .iter()
+        .filter_map(|k| update.get(*k).map(|v| (k.to_string(), v.clone())))
+        .collect();
+    let ours = update_fields(snap, profile, Trigger::Agent, Some(Value::Object(original)));
+    for (k, v) in ours {
+        if k == "_meta" {
+            let agent_meta = update.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+            if !agent_meta.is_object() {
+                *agent_meta = Value::Object(Map::new());
+            }
+            let agent_meta = agent_meta.as_object_mut().expect("made an object");
+            if let Value::Object(ours) = v {
+                agent_meta.extend(ours);
+            }
+        } else {
+            update.insert(k, v);
+        }
+    }
+    if snap.cost.is_none() {
+        // Never leave the agent's figure beside ours as if it were ours; it stays in `_meta`.
+        update.remove("cost");
+    }
+    serde_json::to_vec(&msg).ok()
+}
+
+/// The per-turn `usage` object.
+pub fn turn_usage(turn: &TurnUsage, agent: Option<Value>) -> Value {
+    let t = &turn.totals;
+    let meta = TurnUsageMeta {
+        version: META_VERSION,
+        source: source_name(turn.source),
+        exact: turn.source.is_exact(),
+        calls: turn.calls,
+        model: turn.model.clone(),
+        cost: turn.cost.map(round_usd),
+        agent,
+    };
+    let mut m = Map::new();
+    m.insert(META_KEY.into(), serde_json::to_value(meta).expect("meta serialises"));
+    let usage = UsageBreakdown {
+        total_tokens: t.total(),
+        input_tokens: t.input,
+        output_tokens: t.output,
+        thought_tokens: turn.thought_known.then_some(t.thought),
+        cached_read_tokens: turn.cache_known.then_some(t.cache_read),
+        cached_write_tokens: turn.cache_known.then_some(t.cache_write),
+        meta: Some(m),
+    };
+    serde_json::to_value(usage).expect("usage serialises")
+}
+
+/// Puts the per-turn `usage` on a `session/prompt` result line. With `keep`, an agent's own
+/// `usage` is left alone (and the line is not touched at all).
+pub fn rewrite_prompt_result(line: &[u8], turn: &TurnUsage, keep: bool) -> Option<Vec<u8>> {
+    let mut msg: Value = serde_json::from_slice(line).ok()?;
+    let result = msg.get_mut("result")?.as_object_mut()?;
+    let agent = result.get("usage").filter(|u| !u.is_null()).cloned();
+    if keep && agent.is_some() {
+        return None;
+    }
+    result.insert("usage".into(), turn_usage(turn, agent));
+    serde_json::to_vec(&msg).ok()
+}

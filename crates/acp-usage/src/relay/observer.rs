@@ -1,0 +1,449 @@
+//! The observer: follows requests, sessions and turns in the traffic, feeds the ledgers, and
+//! says what to add or rewrite. It does no I/O: the relay hands it lines and writes what it
+//! answers, which keeps every protocol decision testable in process.
+//!
+//! Correlation is by the id's exact wire text (`1` and `"1"` differ; `null` is an id). Only
+//! requests from the editor to the agent are tracked, since only their responses carry what
+//! acp-usage reads; an agent's own requests to the editor pass untouched.
+
+use std::collections::HashMap;
+
+use acp_usage_core::estimate::{self, Family};
+use acp_usage_core::ledger::{Context, Ledger};
+use acp_usage_core::{Catalog, Source};
+use serde_json::Value;
+
+use super::content;
+use super::emit::{self, Trigger};
+use super::envelope::{Envelope, Kind};
+use super::profiles::{AgentUpdate, Profile};
+
+/// What the observer needs to know up front.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// A profile forced on the command line.
+    pub forced_profile: Option<Profile>,
+    /// The agent's command line (for recognising it).
+    pub command: Vec<String>,
+    /// `--agent-usage keep`: leave the agent's own figures untouched.
+    pub keep_agent_usage: bool,
+    /// The model catalog.
+    pub catalog: Catalog,
+    /// The window used when nothing else is known.
+    pub default_window: u64,
+}
+
+/// What to write to the editor for one line from the agent.
+#[derive(Debug, Default, PartialEq)]
+pub struct Outcome {
+    /// Lines to write before the agent's line.
+    pub before: Vec<Vec<u8>>,
+    /// A replacement for the agent's line (`None`: forward it as it came).
+    pub replace: Option<Vec<u8>>,
+    /// Lines to write after the agent's line.
+    pub after: Vec<Vec<u8>>,
+}
+
+/// Counts of lines the relay passed through without understanding them.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counters {
+    /// Lines that are not a JSON object (malformed, arrays, garbage, empty).
+    pub not_objects: u64,
+    /// Requests and notifications with methods acp-usage does not read.
+    pub other_methods: u64,
+    /// `_`-prefixed extension methods.
+    pub extensions: u64,
+    /// Responses to ids acp-usage did not track.
+    pub untracked_responses: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Method {
+    Initialize,
+    New,
+    Load,
+    Resume,
+    Fork,
+    Prompt,
+    SetConfigOption,
+    SetModel,
+    Close,
+}
+
+#[derive(Debug)]
+struct Pending {
+    method: Method,
+    session: Option<String>,
+    model: Option<String>,
+}
+
+#[derive(Debug)]
+struct Session {
+    ledger: Ledger,
+    /// A `session/load` is replaying history: its updates are not new usage.
+    loading: bool,
+    /// The selected model option value, to notice real changes.
+    model_value: Option<String>,
+}
+
+impl Session {
+    fn new(ledger: Ledger) -> Session {
+        Session { ledger, loading: false, model_value: None }
+    }
+}
+
+/// The state of one relay.
+#[derive(Debug)]
+pub struct Observer {
+    settings: Settings,
+    profile: Profile,
+    pending: HashMap<String, Pending>,
+    sessions: HashMap<String, Session>,
+    /// Last size seen per model, for sessions that know nothing better yet.
+    remembered: HashMap<String, u64>,
+    /// Lines passed through without being understood.
+    pub counters: Counters,
+}
+
+impl Observer {
+    /// A new observer.
+    pub fn new(settings: Settings) -> Observer {
+        let profile = settings.forced_profile.unwrap_or_else(|| Profile::detect(None, &settings.command));
+        Observer {
+            settings,
+            profile,
+            pending: HashMap::new(),
+            sessions: HashMap::new(),
+            remembered: HashMap::new(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// The profile in use.
+    pub fn profile(&self) -> Profile {
+        self.profile
+    }
+
+    /// Ids (wire text) of editor requests the agent has not answered yet.
+    pub fn pending_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.pending.keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    /// Observes a line from the editor. Editor lines are never changed.
+    pub fn from_editor(&mut self, line: &[u8]) {
+        let Some(env) = Envelope::parse(line) else {
+            self.counters.not_objects += 1;
+            return;
+        };
+        let Some(method) = env.method.as_deref() else { return };
+        let known = match method {
+            "initialize" => Some(Method::Initialize),
+            "session/new" => Some(Method::New),
+            "session/load" => Some(Method::Load),
+            "session/resume" => Some(Method::Resume),
+            "session/fork" => Some(Method::Fork),
+            "session/prompt" => Some(Method::Prompt),
+            "session/set_config_option" => Some(Method::SetConfigOption),
+            "session/set_model" => Some(Method::SetModel),
+            "session/close" | "session/delete" => Some(Method::Close),
+            _ => None,
+        };
+        let Some(method) = known else {
+            self.count_other(method);
+            return;
+        };
+        if env.kind() != Kind::Request {
+            return;
+        }
+        let params: Option<Value> = env.params.and_then(|p| serde_json::from_str(p.get()).ok());
+        let session = params.as_ref().and_then(|p| p.get("sessionId")).and_then(Value::as_str).map(String::from);
+        let model = params.as_ref().and_then(|p| p.get("modelId")).and_then(Value::as_str).map(String::from);
+        match method {
+            Method::Prompt => {
+                if let Some(id) = &session {
+                    let family = self.family(id);
+                    let s = self.session(id, Ledger::restored);
+                    s.ledger.begin_turn();
+                    let blocks = params.as_ref().and_then(|p| p.get("prompt"));
+                    s.ledger.prompt_tokens(content::blocks_tokens(blocks, family));
+                }
+            }
+            Method::Load => {
+                if let Some(id) = &session {
+                    // A reload starts over: what the agent replays is history, not usage.
+                    let mut s = Session::new(Ledger::restored());
+                    s.loading = true;
+                    self.sessions.insert(id.clone(), s);
+                }
+            }
+            _ => {}
+        }
+        let key = env.id_key().expect("requests have ids");
+        self.pending.insert(key, Pending { method, session, model });
+    }
+
+    /// Observes a line from the agent and says what to write to the editor.
+    pub fn from_agent(&mut self, line: &[u8]) -> Outcome {
+        let Some(env) = Envelope::parse(line) else {
+            self.counters.not_objects += 1;
+            return Outcome::default();
+        };
+        match env.kind() {
+            Kind::Response => {
+                let key = env.id_key().expect("responses have ids");
+                match self.pending.remove(&key) {
+                    Some(p) => self.on_response(line, &env, p),
+                    None => {
+                        self.counters.untracked_responses += 1;
+                        Outcome::default()
+                    }
+                }
+            }
+            Kind::Notification if env.method.as_deref() == Some("session/update") => {
+                self.on_session_update(line, &env)
+            }
+            Kind::Notification | Kind::Request => {
+                self.count_other(env.method.as_deref().unwrap_or(""));
+                Outcome::default()
+            }
+            Kind::Other => Outcome::default(),
+        }
+    }
+
+    fn count_other(&mut self, method: &str) {
+        if method.starts_with('_') {
+            self.counters.extensions += 1;
+        } else {
+            self.counters.other_methods += 1;
+        }
+    }
+
+    fn on_response(&mut self, line: &[u8], env: &Envelope<'_>, p: Pending) -> Outcome {
+        let result: Option<Value> = env.result.and_then(|r| serde_json::from_str(r.get()).ok());
+        let ok = env.error.is_none() && env.result.is_some();
+        let mut out = Outcome::default();
+        match p.method {
+            Method::Initialize => {
+                if let (None, Some(r)) = (self.settings.forced_profile, &result) {
+                    let name = r.pointer("/agentInfo/name").and_then(Value::as_str);
+                    self.profile = Profile::detect(name, &self.settings.command);
+                    tracing::info!(profile = self.profile.name(), agent = ?name, "agent recognised");
+                }
+            }
+            Method::New | Method::Fork => {
+                let Some(r) = result.as_ref().filter(|_| ok) else { return out };
+                let Some(id) = r.get("sessionId").and_then(Value::as_str) else { return out };
+                let ledger = match p.session.as_ref().and_then(|parent| self.sessions.get(parent)) {
+                    // A fork starts from its parent's context and carries its cost, as agents do.
+                    Some(parent) if p.method == Method::Fork => parent.ledger.clone(),
+                    _ if p.method == Method::Fork => Ledger::restored(),
+                    _ => Ledger::new(),
+                };
+                // Keep what a pipelining client already started in the session.
+                self.sessions.entry(id.to_string()).or_insert_with(|| Session::new(ledger));
+                self.read_models(id, r);
+                let trigger = if p.method == Method::New { Trigger::New } else { Trigger::Fork };
+                out.after.push(self.update_line(id, trigger));
+            }
+            Method::Load | Method::Resume => {
+                let Some(id) = p.session.as_deref() else { return out };
+                if !ok {
+                    if let Some(s) = self.sessions.get_mut(id) {
+                        s.loading = false;
+                    }
+                    return out;
+                }
+                let s = self.session(id, Ledger::restored);
+                s.loading = false;
+                if let Some(r) = &result {
+                    self.read_models(id, r);
+                }
+                let trigger = if p.method == Method::Load { Trigger::Load } else { Trigger::Resume };
+                out.after.push(self.update_line(id, trigger));
+            }
+            Method::Prompt => {
+                let Some(id) = p.session.as_deref() else { return out };
+                let profile = self.profile;
+                let cx_owned = self.context_parts(id);
+                let s = self
+                    .sessions
+                    .entry(id.to_string())
+                    .or_insert_with(|| Session::new(Ledger::restored()));
+                if let Some(r) = &result {
+                    profile.on_prompt_result(&mut s.ledger, r);
+                }
+                let cx = Context {
+                    catalog: &self.settings.catalog,
+                    default_window: self.settings.default_window,
+                    window_percent: cx_owned.0,
+                    remembered_size: cx_owned.1,
+                };
+                let turn = s.ledger.end_turn(&cx);
+                if let (Some(turn), true) = (&turn, ok) {
+                    out.replace = emit::rewrite_prompt_result(line, turn, self.settings.keep_agent_usage);
+                }
+                out.before.push(self.update_line(id, Trigger::Turn));
+            }
+            Method::SetConfigOption => {
+                let (Some(id), Some(r)) = (p.session.as_deref(), result.as_ref().filter(|_| ok)) else {
+                    return out;
+                };
+                if self.read_models(id, r) {
+                    out.after.push(self.update_line(id, Trigger::ModelChange));
+                }
+            }
+            Method::SetModel => {
+                let (Some(id), Some(model)) = (p.session.as_deref(), p.model.as_deref()) else { return out };
+                if ok && self.select_model(id, model) {
+                    out.after.push(self.update_line(id, Trigger::ModelChange));
+                }
+            }
+            Method::Close => {
+                if let (Some(id), true) = (p.session.as_deref(), ok) {
+                    self.sessions.remove(id);
+                }
+            }
+        }
+        out
+    }
+
+    fn on_session_update(&mut self, line: &[u8], env: &Envelope<'_>) -> Outcome {
+        let Some(params) = env.params else { return Outcome::default() };
+        let Ok(n) = serde_json::from_str::<content::UpdateParams<'_>>(params.get()) else {
+            return Outcome::default();
+        };
+        let id = n.session_id.as_ref();
+        let family = self.family(id);
+        let profile = self.profile;
+        let s = self.session(id, Ledger::restored);
+        let update = &n.update;
+        let kind = update.session_update.as_deref().unwrap_or("");
+        if s.loading {
+            // Replayed history fills the context but is not new usage.
+            s.ledger.replayed(content::update_tokens(update, family));
+            return Outcome::default();
+        }
+        match kind {
+            "agent_message_chunk" => s.ledger.output_tokens(content::update_tokens(update, family), false),
+            "agent_thought_chunk" => s.ledger.output_tokens(content::update_tokens(update, family), true),
+            "tool_call" => {
+                s.ledger.tool_call(content::tool_input_tokens(update, family));
+                s.ledger.tool_output(content::tool_output_tokens(update, family));
+            }
+            "tool_call_update" => s.ledger.tool_output(content::tool_output_tokens(update, family)),
+            "usage_update" => {
+                let agent: AgentUpdate = serde_json::from_str(params.get())
+                    .ok()
+                    .and_then(|v: Value| v.get("update").cloned())
+                    .and_then(|u| serde_json::from_value(u).ok())
+                    .unwrap_or_default();
+                profile.on_usage_update(&mut s.ledger, &agent);
+                if self.settings.keep_agent_usage {
+                    return Outcome::default();
+                }
+                let snap = self.snapshot(id);
+                let replace = emit::rewrite_agent_update(line, &snap, profile.name());
+                return Outcome { replace, ..Outcome::default() };
+            }
+            "config_option_update" => {
+                let v: Option<Value> = serde_json::from_str(params.get()).ok();
+                if let Some(u) = v.as_ref().and_then(|v| v.get("update")) {
+                    if self.read_models(id, u) {
+                        return Outcome { after: vec![self.update_line(id, Trigger::ModelChange)], ..Outcome::default() };
+                    }
+                }
+            }
+            _ => {}
+        }
+        Outcome::default()
+    }
+
+    /// Reads the selected model from `configOptions` (category `model`) or legacy
+    /// `models.currentModelId`; true when it changed.
+    fn read_models(&mut self, id: &str, v: &Value) -> bool {
+        let from_options = v.get("configOptions").and_then(Value::as_array).and_then(|opts| {
+            opts.iter()
+                .find(|o| {
+                    o.get("category").and_then(Value::as_str) == Some("model")
+                        || o.get("id").and_then(Value::as_str) == Some("model")
+                })
+                .and_then(|o| o.get("currentValue"))
+                .and_then(Value::as_str)
+        });
+        let legacy = v.pointer("/models/currentModelId").and_then(Value::as_str);
+        match from_options.or(legacy) {
+            Some(model) => {
+                let model = model.to_string();
+                self.select_model(id, &model)
+            }
+            None => false,
+        }
+    }
+
+    fn select_model(&mut self, id: &str, value: &str) -> bool {
+        let (model, window) = self.profile.resolve_model(value);
+        let s = self.session(id, Ledger::restored);
+        if s.model_value.as_deref() == Some(value) {
+            return false;
+        }
+        tracing::debug!(session = id, value, ?model, ?window, "model selected");
+        s.model_value = Some(value.to_string());
+        s.ledger.select_model(model, window);
+        true
+    }
+
+    fn session(&mut self, id: &str, make: fn() -> Ledger) -> &mut Session {
+        self.sessions.entry(id.to_string()).or_insert_with(|| Session::new(make()))
+    }
+
+    fn family(&self, id: &str) -> Family {
+        let model = self.sessions.get(id).and_then(|s| {
+            let snap_model = s.model_value.as_deref();
+            snap_model.map(|m| self.profile.resolve_model(m).0)
+        });
+        match model.flatten() {
+            Some(m) => match Family::of(Some(&m)) {
+                Family::Other => self.profile.default_family(),
+                f => f,
+            },
+            None => self.profile.default_family(),
+        }
+    }
+
+    fn context_parts(&self, id: &str) -> (u64, Option<u64>) {
+        let model = self.sessions.get(id).and_then(|s| s.model_value.clone());
+        let remembered = model.and_then(|m| self.remembered.get(&m).copied());
+        (self.profile.window_percent(), remembered)
+    }
+
+    fn snapshot(&mut self, id: &str) -> acp_usage_core::Snapshot {
+        let (window_percent, remembered_size) = self.context_parts(id);
+        let cx = Context {
+            catalog: &self.settings.catalog,
+            default_window: self.settings.default_window,
+            window_percent,
+            remembered_size,
+        };
+        let s = self.sessions.get(id).expect("session exists");
+        let snap = s.ledger.snapshot(&cx);
+        if let (Some(model), Source::Agent | Source::Catalog) = (&s.model_value, snap.size_source) {
+            self.remembered.insert(model.clone(), snap.size);
+        }
+        if snap.unpriced_calls > 0 && snap.cost.is_none() {
+            tracing::info!(session = id, model = ?snap.model, "no price known for the model; cost left out");
+        }
+        snap
+    }
+
+    fn update_line(&mut self, id: &str, trigger: Trigger) -> Vec<u8> {
+        let snap = self.snapshot(id);
+        emit::usage_update(id, &snap, self.profile.name(), trigger)
+    }
+}
+
+/// Token estimate of a text for `family` (a thin alias kept for the content module).
+pub(crate) fn tokens(text: &str, family: Family) -> u64 {
+    estimate::count(text, family)
+}
