@@ -254,7 +254,7 @@ impl Ledger {
             Some(turn) => turn.exact_calls.push((rec, source)),
             // A call outside a turn (auxiliary, background): count it now.
             None => {
-                self.add_to_session(std::slice::from_ref(&rec), source, cx);
+                self.add_to_session(std::slice::from_ref(&rec), source, 1, cx);
             }
         }
     }
@@ -336,7 +336,9 @@ impl Ledger {
             (turn.est_calls, Source::Estimate, false, false, Some(n))
         };
 
-        let mut cost = self.add_to_session(&records, source, cx);
+        // One aggregated record stands for several calls: its tier is decided per call.
+        let per_record = if records.len() == 1 { calls.unwrap_or(1).max(1) } else { 1 };
+        let mut cost = self.add_to_session(&records, source, per_record, cx);
         if let Some(now) = self.stated_cost {
             // The agent states the session's cost: the turn cost is what it grew by.
             cost = Some(now - turn.stated_cost_before.unwrap_or(0.0)).filter(|c| *c >= 0.0);
@@ -355,6 +357,7 @@ impl Ledger {
         &mut self,
         records: &[TokenRecord],
         source: Source,
+        calls_per_record: u64,
         cx: &Context<'_>,
     ) -> Option<f64> {
         let mut cost = None;
@@ -371,7 +374,9 @@ impl Ledger {
             let prices = model.and_then(|m| cx.catalog.lookup(m)).and_then(|i| i.prices.as_ref());
             match (rec.stated_cost, prices) {
                 (Some(c), _) => *cost.get_or_insert(0.0) += c,
-                (None, Some(prices)) => *cost.get_or_insert(0.0) += pricing::cost(rec, prices),
+                (None, Some(prices)) => {
+                    *cost.get_or_insert(0.0) += pricing::cost_of_calls(rec, prices, calls_per_record)
+                }
                 (None, None) => self.unpriced_calls += 1,
             }
         }

@@ -1,0 +1,298 @@
+//! Data-driven tests of the per-session ledger: event scripts in, usage/size/cost tables out.
+//!
+//! Each script line is one event the relay would feed (see `check`); `end` prints the resolved
+//! turn, `snap` prints the session snapshot. Expectations are snapshots: run with
+//! `UPDATE_EXPECT=1` to bless a deliberate change, then read the diff.
+
+use acp_usage_core::ledger::{Context, Ledger, TurnReport};
+use acp_usage_core::{Catalog, Source, TokenRecord};
+use expect_test::{Expect, expect};
+
+fn n(it: &mut std::str::SplitWhitespace<'_>) -> u64 {
+    it.next().expect("a number").parse().expect("a number")
+}
+
+fn record(it: &mut std::str::SplitWhitespace<'_>) -> TokenRecord {
+    let conv = it.next().expect("a convention");
+    let mut rec = match conv {
+        "anthropic" => {
+            let (i, cr, cw5, cw1, o) = (n(it), n(it), n(it), n(it), n(it));
+            TokenRecord::from_anthropic(i, cr, cw5, cw1, o)
+        }
+        "openai" => {
+            let (i, c, o, r) = (n(it), n(it), n(it), n(it));
+            TokenRecord::from_openai(i, c, o, r)
+        }
+        "gemini" => {
+            let (p, c, o, t) = (n(it), n(it), n(it), n(it));
+            TokenRecord::from_gemini(p, c, o, t)
+        }
+        other => panic!("unknown convention {other}"),
+    };
+    rec.model = it.next().map(str::to_string);
+    rec
+}
+
+fn usd(c: Option<f64>) -> String {
+    c.map_or("-".to_string(), |c| format!("{c:.6}"))
+}
+
+#[track_caller]
+fn check(window_percent: u64, script: &str, expect: Expect) {
+    let catalog = Catalog::embedded();
+    let cx = Context { catalog, default_window: 200_000, window_percent, remembered_size: None };
+    let mut ledger = Ledger::new();
+    let mut out = String::new();
+    for line in script.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let mut it = line.split_whitespace();
+        let cmd = it.next().unwrap();
+        match cmd {
+            "restored" => ledger = Ledger::restored(),
+            "select" => {
+                let model = it.next().map(str::to_string).filter(|m| m != "-");
+                let window = it.next().map(|w| w.parse().unwrap());
+                ledger.select_model(model, window);
+            }
+            "seen" => ledger.model_seen(it.next().unwrap()),
+            "turn" => ledger.begin_turn(),
+            "prompt" => ledger.prompt_tokens(n(&mut it)),
+            "out" => ledger.output_tokens(n(&mut it), false),
+            "thought" => ledger.output_tokens(n(&mut it), true),
+            "tool" => ledger.tool_call(n(&mut it)),
+            "toolout" => ledger.tool_output(n(&mut it)),
+            "replayed" => ledger.replayed(n(&mut it)),
+            "call" => ledger.record_call(record(&mut it), Source::Tap, &cx),
+            "agent_used" => ledger.agent_used(n(&mut it)),
+            "agent_window" => ledger.agent_window(n(&mut it)),
+            "agent_cost" => ledger.agent_cost(it.next().unwrap().parse().unwrap()),
+            "agent_turn" => ledger.agent_turn(record(&mut it), TurnReport::Complete, None),
+            "agent_quota" => {
+                ledger.agent_turn(record(&mut it), TurnReport::WithoutCacheAndThoughts, None)
+            }
+            "end" => {
+                let t = ledger.end_turn(&cx).expect("a turn was open");
+                let x = &t.totals;
+                out += &format!(
+                    "turn: in={} cr={} cw={} out={} th={} total={} calls={:?} src={} cache={} cost={}\n",
+                    x.input,
+                    x.cache_read,
+                    x.cache_write,
+                    x.output,
+                    x.thought,
+                    x.total(),
+                    t.calls,
+                    t.source.as_str(),
+                    t.cache_known,
+                    usd(t.cost),
+                );
+            }
+            "snap" => {
+                let s = ledger.snapshot(&cx);
+                let unpriced = match s.unpriced_calls {
+                    0 => String::new(),
+                    k => format!(" unpriced={k}"),
+                };
+                out += &format!(
+                    "snap: used={} ({}) split={:?} size={} ({}) cost={} ({}{}{}) model={:?} total={} exact={}\n",
+                    s.used,
+                    s.used_source.as_str(),
+                    s.used_split,
+                    s.size,
+                    s.size_source.as_str(),
+                    usd(s.cost),
+                    s.cost_source.as_str(),
+                    if s.cost_partial { " partial" } else { "" },
+                    unpriced,
+                    s.model,
+                    s.totals.total(),
+                    s.totals_exact,
+                );
+            }
+            other => panic!("unknown command {other}"),
+        }
+    }
+    expect.assert_eq(&out);
+}
+
+#[test]
+fn new_session_knows_only_the_window() {
+    check(
+        100,
+        "select claude-sonnet-4-5
+         snap",
+        expect![[r#"
+            snap: used=0 (estimate) split=None size=200000 (catalog) cost=- (estimate) model=Some("claude-sonnet-4-5") total=0 exact=true
+        "#]],
+    );
+}
+
+#[test]
+fn unknown_model_falls_back_to_the_default_window_and_no_cost() {
+    check(
+        100,
+        "select mystery-model-9
+         turn
+         prompt 100
+         out 50
+         end
+         snap",
+        expect![[r#"
+            turn: in=100 cr=0 cw=0 out=50 th=0 total=150 calls=Some(1) src=estimate cache=false cost=-
+            snap: used=150 (estimate) split=Some((100, 50)) size=200000 (default) cost=- (estimate unpriced=1) model=Some("mystery-model-9") total=150 exact=false
+        "#]],
+    );
+}
+
+#[test]
+fn exact_calls_sum_per_turn_and_used_is_the_last_call() {
+    // Two Anthropic calls of a tool-use turn (the research mock's numbers), priced as Sonnet 4.5.
+    check(
+        100,
+        "select claude-sonnet-4-5
+         turn
+         prompt 5
+         call anthropic 12 9000 3000 0 61 claude-sonnet-4-5
+         tool 20
+         toolout 300
+         call anthropic 12 9000 3000 0 7 claude-sonnet-4-5
+         end
+         snap",
+        expect![[r#"
+            turn: in=24024 cr=18000 cw=6000 out=68 th=0 total=24092 calls=Some(2) src=tap cache=true cost=0.028992
+            snap: used=12019 (tap) split=Some((12012, 7)) size=200000 (catalog) cost=0.028992 (catalog) model=Some("claude-sonnet-4-5") total=24092 exact=true
+        "#]],
+    );
+}
+
+#[test]
+fn claude_reports_turn_usage_and_stated_cost() {
+    check(
+        100,
+        "select - 200000
+         turn
+         prompt 5
+         agent_used 12013
+         agent_used 12019
+         agent_cost 0.023485
+         agent_window 1000000
+         agent_turn anthropic 12 9000 3000 0 7
+         end
+         turn
+         agent_used 12019
+         agent_cost 0.04697
+         agent_turn anthropic 12 9000 3000 0 7
+         end
+         snap",
+        expect![[r#"
+            turn: in=12012 cr=9000 cw=3000 out=7 th=0 total=12019 calls=None src=agent cache=true cost=0.023485
+            turn: in=12012 cr=9000 cw=3000 out=7 th=0 total=12019 calls=None src=agent cache=true cost=0.023485
+            snap: used=12019 (agent) split=None size=1000000 (agent) cost=0.046970 (agent) model=None total=24038 exact=true
+        "#]],
+    );
+}
+
+#[test]
+fn codex_reports_used_per_call_and_the_split_is_estimated() {
+    check(
+        95,
+        "select gpt-5.2-codex
+         snap
+         turn
+         prompt 10
+         out 30
+         tool 10
+         agent_used 5040
+         agent_window 258400
+         toolout 200
+         out 30
+         agent_used 5040
+         end
+         snap",
+        expect![[r#"
+            snap: used=0 (estimate) split=None size=258400 (catalog) cost=- (estimate) model=Some("gpt-5.2-codex") total=0 exact=true
+            turn: in=10010 cr=0 cw=0 out=70 th=0 total=10080 calls=Some(2) src=estimate cache=false cost=0.018498
+            snap: used=5040 (agent) split=None size=258400 (agent) cost=0.018498 (estimate) model=Some("gpt-5.2-codex") total=10080 exact=false
+        "#]],
+    );
+}
+
+#[test]
+fn gemini_quota_gives_input_and_thoughts_are_estimated() {
+    check(
+        100,
+        "select gemini-2.5-pro 1048576
+         turn
+         prompt 5
+         thought 24
+         out 9
+         agent_quota gemini 8000 0 9 0 gemini-2.5-pro
+         end
+         snap",
+        expect![[r#"
+            turn: in=8000 cr=0 cw=0 out=33 th=24 total=8033 calls=Some(1) src=estimate cache=false cost=0.010330
+            snap: used=8009 (estimate) split=Some((8000, 9)) size=1048576 (catalog) cost=0.010330 (estimate) model=Some("gemini-2.5-pro") total=8033 exact=false
+        "#]],
+    );
+}
+
+#[test]
+fn gemini_tool_turn_scales_the_estimated_calls_to_the_reported_input() {
+    // Two calls: the second carries the tool result; `used` is the scaled last call.
+    check(
+        100,
+        "select gemini-2.5-pro 1048576
+         turn
+         prompt 100
+         out 10
+         tool 10
+         toolout 880
+         out 20
+         agent_quota gemini 17000 0 30 0 gemini-2.5-pro
+         end
+         snap",
+        expect![[r#"
+            turn: in=17000 cr=0 cw=0 out=30 th=0 total=17030 calls=Some(2) src=estimate cache=false cost=0.021550
+            snap: used=15469 (estimate) split=Some((15454, 15)) size=1048576 (catalog) cost=0.021550 (estimate) model=Some("gemini-2.5-pro") total=17030 exact=false
+        "#]],
+    );
+}
+
+#[test]
+fn replayed_history_is_context_not_usage() {
+    check(
+        100,
+        "restored
+         select claude-sonnet-4-5
+         replayed 4000
+         snap
+         turn
+         prompt 10
+         out 20
+         end
+         snap",
+        expect![[r#"
+            snap: used=4000 (estimate) split=None size=200000 (catalog) cost=- (estimate partial) model=Some("claude-sonnet-4-5") total=0 exact=true
+            turn: in=4010 cr=0 cw=0 out=20 th=0 total=4030 calls=Some(1) src=estimate cache=false cost=0.012330
+            snap: used=4030 (estimate) split=Some((4010, 20)) size=200000 (catalog) cost=0.012330 (estimate partial) model=Some("claude-sonnet-4-5") total=4030 exact=false
+        "#]],
+    );
+}
+
+#[test]
+fn long_context_tier_is_per_request() {
+    // Gemini 2.5 Pro: above 200k prompt tokens the whole request is billed at tier prices.
+    check(
+        100,
+        "select gemini-2.5-pro
+         turn
+         call gemini 250000 0 1000 0 gemini-2.5-pro
+         end
+         turn
+         call gemini 150000 0 1000 0 gemini-2.5-pro
+         end",
+        expect![[r#"
+            turn: in=250000 cr=0 cw=0 out=1000 th=0 total=251000 calls=Some(1) src=tap cache=true cost=0.640000
+            turn: in=150000 cr=0 cw=0 out=1000 th=0 total=151000 calls=Some(1) src=tap cache=true cost=0.197500
+        "#]],
+    );
+}
