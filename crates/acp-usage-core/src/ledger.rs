@@ -193,6 +193,11 @@ impl Ledger {
         });
     }
 
+    /// Whether any usage was accounted (a turn ended or a call was recorded).
+    pub fn has_turns(&self) -> bool {
+        self.totals.calls > 0 || self.used.is_some_and(|u| u.source != Source::Estimate)
+    }
+
     /// Whether a turn is in progress.
     pub fn in_turn(&self) -> bool {
         self.turn.is_some()

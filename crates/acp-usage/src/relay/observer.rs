@@ -172,10 +172,9 @@ impl Observer {
             }
             Method::Load => {
                 if let Some(id) = &session {
-                    // A reload starts over: what the agent replays is history, not usage.
-                    let mut s = Session::new(Ledger::restored());
-                    s.loading = true;
-                    self.sessions.insert(id.clone(), s);
+                    // What the agent replays is history, not usage. A session this relay already
+                    // accounted for keeps its ledger; an unknown one starts from the replay.
+                    self.session(id, Ledger::restored).loading = true;
                 }
             }
             _ => {}
@@ -321,8 +320,11 @@ impl Observer {
         let update = &n.update;
         let kind = update.session_update.as_deref().unwrap_or("");
         if s.loading {
-            // Replayed history fills the context but is not new usage.
-            s.ledger.replayed(content::update_tokens(update, family));
+            // Replayed history fills the context but is not new usage; a ledger that saw the
+            // session's turns already knows that context.
+            if !s.ledger.has_turns() {
+                s.ledger.replayed(content::update_tokens(update, family));
+            }
             return Outcome::default();
         }
         match kind {
