@@ -30,7 +30,8 @@ impl Family {
         let bare = m.rsplit('/').next().unwrap_or(&m);
         if bare.starts_with("gpt-") || bare.starts_with("codex") || is_o_series(bare) {
             Family::OpenAi
-        } else if bare.starts_with("claude") || matches!(bare, "opus" | "sonnet" | "haiku" | "default")
+        } else if bare.starts_with("claude")
+            || matches!(bare, "opus" | "sonnet" | "haiku" | "default")
         {
             Family::Anthropic
         } else if bare.starts_with("gemini") || bare.starts_with("gemma") {

@@ -179,6 +179,14 @@ impl Ledger {
         self.replayed += tokens;
     }
 
+    /// The agent compacted the context; what remains is about `context_tokens` (the summary).
+    pub fn compacted(&mut self, context_tokens: u64) {
+        self.used = Some(Used { prompt: context_tokens, output: 0, source: Source::Estimate });
+        if let Some(turn) = &mut self.turn {
+            turn.ctx = context_tokens;
+        }
+    }
+
     /// A prompt turn starts.
     pub fn begin_turn(&mut self) {
         let ctx = match self.used {
@@ -317,8 +325,11 @@ impl Ledger {
                         rec.input / n
                     };
                     let last_output = (rec.output - rec.thought) / n;
-                    self.used =
-                        Some(Used { prompt: last_input, output: last_output, source: Source::Estimate });
+                    self.used = Some(Used {
+                        prompt: last_input,
+                        output: last_output,
+                        source: Source::Estimate,
+                    });
                     (vec![rec], Source::Estimate, false, true, Some(n))
                 }
             }
@@ -375,12 +386,17 @@ impl Ledger {
             self.totals_estimated = true;
         }
         for rec in records {
-            let model = rec.model.as_deref().or(self.seen_model.as_deref()).or(self.selected_model.as_deref());
+            let model = rec
+                .model
+                .as_deref()
+                .or(self.seen_model.as_deref())
+                .or(self.selected_model.as_deref());
             let prices = model.and_then(|m| cx.catalog.lookup(m)).and_then(|i| i.prices.as_ref());
             match (rec.stated_cost, prices) {
                 (Some(c), _) => *cost.get_or_insert(0.0) += c,
                 (None, Some(prices)) => {
-                    *cost.get_or_insert(0.0) += pricing::cost_of_calls(rec, prices, calls_per_record)
+                    *cost.get_or_insert(0.0) +=
+                        pricing::cost_of_calls(rec, prices, calls_per_record)
                 }
                 (None, None) => self.unpriced_calls += 1,
             }
@@ -399,7 +415,9 @@ impl Ledger {
     pub fn snapshot(&self, cx: &Context<'_>) -> Snapshot {
         let (size, size_source) = self.size(cx);
         let (used, used_source, used_split) = match self.used {
-            Some(u) => (u.prompt + u.output, u.source, (u.output > 0).then_some((u.prompt, u.output))),
+            Some(u) => {
+                (u.prompt + u.output, u.source, (u.output > 0).then_some((u.prompt, u.output)))
+            }
             None => (self.replayed, Source::Estimate, None),
         };
         let (cost, cost_source, cost_partial) = match self.stated_cost {

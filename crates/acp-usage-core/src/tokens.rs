@@ -86,7 +86,12 @@ impl TokenRecord {
 
     /// OpenAI convention (Chat Completions, Responses, Codex): input includes cached tokens and
     /// output includes reasoning.
-    pub fn from_openai(input_tokens: u64, cached: u64, output_tokens: u64, reasoning: u64) -> TokenRecord {
+    pub fn from_openai(
+        input_tokens: u64,
+        cached: u64,
+        output_tokens: u64,
+        reasoning: u64,
+    ) -> TokenRecord {
         TokenRecord {
             input: input_tokens.max(cached),
             cache_read: cached,
@@ -184,10 +189,19 @@ mod tests {
     fn conventions_agree_on_one_shape() {
         // The research mock's numbers, per provider.
         let a = TokenRecord::from_anthropic(12, 9000, 3000, 0, 7);
-        assert_eq!((a.input, a.uncached_input(), a.total(), a.context_after()), (12012, 12, 12019, 12019));
+        assert_eq!(
+            (a.input, a.uncached_input(), a.total(), a.context_after()),
+            (12012, 12, 12019, 12019)
+        );
         let o = TokenRecord::from_openai(5000, 4096, 40, 16);
-        assert_eq!((o.input, o.uncached_input(), o.total(), o.context_after()), (5000, 904, 5040, 5024));
+        assert_eq!(
+            (o.input, o.uncached_input(), o.total(), o.context_after()),
+            (5000, 904, 5040, 5024)
+        );
         let g = TokenRecord::from_gemini(8000, 6000, 9, 24);
-        assert_eq!((g.input, g.uncached_input(), g.output, g.total(), g.context_after()), (8000, 2000, 33, 8033, 8009));
+        assert_eq!(
+            (g.input, g.uncached_input(), g.output, g.total(), g.context_after()),
+            (8000, 2000, 33, 8033, 8009)
+        );
     }
 }

@@ -1,11 +1,223 @@
 //! The user config file and the catalog it and `--catalog` layer over the embedded one.
-//! (Stub; the full implementation replaces this file.)
+//!
+//! The config file is TOML, found at `--config`, else `$ACP_USAGE_CONFIG`, else
+//! `$XDG_CONFIG_HOME/acp-usage/config.toml`, else `~/.config/acp-usage/config.toml`:
+//!
+//! ```toml
+//! catalog = "litellm.json"   # a newer LiteLLM file or an override file, relative to this file
+//! default_window = 200000    # the context window when nothing else is known
+//!
+//! [models."my-model"]        # same shape as an override file; USD per 1M tokens
+//! window = 200000
+//! input = 3.0
+//! output = 15.0
+//! ```
+//!
+//! Layering, lowest first: the embedded catalog, the config's `catalog` file, the config's
+//! `[models]`, then `--catalog FILE`. A missing default config file is normal; a file named on
+//! the command line or in the environment must exist.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use acp_usage_core::Catalog;
+use anyhow::{Context, bail};
+use serde::Deserialize;
 
+use crate::catalog_file::{self, ModelOverride, Overrides};
 use crate::cli::RelayArgs;
 
+/// Environment variable naming the config file.
+pub const CONFIG_ENV: &str = "ACP_USAGE_CONFIG";
+
+/// The context window assumed when neither the agent nor the catalog knows one: the window of
+/// most models agents have run on (Claude's standard window).
+pub const DEFAULT_WINDOW: u64 = 200_000;
+
+/// Everything the config decides.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The layered catalog.
+    pub catalog: Catalog,
+    /// The window used when nothing else is known.
+    pub default_window: u64,
+    /// The config file that was read, if any.
+    pub config_file: Option<PathBuf>,
+}
+
+/// The config file's shape. Keys this version does not know are logged, not refused, so an
+/// older binary still starts with a newer config.
+#[derive(Debug, Default, Deserialize)]
+struct ConfigFile {
+    catalog: Option<PathBuf>,
+    default_window: Option<u64>,
+    #[serde(default)]
+    models: BTreeMap<String, ModelOverride>,
+    #[serde(flatten)]
+    unknown: BTreeMap<String, toml::Value>,
+}
+
+/// Where the config file is, and whether the user named it (then it must exist).
+pub fn config_path(explicit: Option<&Path>) -> Option<(PathBuf, bool)> {
+    if let Some(path) = explicit {
+        return Some((path.to_owned(), true));
+    }
+    let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(path) = env(CONFIG_ENV) {
+        return Some((path, true));
+    }
+    let base = env("XDG_CONFIG_HOME").or_else(|| env("HOME").map(|home| home.join(".config")))?;
+    Some((base.join("acp-usage").join("config.toml"), false))
+}
+
+/// Reads the config and layers the catalog.
+pub fn load(args: &RelayArgs) -> anyhow::Result<Settings> {
+    load_from(config_path(args.config.as_deref()), args.catalog.as_deref())
+}
+
 /// The catalog to use: embedded, then the config file's overrides, then `--catalog`.
-pub fn load_catalog(_args: &RelayArgs) -> anyhow::Result<Catalog> {
-    Ok(Catalog::default())
+pub fn load_catalog(args: &RelayArgs) -> anyhow::Result<Catalog> {
+    Ok(load(args)?.catalog)
+}
+
+/// [`load`] with the config location already resolved (see [`config_path`]).
+pub fn load_from(
+    config: Option<(PathBuf, bool)>,
+    catalog_arg: Option<&Path>,
+) -> anyhow::Result<Settings> {
+    let mut catalog = Catalog::embedded().clone();
+    let mut default_window = DEFAULT_WINDOW;
+    let mut config_file = None;
+
+    if let Some((path, explicit)) = config {
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                let file: ConfigFile = toml::from_str(&text)
+                    .with_context(|| format!("in config file {}", path.display()))?;
+                apply_config(&path, file, &mut catalog, &mut default_window)?;
+                config_file = Some(path);
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound && !explicit => {
+                tracing::debug!("no config file at {}", path.display());
+            }
+            Err(err) => {
+                return Err(err).with_context(|| format!("reading config file {}", path.display()));
+            }
+        }
+    }
+
+    if let Some(path) = catalog_arg {
+        apply_catalog_file(path, &mut catalog)?;
+    }
+    tracing::info!("catalog: {} models from {}", catalog.len(), catalog.source());
+    Ok(Settings { catalog, default_window, config_file })
+}
+
+/// Puts one config file's settings in place, in layering order.
+fn apply_config(
+    path: &Path,
+    file: ConfigFile,
+    catalog: &mut Catalog,
+    default_window: &mut u64,
+) -> anyhow::Result<()> {
+    for key in file.unknown.keys() {
+        tracing::warn!("config file {}: ignoring unknown key `{key}`", path.display());
+    }
+    if let Some(window) = file.default_window {
+        if window == 0 {
+            bail!("in config file {}: default_window must be positive", path.display());
+        }
+        *default_window = window;
+    }
+    if let Some(rel) = &file.catalog {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let resolved = dir.join(expand_home(rel));
+        apply_catalog_file(&resolved, catalog)
+            .with_context(|| format!("the `catalog` of config file {}", path.display()))?;
+    }
+    if !file.models.is_empty() {
+        let overrides =
+            Overrides::from_models(format!("{} [models]", path.display()), &file.models)?;
+        overrides.apply(catalog)?;
+        tracing::info!(
+            "catalog: {} model overrides from config file {}",
+            file.models.len(),
+            path.display()
+        );
+    }
+    tracing::info!("read config file {}", path.display());
+    Ok(())
+}
+
+/// Layers one catalog file over `catalog`.
+fn apply_catalog_file(path: &Path, catalog: &mut Catalog) -> anyhow::Result<()> {
+    let layer = catalog_file::load_layer(path)?;
+    tracing::info!("catalog: {} models from {} {}", layer.len(), layer.kind(), path.display());
+    layer.apply(catalog)
+}
+
+/// `~/x` → `$HOME/x`, the one shell expansion people expect in a config path.
+fn expand_home(path: &Path) -> PathBuf {
+    match (path.strip_prefix("~"), std::env::var_os("HOME")) {
+        (Ok(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => path.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("acp-usage-config-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn layers_in_order() {
+        let dir = temp_dir("layers");
+        std::fs::write(
+            dir.join("extra.toml"),
+            "[models.\"claude-sonnet-4-5\"]\ninput = 1.0\n[models.\"layered\"]\nwindow = 5\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("config.toml"),
+            "catalog = \"extra.toml\"\ndefault_window = 128000\nfuture_key = 1\n\
+             [models.\"claude-sonnet-4-5\"]\noutput = 20.0\n[models.\"layered\"]\nwindow = 6\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("cli.toml"), "[models.\"layered\"]\nmax_output = 7\n").unwrap();
+
+        let config = Some((dir.join("config.toml"), true));
+        let s = load_from(config, Some(&dir.join("cli.toml"))).unwrap();
+        assert_eq!(s.default_window, 128_000);
+        let sonnet = s.catalog.get("claude-sonnet-4-5").unwrap();
+        let p = sonnet.prices.as_ref().unwrap();
+        assert_eq!((p.input, p.output, p.cache_read), (1e-6, 2e-5, Some(3e-7)));
+        assert_eq!(sonnet.max_input, Some(200_000));
+        let layered = s.catalog.get("layered").unwrap();
+        assert_eq!((layered.max_input, layered.max_output), (Some(6), Some(7)));
+        assert!(s.catalog.source().contains("overrides"), "{}", s.catalog.source());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn missing_files() {
+        let dir = temp_dir("missing");
+        let absent = dir.join("nope.toml");
+        let s = load_from(Some((absent.clone(), false)), None).unwrap();
+        assert_eq!(s.default_window, DEFAULT_WINDOW);
+        assert_eq!(s.catalog.len(), Catalog::embedded().len());
+        let err = load_from(Some((absent.clone(), true)), None).unwrap_err();
+        assert!(format!("{err:#}").contains("nope.toml"), "{err:#}");
+        let err = load_from(None, Some(&absent)).unwrap_err();
+        assert!(format!("{err:#}").contains("nope.toml"), "{err:#}");
+        std::fs::write(dir.join("zero.toml"), "default_window = 0\n").unwrap();
+        let err = load_from(Some((dir.join("zero.toml"), true)), None).unwrap_err();
+        assert!(format!("{err:#}").contains("default_window"), "{err:#}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }

@@ -9,8 +9,8 @@ pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod logging;
-pub mod relay;
 pub mod models_cmd;
+pub mod relay;
 
 /// Entry point shared by `main.rs`.
 pub fn main() -> std::process::ExitCode {

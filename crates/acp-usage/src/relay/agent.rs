@@ -55,16 +55,18 @@ impl Agent {
         // SAFETY: killpg has no memory-safety preconditions; a stale group id only fails.
         let rc = unsafe { libc::killpg(self.pgid, signal) };
         if rc != 0 {
-            tracing::debug!(pgid = self.pgid, signal, "killpg: {}", std::io::Error::last_os_error());
+            tracing::debug!(
+                pgid = self.pgid,
+                signal,
+                "killpg: {}",
+                std::io::Error::last_os_error()
+            );
         }
     }
 }
 
 /// Ends a process group that did not exit in time: SIGTERM, then SIGKILL after `term_grace`.
-pub async fn end_group(
-    agent: &mut Agent,
-    term_grace: Duration,
-) -> std::io::Result<ExitStatus> {
+pub async fn end_group(agent: &mut Agent, term_grace: Duration) -> std::io::Result<ExitStatus> {
     agent.signal_group(libc::SIGTERM);
     let res = match tokio::time::timeout(term_grace, &mut agent.exited).await {
         Ok(res) => res,

@@ -47,7 +47,10 @@ pub struct Update<'a> {
     /// A tool call's raw output.
     #[serde(default, borrow)]
     pub raw_output: Option<&'a RawValue>,
-    /// A tool call's status.
+    /// A compaction's complete summary.
+    #[serde(default, borrow)]
+    pub summary: Option<&'a RawValue>,
+    /// A tool call's (or compaction's) status.
     #[serde(default, borrow)]
     pub status: Option<Cow<'a, str>>,
 }

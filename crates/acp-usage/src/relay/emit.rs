@@ -5,13 +5,13 @@
 //! came. Rewrites parse the line into a `serde_json::Value` with key order preserved, change only
 //! the fields acp-usage owns, and keep the agent's `_meta` keys.
 
-use acp_usage_core::ledger::{Snapshot, TurnUsage};
 use acp_usage_core::Source;
+use acp_usage_core::ledger::{Snapshot, TurnUsage};
 use acp_usage_schema::{
-    CostFigure, Figure, SourceName, TurnUsageMeta, UsageBreakdown, UsageUpdateMeta, UsedSplit, META_KEY,
-    META_VERSION,
+    CostFigure, Figure, META_KEY, META_VERSION, SourceName, TurnUsageMeta, UsageBreakdown,
+    UsageUpdateMeta, UsedSplit,
 };
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
 /// Why an update is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +28,8 @@ pub enum Trigger {
     Turn,
     /// After a model or context-size change.
     ModelChange,
+    /// After the agent compacted the context.
+    Compaction,
     /// A rewrite of the agent's own update.
     Agent,
 }
@@ -41,6 +43,7 @@ impl Trigger {
             Trigger::Fork => "session/fork",
             Trigger::Turn => "turn",
             Trigger::ModelChange => "model_change",
+            Trigger::Compaction => "compaction",
             Trigger::Agent => "agent",
         }
     }
@@ -63,7 +66,12 @@ fn figure(source: Source) -> Figure {
 }
 
 /// The `update` object of a `usage_update` for a snapshot (without the agent's extra fields).
-fn update_fields(snap: &Snapshot, profile: &str, trigger: Trigger, agent: Option<Value>) -> Map<String, Value> {
+fn update_fields(
+    snap: &Snapshot,
+    profile: &str,
+    trigger: Trigger,
+    agent: Option<Value>,
+) -> Map<String, Value> {
     let meta = UsageUpdateMeta {
         version: META_VERSION,
         profile: profile.to_string(),

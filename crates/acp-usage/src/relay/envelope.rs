@@ -81,13 +81,16 @@ mod tests {
 
     #[test]
     fn kinds_and_ids() {
-        let e = Envelope::parse(br#"{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{}}"#).unwrap();
+        let e =
+            Envelope::parse(br#"{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{}}"#)
+                .unwrap();
         assert_eq!((e.kind(), e.id_key().as_deref()), (Kind::Request, Some("1")));
         let e = Envelope::parse(br#"{"jsonrpc":"2.0","id":"1","result":null}"#).unwrap();
         assert_eq!((e.kind(), e.id_key().as_deref()), (Kind::Response, Some("\"1\"")));
         let e = Envelope::parse(br#"{"jsonrpc":"2.0","id":null,"method":"x"}"#).unwrap();
         assert_eq!((e.kind(), e.id_key().as_deref()), (Kind::Request, Some("null")));
-        let e = Envelope::parse(br#" {"jsonrpc":"2.0","method":"session/update","params":{}}"#).unwrap();
+        let e = Envelope::parse(br#" {"jsonrpc":"2.0","method":"session/update","params":{}}"#)
+            .unwrap();
         assert_eq!(e.kind(), Kind::Notification);
         let e = Envelope::parse(br#"{"id":7,"error":{"code":1,"message":"m"}}"#).unwrap();
         assert_eq!(e.kind(), Kind::Response);

@@ -84,11 +84,21 @@ struct Session {
     loading: bool,
     /// The selected model option value, to notice real changes.
     model_value: Option<String>,
+    /// Estimated tokens of the summary of a compaction in progress.
+    compaction_summary: u64,
+    /// Whether the missing price of the session's model was already logged.
+    unpriced_logged: bool,
 }
 
 impl Session {
     fn new(ledger: Ledger) -> Session {
-        Session { ledger, loading: false, model_value: None }
+        Session {
+            ledger,
+            loading: false,
+            model_value: None,
+            compaction_summary: 0,
+            unpriced_logged: false,
+        }
     }
 }
 
@@ -108,7 +118,8 @@ pub struct Observer {
 impl Observer {
     /// A new observer.
     pub fn new(settings: Settings) -> Observer {
-        let profile = settings.forced_profile.unwrap_or_else(|| Profile::detect(None, &settings.command));
+        let profile =
+            settings.forced_profile.unwrap_or_else(|| Profile::detect(None, &settings.command));
         Observer {
             settings,
             profile,
@@ -158,8 +169,16 @@ impl Observer {
             return;
         }
         let params: Option<Value> = env.params.and_then(|p| serde_json::from_str(p.get()).ok());
-        let session = params.as_ref().and_then(|p| p.get("sessionId")).and_then(Value::as_str).map(String::from);
-        let model = params.as_ref().and_then(|p| p.get("modelId")).and_then(Value::as_str).map(String::from);
+        let session = params
+            .as_ref()
+            .and_then(|p| p.get("sessionId"))
+            .and_then(Value::as_str)
+            .map(String::from);
+        let model = params
+            .as_ref()
+            .and_then(|p| p.get("modelId"))
+            .and_then(Value::as_str)
+            .map(String::from);
         match method {
             Method::Prompt => {
                 if let Some(id) = &session {
@@ -259,7 +278,8 @@ impl Observer {
                 if let Some(r) = &result {
                     self.read_models(id, r);
                 }
-                let trigger = if p.method == Method::Load { Trigger::Load } else { Trigger::Resume };
+                let trigger =
+                    if p.method == Method::Load { Trigger::Load } else { Trigger::Resume };
                 out.after.push(self.update_line(id, trigger));
             }
             Method::Prompt => {
@@ -281,12 +301,14 @@ impl Observer {
                 };
                 let turn = s.ledger.end_turn(&cx);
                 if let (Some(turn), true) = (&turn, ok) {
-                    out.replace = emit::rewrite_prompt_result(line, turn, self.settings.keep_agent_usage);
+                    out.replace =
+                        emit::rewrite_prompt_result(line, turn, self.settings.keep_agent_usage);
                 }
                 out.before.push(self.update_line(id, Trigger::Turn));
             }
             Method::SetConfigOption => {
-                let (Some(id), Some(r)) = (p.session.as_deref(), result.as_ref().filter(|_| ok)) else {
+                let (Some(id), Some(r)) = (p.session.as_deref(), result.as_ref().filter(|_| ok))
+                else {
                     return out;
                 };
                 if self.read_models(id, r) {
@@ -294,7 +316,9 @@ impl Observer {
                 }
             }
             Method::SetModel => {
-                let (Some(id), Some(model)) = (p.session.as_deref(), p.model.as_deref()) else { return out };
+                let (Some(id), Some(model)) = (p.session.as_deref(), p.model.as_deref()) else {
+                    return out;
+                };
                 if ok && self.select_model(id, model) {
                     out.after.push(self.update_line(id, Trigger::ModelChange));
                 }
@@ -328,8 +352,12 @@ impl Observer {
             return Outcome::default();
         }
         match kind {
-            "agent_message_chunk" => s.ledger.output_tokens(content::update_tokens(update, family), false),
-            "agent_thought_chunk" => s.ledger.output_tokens(content::update_tokens(update, family), true),
+            "agent_message_chunk" => {
+                s.ledger.output_tokens(content::update_tokens(update, family), false)
+            }
+            "agent_thought_chunk" => {
+                s.ledger.output_tokens(content::update_tokens(update, family), true)
+            }
             "tool_call" => {
                 s.ledger.tool_call(content::tool_input_tokens(update, family));
                 s.ledger.tool_output(content::tool_output_tokens(update, family));
@@ -349,12 +377,32 @@ impl Observer {
                 let replace = emit::rewrite_agent_update(line, &snap, profile.name());
                 return Outcome { replace, ..Outcome::default() };
             }
+            "compaction_summary_chunk" => {
+                s.compaction_summary += content::update_tokens(update, family);
+            }
+            "compaction_update" => {
+                // A `summary` in the update replaces the chunks seen so far.
+                if let Some(summary) = update.summary
+                    && let Ok(v) = serde_json::from_str::<Value>(summary.get())
+                {
+                    s.compaction_summary = content::blocks_tokens(Some(&v), family);
+                }
+                if update.status.as_deref() == Some("completed") {
+                    let tokens = std::mem::take(&mut s.compaction_summary);
+                    s.ledger.compacted(tokens);
+                    return Outcome {
+                        after: vec![self.update_line(id, Trigger::Compaction)],
+                        ..Outcome::default()
+                    };
+                }
+            }
             "config_option_update" => {
                 let v: Option<Value> = serde_json::from_str(params.get()).ok();
-                if let Some(u) = v.as_ref().and_then(|v| v.get("update")) {
-                    if self.read_models(id, u) {
-                        return Outcome { after: vec![self.update_line(id, Trigger::ModelChange)], ..Outcome::default() };
-                    }
+                if let Some(u) = v.as_ref().and_then(|v| v.get("update"))
+                    && self.read_models(id, u)
+                {
+                    let after = vec![self.update_line(id, Trigger::ModelChange)];
+                    return Outcome { after, ..Outcome::default() };
                 }
             }
             _ => {}
@@ -433,8 +481,10 @@ impl Observer {
         if let (Some(model), Source::Agent | Source::Catalog) = (&s.model_value, snap.size_source) {
             self.remembered.insert(model.clone(), snap.size);
         }
-        if snap.unpriced_calls > 0 && snap.cost.is_none() {
-            tracing::info!(session = id, model = ?snap.model, "no price known for the model; cost left out");
+        let s = self.sessions.get_mut(id).expect("session exists");
+        if snap.unpriced_calls > 0 && snap.cost.is_none() && !s.unpriced_logged {
+            s.unpriced_logged = true;
+            tracing::warn!(session = id, model = ?snap.model, "the catalog has no price for this model; cost left out");
         }
         snap
     }

@@ -12,9 +12,9 @@
 //!
 //! A profile turns those into ledger events; it never reads the wire itself.
 
+use acp_usage_core::TokenRecord;
 use acp_usage_core::estimate::Family;
 use acp_usage_core::ledger::{Ledger, TurnReport};
-use acp_usage_core::TokenRecord;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -170,7 +170,8 @@ impl Profile {
                     "haiku" => Some("claude-haiku-4-5".to_string()),
                     other => Some(other.to_string()),
                 };
-                let window = if base == "default" && bracket.is_none() { None } else { Some(window) };
+                let window =
+                    if base == "default" && bracket.is_none() { None } else { Some(window) };
                 (id, window)
             }
             Profile::Codex => {
@@ -237,13 +238,12 @@ impl Profile {
         if let Some(usage) = result.get("usage").filter(|u| u.is_object()) {
             // claude-agent-acp's per-turn usage is the main loop's sum; codex-acp (TS) reports
             // only the last response, which is not a turn's usage, so it is not read as one.
-            if let Ok(u) = serde_json::from_value::<AcpUsage>(usage.clone()) {
-                if self != Profile::Codex {
-                    if let Some(rec) = acp_usage_record(&u) {
-                        ledger.agent_turn(rec, TurnReport::Complete, None);
-                        return;
-                    }
-                }
+            if self != Profile::Codex
+                && let Ok(u) = serde_json::from_value::<AcpUsage>(usage.clone())
+                && let Some(rec) = acp_usage_record(&u)
+            {
+                ledger.agent_turn(rec, TurnReport::Complete, None);
+                return;
             }
         }
         if let Some(quota) = result.pointer("/_meta/quota") {
@@ -256,7 +256,8 @@ impl Profile {
     fn on_quota(self, ledger: &mut Ledger, quota: &Value) {
         let count = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64);
         let Some(tc) = quota.get("token_count") else { return };
-        let (Some(input), Some(output)) = (count(tc, "input_tokens"), count(tc, "output_tokens")) else {
+        let (Some(input), Some(output)) = (count(tc, "input_tokens"), count(tc, "output_tokens"))
+        else {
             return;
         };
         let model = quota
@@ -285,7 +286,13 @@ fn acp_usage_record(u: &AcpUsage) -> Option<TokenRecord> {
     let write = u.cached_write_tokens.unwrap_or(0);
     let total = u.total_tokens.unwrap_or(input + output + read + write);
     let mut rec = if total == input + output && read + write <= input && read + write > 0 {
-        TokenRecord { input, cache_read: read, cache_write_5m: write, output, ..TokenRecord::default() }
+        TokenRecord {
+            input,
+            cache_read: read,
+            cache_write_5m: write,
+            output,
+            ..TokenRecord::default()
+        }
     } else {
         TokenRecord::from_anthropic(input, read, write, 0, output)
     };
@@ -308,10 +315,16 @@ mod tests {
     #[test]
     fn detection() {
         let cmd = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
-        assert_eq!(Profile::detect(Some("@agentclientprotocol/claude-agent-acp"), &[]), Profile::Claude);
+        assert_eq!(
+            Profile::detect(Some("@agentclientprotocol/claude-agent-acp"), &[]),
+            Profile::Claude
+        );
         assert_eq!(Profile::detect(Some("codex-acp"), &[]), Profile::Codex);
         assert_eq!(Profile::detect(Some("gemini-cli"), &[]), Profile::Gemini);
-        assert_eq!(Profile::detect(None, &cmd("/x/node_modules/.bin/gemini --acp")), Profile::Gemini);
+        assert_eq!(
+            Profile::detect(None, &cmd("/x/node_modules/.bin/gemini --acp")),
+            Profile::Gemini
+        );
         assert_eq!(Profile::detect(Some("my-agent"), &cmd("npx my-agent")), Profile::Generic);
     }
 
@@ -322,9 +335,18 @@ mod tests {
             Profile::Claude.resolve_model("opus[1m]"),
             (Some("claude-opus-4-8".into()), Some(1_000_000))
         );
-        assert_eq!(Profile::Claude.resolve_model("sonnet"), (Some("claude-sonnet-4-6".into()), Some(200_000)));
-        assert_eq!(Profile::Codex.resolve_model("gpt-5.2-codex/medium"), (Some("gpt-5.2-codex".into()), None));
-        assert_eq!(Profile::Codex.resolve_model("gpt-5.2-codex[medium]"), (Some("gpt-5.2-codex".into()), None));
+        assert_eq!(
+            Profile::Claude.resolve_model("sonnet"),
+            (Some("claude-sonnet-4-6".into()), Some(200_000))
+        );
+        assert_eq!(
+            Profile::Codex.resolve_model("gpt-5.2-codex/medium"),
+            (Some("gpt-5.2-codex".into()), None)
+        );
+        assert_eq!(
+            Profile::Codex.resolve_model("gpt-5.2-codex[medium]"),
+            (Some("gpt-5.2-codex".into()), None)
+        );
         assert_eq!(
             Profile::Gemini.resolve_model("gemini-2.5-pro"),
             (Some("gemini-2.5-pro".into()), Some(1_048_576))
