@@ -306,7 +306,9 @@ impl Ledger {
             match report {
                 TurnReport::Complete => {
                     if self.used.is_none_or(|u| u.source == Source::Estimate) {
-                        self.used = Some(estimated_used(&last_est));
+                        // The agent gave the turn's sums but not `used`: the last call's share
+                        // of them, by the shape of the estimated calls.
+                        self.used = Some(scaled_used(&rec, est, calls));
                     }
                     (vec![rec], Source::Agent, true, true, calls)
                 }
@@ -318,18 +320,7 @@ impl Ledger {
                     rec.output += est_thought;
                     rec.thought = est_thought;
                     let n = calls.unwrap_or(est.len() as u64).max(1);
-                    let est_input: u64 = est.iter().map(|c| c.input).sum();
-                    let last_input = if est_input > 0 {
-                        (rec.input as u128 * last_est.input as u128 / est_input as u128) as u64
-                    } else {
-                        rec.input / n
-                    };
-                    let last_output = (rec.output - rec.thought) / n;
-                    self.used = Some(Used {
-                        prompt: last_input,
-                        output: last_output,
-                        source: Source::Estimate,
-                    });
+                    self.used = Some(scaled_used(&rec, est, Some(n)));
                     (vec![rec], Source::Estimate, false, true, Some(n))
                 }
             }
@@ -469,6 +460,21 @@ impl Ledger {
         }
         (cx.default_window.max(1), Source::Default)
     }
+}
+
+/// `used` from a turn's summed record: the last estimated call's share of the summed input
+/// (hidden context such as system prompts scales with it), and an even share of the output.
+fn scaled_used(sum: &TokenRecord, est: &[TokenRecord], calls: Option<u64>) -> Used {
+    let n = calls.unwrap_or(est.len() as u64).max(1);
+    let est_input: u64 = est.iter().map(|c| c.input).sum();
+    let last_input = est.last().map_or(0, |c| c.input);
+    let prompt = if est_input > 0 && est.len() as u64 == n {
+        (sum.input as u128 * last_input as u128 / est_input as u128) as u64
+    } else {
+        sum.input / n
+    };
+    let output = sum.output.saturating_sub(sum.thought) / n;
+    Used { prompt, output, source: Source::Estimate }
 }
 
 fn estimated_used(last: &TokenRecord) -> Used {

@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 /// `acp-usage -- claude-agent-acp`. stdout carries only ACP messages; logs go to stderr (level from
 /// ACP_USAGE_LOG, e.g. `ACP_USAGE_LOG=debug`) or to --log-file.
 #[derive(Debug, Parser)]
-#[command(name = "acp-usage", version, args_conflicts_with_subcommands = true)]
+#[command(name = "acp-usage", version)]
 pub struct Args {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -140,7 +140,9 @@ pub fn main() -> ExitCode {
     match res {
         Ok(code) => code,
         Err(err) => {
-            tracing::error!("{err:#}");
+            if log_file.is_some() {
+                tracing::error!("{err:#}");
+            }
             eprintln!("acp-usage: {err:#}");
             ExitCode::from(2)
         }

@@ -2,8 +2,8 @@
 //! in-place rewrites of the agent's own figures.
 //!
 //! Only lines acp-usage owns or changes are serialised here; everything else is forwarded as it
-//! came. Rewrites parse the line into a `serde_json::Value` with key order preserved, change only
-//! the fields acp-usage owns, and keep the agent's `_meta` keys.
+//! came. Rewrites change only the members acp-usage owns and splice them into the line
+//! ([`super::splice`]), so the agent's other fields and `_meta` keys keep their exact text.
 
 use acp_usage_core::Source;
 use acp_usage_core::ledger::{Snapshot, TurnUsage};
@@ -12,6 +12,9 @@ use acp_usage_schema::{
     UsageUpdateMeta, UsedSplit,
 };
 use serde_json::{Map, Value, json};
+
+use super::envelope::Envelope;
+use super::splice::{ObjectEdit, range_in, replace};
 
 /// Why an update is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,34 +132,42 @@ pub fn usage_update(session_id: &str, snap: &Snapshot, profile: &str, trigger: T
 }
 
 /// Rewrites the agent's own `usage_update` line in place: `used`, `size` and `cost` become the
-/// normalised figures, the agent's originals go to `_meta`, the agent's `_meta` keys stay.
+/// normalised figures, the agent's originals go to `_meta`, every other byte of the line stays.
 pub fn rewrite_agent_update(line: &[u8], snap: &Snapshot, profile: &str) -> Option<Vec<u8>> {
-    let mut msg: Value = serde_json::from_slice(line).ok()?;
-    let update = msg.pointer_mut("/params/update")?.as_object_mut()?;
+    let env = Envelope::parse(line)?;
+    let params = ObjectEdit::parse(env.params?.get())?;
+    let update_raw = params.raw("update")?;
+    let mut update = ObjectEdit::parse(update_raw.get())?;
     let original: Map<String, Value> = ["used", "size", "cost"]
         .iter()
-        .filter_map(|k| update.get(*k).map(|v| (k.to_string(), v.clone())))
+        .filter_map(|k| {
+            let v = serde_json::from_str(update.raw(k)?.get()).ok()?;
+            Some((k.to_string(), v))
+        })
         .collect();
     let ours = update_fields(snap, profile, Trigger::Agent, Some(Value::Object(original)));
     for (k, v) in ours {
-        if k == "_meta" {
-            let agent_meta = update.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
-            if !agent_meta.is_object() {
-                *agent_meta = Value::Object(Map::new());
+        match (k.as_str(), v) {
+            ("_meta", Value::Object(ours)) => {
+                // The agent's `_meta` keys stay; acp-usage's own keys are added (or replaced).
+                let mut meta = update
+                    .raw("_meta")
+                    .and_then(|m| ObjectEdit::parse(m.get()))
+                    .unwrap_or_else(ObjectEdit::empty);
+                for (mk, mv) in &ours {
+                    meta.set(mk, mv);
+                }
+                update.set_text("_meta", meta.render());
             }
-            let agent_meta = agent_meta.as_object_mut().expect("made an object");
-            if let Value::Object(ours) = v {
-                agent_meta.extend(ours);
-            }
-        } else {
-            update.insert(k, v);
+            (k, v) => update.set(k, &v),
         }
     }
     if snap.cost.is_none() {
         // Never leave the agent's figure beside ours as if it were ours; it stays in `_meta`.
         update.remove("cost");
     }
-    serde_json::to_vec(&msg).ok()
+    let range = range_in(line, update_raw.get())?;
+    Some(replace(line, range, &update.render()))
 }
 
 /// The per-turn `usage` object.
@@ -185,15 +196,20 @@ pub fn turn_usage(turn: &TurnUsage, agent: Option<Value>) -> Value {
     serde_json::to_value(usage).expect("usage serialises")
 }
 
-/// Puts the per-turn `usage` on a `session/prompt` result line. With `keep`, an agent's own
-/// `usage` is left alone (and the line is not touched at all).
+/// Puts the per-turn `usage` on a `session/prompt` result line, keeping every other byte. With
+/// `keep`, an agent's own `usage` is left alone (and the line is not touched at all).
 pub fn rewrite_prompt_result(line: &[u8], turn: &TurnUsage, keep: bool) -> Option<Vec<u8>> {
-    let mut msg: Value = serde_json::from_slice(line).ok()?;
-    let result = msg.get_mut("result")?.as_object_mut()?;
-    let agent = result.get("usage").filter(|u| !u.is_null()).cloned();
+    let env = Envelope::parse(line)?;
+    let result_raw = env.result?;
+    let mut result = ObjectEdit::parse(result_raw.get())?;
+    let agent: Option<Value> = result
+        .raw("usage")
+        .and_then(|u| serde_json::from_str(u.get()).ok())
+        .filter(|u: &Value| !u.is_null());
     if keep && agent.is_some() {
         return None;
     }
-    result.insert("usage".into(), turn_usage(turn, agent));
-    serde_json::to_vec(&msg).ok()
+    result.set("usage", &turn_usage(turn, agent));
+    let range = range_in(line, result_raw.get())?;
+    Some(replace(line, range, &result.render()))
 }

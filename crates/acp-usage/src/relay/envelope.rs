@@ -62,9 +62,17 @@ impl<'a> Envelope<'a> {
         }
     }
 
-    /// The id as a map key: its exact wire text, so `1` and `"1"` stay different.
+    /// The id as a map key. Ids are values: `1` and `"1"` differ, but `"\u0041"` and `"A"` are
+    /// the same string, so string ids are keyed by their decoded text (numbers and `null` by their
+    /// wire text).
     pub fn id_key(&self) -> Option<String> {
-        self.id.map(|id| id.get().to_string())
+        let raw = self.id?.get();
+        if raw.starts_with('"') {
+            if let Ok(s) = serde_json::from_str::<String>(raw) {
+                return Some(serde_json::to_string(&s).expect("strings serialise"));
+            }
+        }
+        Some(raw.to_string())
     }
 }
 
@@ -87,6 +95,8 @@ mod tests {
         assert_eq!((e.kind(), e.id_key().as_deref()), (Kind::Request, Some("1")));
         let e = Envelope::parse(br#"{"jsonrpc":"2.0","id":"1","result":null}"#).unwrap();
         assert_eq!((e.kind(), e.id_key().as_deref()), (Kind::Response, Some("\"1\"")));
+        let e = Envelope::parse(br#"{"id":"\u0041","result":{}}"#).unwrap();
+        assert_eq!(e.id_key().as_deref(), Some("\"A\""));
         let e = Envelope::parse(br#"{"jsonrpc":"2.0","id":null,"method":"x"}"#).unwrap();
         assert_eq!((e.kind(), e.id_key().as_deref()), (Kind::Request, Some("null")));
         let e = Envelope::parse(br#" {"jsonrpc":"2.0","method":"session/update","params":{}}"#)

@@ -17,6 +17,7 @@ pub mod envelope;
 pub mod lines;
 pub mod observer;
 pub mod profiles;
+pub mod splice;
 
 use std::process::{ExitCode, ExitStatus};
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! requests from the editor to the agent are tracked, since only their responses carry what
 //! acp-usage reads; an agent's own requests to the editor pass untouched.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use acp_usage_core::estimate::{self, Family};
 use acp_usage_core::ledger::{Context, Ledger};
@@ -68,11 +68,15 @@ enum Method {
     SetConfigOption,
     SetModel,
     Close,
+    /// Any other request: tracked only to answer it if the agent dies.
+    Other,
 }
 
 #[derive(Debug)]
 struct Pending {
     method: Method,
+    /// The id as the editor wrote it, to echo in an error response.
+    raw_id: String,
     session: Option<String>,
     model: Option<String>,
 }
@@ -88,6 +92,10 @@ struct Session {
     compaction_summary: u64,
     /// Whether the missing price of the session's model was already logged.
     unpriced_logged: bool,
+    /// The prompt request (id wire text) whose turn is in progress.
+    turn_owner: Option<String>,
+    /// Prompts sent while a turn was in progress, with their estimated tokens.
+    queued: VecDeque<(String, u64)>,
 }
 
 impl Session {
@@ -98,6 +106,8 @@ impl Session {
             model_value: None,
             compaction_summary: 0,
             unpriced_logged: false,
+            turn_owner: None,
+            queued: VecDeque::new(),
         }
     }
 }
@@ -135,9 +145,9 @@ impl Observer {
         self.profile
     }
 
-    /// Ids (wire text) of editor requests the agent has not answered yet.
+    /// Ids (as the editor wrote them) of editor requests the agent has not answered yet.
     pub fn pending_ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self.pending.keys().cloned().collect();
+        let mut ids: Vec<String> = self.pending.values().map(|p| p.raw_id.clone()).collect();
         ids.sort();
         ids
     }
@@ -161,13 +171,20 @@ impl Observer {
             "session/close" | "session/delete" => Some(Method::Close),
             _ => None,
         };
-        let Some(method) = known else {
-            self.count_other(method);
-            return;
-        };
         if env.kind() != Kind::Request {
+            if known.is_none() {
+                self.count_other(method);
+            }
             return;
         }
+        let key = env.id_key().expect("requests have ids");
+        let raw_id = env.id.expect("requests have ids").get().to_string();
+        let Some(method) = known else {
+            self.count_other(method);
+            let pending = Pending { method: Method::Other, raw_id, session: None, model: None };
+            self.pending.insert(key, pending);
+            return;
+        };
         let params: Option<Value> = env.params.and_then(|p| serde_json::from_str(p.get()).ok());
         let session = params
             .as_ref()
@@ -183,10 +200,18 @@ impl Observer {
             Method::Prompt => {
                 if let Some(id) = &session {
                     let family = self.family(id);
-                    let s = self.session(id, Ledger::restored);
-                    s.ledger.begin_turn();
                     let blocks = params.as_ref().and_then(|p| p.get("prompt"));
-                    s.ledger.prompt_tokens(content::blocks_tokens(blocks, family));
+                    let tokens = content::blocks_tokens(blocks, family);
+                    let s = self.session(id, Ledger::restored);
+                    if s.turn_owner.is_none() {
+                        s.turn_owner = Some(key.clone());
+                        s.ledger.begin_turn();
+                        s.ledger.prompt_tokens(tokens);
+                    } else {
+                        // A prompt sent before the previous one's result (e.g. right after a
+                        // cancel) starts its turn when that result has arrived.
+                        s.queued.push_back((key.clone(), tokens));
+                    }
                 }
             }
             Method::Load => {
@@ -198,8 +223,7 @@ impl Observer {
             }
             _ => {}
         }
-        let key = env.id_key().expect("requests have ids");
-        self.pending.insert(key, Pending { method, session, model });
+        self.pending.insert(key, Pending { method, raw_id, session, model });
     }
 
     /// Observes a line from the agent and says what to write to the editor.
@@ -284,6 +308,7 @@ impl Observer {
             }
             Method::Prompt => {
                 let Some(id) = p.session.as_deref() else { return out };
+                let key = env.id_key().expect("responses have ids");
                 let profile = self.profile;
                 let cx_owned = self.context_parts(id);
                 let s = self
@@ -299,7 +324,20 @@ impl Observer {
                     window_percent: cx_owned.0,
                     remembered_size: cx_owned.1,
                 };
-                let turn = s.ledger.end_turn(&cx);
+                let owns_turn = s.turn_owner.as_deref() == Some(key.as_str());
+                let turn = if owns_turn { s.ledger.end_turn(&cx) } else { None };
+                if owns_turn {
+                    s.turn_owner = None;
+                } else {
+                    s.queued.retain(|(k, _)| *k != key);
+                }
+                if s.turn_owner.is_none()
+                    && let Some((next, tokens)) = s.queued.pop_front()
+                {
+                    s.turn_owner = Some(next);
+                    s.ledger.begin_turn();
+                    s.ledger.prompt_tokens(tokens);
+                }
                 if let (Some(turn), true) = (&turn, ok) {
                     out.replace =
                         emit::rewrite_prompt_result(line, turn, self.settings.keep_agent_usage);
@@ -328,6 +366,7 @@ impl Observer {
                     self.sessions.remove(id);
                 }
             }
+            Method::Other => {}
         }
         out
     }
@@ -343,7 +382,15 @@ impl Observer {
         let s = self.session(id, Ledger::restored);
         let update = &n.update;
         let kind = update.session_update.as_deref().unwrap_or("");
-        if s.loading {
+        let content_kind = matches!(
+            kind,
+            "user_message_chunk"
+                | "agent_message_chunk"
+                | "agent_thought_chunk"
+                | "tool_call"
+                | "tool_call_update"
+        );
+        if s.loading && content_kind {
             // Replayed history fills the context but is not new usage; a ledger that saw the
             // session's turns already knows that context.
             if !s.ledger.has_turns() {
