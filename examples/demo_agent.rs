@@ -1,6 +1,6 @@
-//! A scripted ACP agent (the one `acp-usage demo` wraps), runnable on its own:
-//! `cargo run --example demo_agent`.
+//! A scripted ACP agent (the one `acp-usage demo` wraps), runnable on its own behind the relay:
+//! `acp-usage -- cargo run -q -p acp-usage-examples --example demo_agent`.
 
-fn main() -> anyhow::Result<()> {
-    acp_usage::demo::agent::run().map(|_| ())
+fn main() -> std::process::ExitCode {
+    acp_usage_examples::demo_agent_main()
 }

@@ -1,9 +1,7 @@
-//! A scripted ACP client that drives `acp-usage -- <agent>` through a full session and prints
-//! the annotated traffic: `cargo run --example demo_client` (same as `acp-usage demo`).
+//! A scripted ACP client that drives the relay wrapping the scripted agent through a full
+//! session and prints the annotated traffic, the same as `acp-usage demo`:
+//! `cargo run -p acp-usage-examples --example demo_client [-- --raw]`.
 
-fn main() -> anyhow::Result<()> {
-    use clap::Parser;
-    let args = acp_usage::cli::Args::parse_from(["acp-usage", "demo"]);
-    let _ = args;
-    Ok(())
+fn main() -> std::process::ExitCode {
+    acp_usage_examples::demo_client_main()
 }

@@ -1,1 +1,15 @@
 //! Test support for acp-usage's end-to-end tests: mock LLM servers, ACP clients, agent launchers.
+//!
+//! - [`mock_llm`]: a scripted Anthropic/OpenAI/Gemini mock on 127.0.0.1 that records the usage
+//!   it served, so tests know exactly what an agent was billed for.
+//! - [`client`]: a line-exact ACP client that answers the agent's requests.
+//! - [`agents`]: commands and scratch configuration for the real agents, pointed at the mock.
+//! - [`relay`]: locating (and building) the `acp-usage` binary under test.
+
+pub mod agents;
+pub mod client;
+pub mod lab;
+pub mod mock_llm;
+pub mod relay;
+pub mod scratch;
+pub mod sdk_client;

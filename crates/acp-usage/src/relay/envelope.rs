@@ -67,10 +67,10 @@ impl<'a> Envelope<'a> {
     /// wire text).
     pub fn id_key(&self) -> Option<String> {
         let raw = self.id?.get();
-        if raw.starts_with('"') {
-            if let Ok(s) = serde_json::from_str::<String>(raw) {
-                return Some(serde_json::to_string(&s).expect("strings serialise"));
-            }
+        if raw.starts_with('"')
+            && let Ok(s) = serde_json::from_str::<String>(raw)
+        {
+            return Some(serde_json::to_string(&s).expect("strings serialise"));
         }
         Some(raw.to_string())
     }
