@@ -60,6 +60,8 @@ pub struct Snapshot {
     pub used: u64,
     /// Where `used` came from.
     pub used_source: Source,
+    /// Whether `used` is exact.
+    pub used_exact: bool,
     /// The prompt/output split of `used`, when known.
     pub used_split: Option<(u64, u64)>,
     /// The effective context window.
@@ -101,6 +103,12 @@ pub struct Ledger {
     turn: Option<Turn>,
     /// Estimated context left by replayed history (`session/load`), used until a turn reports.
     replayed: u64,
+    /// Hidden context (system prompt, tool definitions) learned from earlier sessions of the same
+    /// agent and model: the estimate of `used` before any source reports.
+    baseline: u64,
+    /// A baseline this session's first turn taught, not yet taken.
+    learned_baseline: Option<u64>,
+    turns_ended: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -108,6 +116,9 @@ struct Used {
     prompt: u64,
     output: u64,
     source: Source,
+    /// False when the source's figure is known not to follow the definition exactly (an agent
+    /// whose `used` includes hidden reasoning tokens).
+    exact: bool,
 }
 
 /// The accumulators of the turn in progress.
@@ -166,12 +177,24 @@ impl Ledger {
         }
     }
 
-    /// `used` as the agent reported it, already normalised by the profile.
-    pub fn agent_used(&mut self, used: u64) {
-        self.used = Some(Used { prompt: used, output: 0, source: Source::Agent });
+    /// `used` as the agent reported it, already normalised by the profile; `exact` is false when
+    /// the agent's figure includes tokens the definition leaves out and that cannot be removed
+    /// (Codex's hidden reasoning).
+    pub fn agent_used(&mut self, used: u64, exact: bool) {
+        self.used = Some(Used { prompt: used, output: 0, source: Source::Agent, exact });
         if let Some(turn) = &mut self.turn {
             turn.agent_call_totals.push(used);
         }
+    }
+
+    /// Hidden context learned from earlier sessions of the same agent and model.
+    pub fn set_baseline(&mut self, tokens: u64) {
+        self.baseline = tokens;
+    }
+
+    /// The hidden context this session's first turn revealed, once.
+    pub fn take_learned_baseline(&mut self) -> Option<u64> {
+        self.learned_baseline.take()
     }
 
     /// Estimated tokens of replayed history (during `session/load`); never counted as usage.
@@ -181,7 +204,12 @@ impl Ledger {
 
     /// The agent compacted the context; what remains is about `context_tokens` (the summary).
     pub fn compacted(&mut self, context_tokens: u64) {
-        self.used = Some(Used { prompt: context_tokens, output: 0, source: Source::Estimate });
+        self.used = Some(Used {
+            prompt: context_tokens,
+            output: 0,
+            source: Source::Estimate,
+            exact: false,
+        });
         if let Some(turn) = &mut self.turn {
             turn.ctx = context_tokens;
         }
@@ -191,7 +219,7 @@ impl Ledger {
     pub fn begin_turn(&mut self) {
         let ctx = match self.used {
             Some(u) => u.prompt + u.output,
-            None => self.replayed,
+            None => self.replayed + self.baseline,
         };
         self.turn = Some(Turn {
             est_calls: vec![TokenRecord { input: ctx, ..TokenRecord::default() }],
@@ -290,6 +318,9 @@ impl Ledger {
         let last_est = est.last().cloned().unwrap_or_default();
         let est_output: u64 = est.iter().map(|c| c.output).sum();
         let est_thought: u64 = est.iter().map(|c| c.thought).sum();
+        let one_call = est.len() == 1;
+        // The first call's prompt, when a source tells it: teaches the hidden baseline.
+        let mut first_input = None;
 
         let (records, source, cache_known, thought_known, calls) = if !turn.exact_calls.is_empty() {
             let source = turn.exact_calls.iter().map(|(_, s)| *s).max().unwrap_or(Source::Tap);
@@ -299,7 +330,9 @@ impl Ledger {
                 prompt: last.input,
                 output: last.output.saturating_sub(last.thought),
                 source,
+                exact: source.is_exact(),
             });
+            first_input = recs.first().map(|r| r.input);
             let n = recs.len() as u64;
             (recs, source, true, true, Some(n))
         } else if let Some((rec, report, calls)) = turn.agent_report {
@@ -309,6 +342,9 @@ impl Ledger {
                         // The agent gave the turn's sums but not `used`: the last call's share
                         // of them, by the shape of the estimated calls.
                         self.used = Some(scaled_used(&rec, est, calls));
+                    }
+                    if one_call && calls.unwrap_or(1) == 1 {
+                        first_input = Some(rec.input);
                     }
                     (vec![rec], Source::Agent, true, true, calls)
                 }
@@ -321,6 +357,9 @@ impl Ledger {
                     rec.thought = est_thought;
                     let n = calls.unwrap_or(est.len() as u64).max(1);
                     self.used = Some(scaled_used(&rec, est, Some(n)));
+                    if one_call {
+                        first_input = Some(rec.input);
+                    }
                     (vec![rec], Source::Estimate, false, true, Some(n))
                 }
             }
@@ -336,12 +375,23 @@ impl Ledger {
                 ..TokenRecord::default()
             };
             let n = turn.agent_call_totals.len() as u64;
+            first_input = Some(turn.agent_call_totals[0].saturating_sub(est[0].output));
             (vec![rec], Source::Estimate, false, false, Some(n))
         } else {
             self.used = Some(estimated_used(&last_est));
             let n = est.len() as u64;
-            (turn.est_calls, Source::Estimate, false, false, Some(n))
+            (turn.est_calls.clone(), Source::Estimate, false, false, Some(n))
         };
+
+        if self.turns_ended == 0 && !self.history_unseen && self.replayed == 0 {
+            // What the first call carried beyond the visible prompt is the agent's hidden
+            // context (system prompt, tool definitions): the baseline of its next sessions.
+            let visible = est[0].input.saturating_sub(self.baseline);
+            if let Some(first) = first_input.filter(|f| *f > visible) {
+                self.learned_baseline = Some(first - visible);
+            }
+        }
+        self.turns_ended += 1;
 
         // One aggregated record stands for several calls: its tier is decided per call.
         let per_record = if records.len() == 1 { calls.unwrap_or(1).max(1) } else { 1 };
@@ -405,14 +455,17 @@ impl Ledger {
     /// The session as it stands.
     pub fn snapshot(&self, cx: &Context<'_>) -> Snapshot {
         let (size, size_source) = self.size(cx);
-        let (used, used_source, used_split) = match self.used {
+        let (used, used_source, used_exact, used_split) = match self.used {
             Some(u) => {
-                (u.prompt + u.output, u.source, (u.output > 0).then_some((u.prompt, u.output)))
+                let split = (u.output > 0).then_some((u.prompt, u.output));
+                (u.prompt + u.output, u.source, u.exact, split)
             }
-            None => (self.replayed, Source::Estimate, None),
+            None => (self.replayed + self.baseline, Source::Estimate, false, None),
         };
         let (cost, cost_source, cost_partial) = match self.stated_cost {
-            Some(c) => (Some(c), Source::Agent, false),
+            // Agents state what their process spent; for a session restored into a new process
+            // that leaves out the history (claude-agent-acp restarts its count at zero).
+            Some(c) => (Some(c), Source::Agent, self.history_unseen),
             None if self.priced_calls > 0 => {
                 let source = if self.priced_exact { Source::Catalog } else { Source::Estimate };
                 (Some(self.priced_cost), source, self.history_unseen)
@@ -422,6 +475,7 @@ impl Ledger {
         Snapshot {
             used,
             used_source,
+            used_exact,
             used_split,
             size,
             size_source,
@@ -474,9 +528,14 @@ fn scaled_used(sum: &TokenRecord, est: &[TokenRecord], calls: Option<u64>) -> Us
         sum.input / n
     };
     let output = sum.output.saturating_sub(sum.thought) / n;
-    Used { prompt, output, source: Source::Estimate }
+    Used { prompt, output, source: Source::Estimate, exact: false }
 }
 
 fn estimated_used(last: &TokenRecord) -> Used {
-    Used { prompt: last.input, output: last.output - last.thought, source: Source::Estimate }
+    Used {
+        prompt: last.input,
+        output: last.output - last.thought,
+        source: Source::Estimate,
+        exact: false,
+    }
 }

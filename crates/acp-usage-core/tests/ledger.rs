@@ -62,7 +62,11 @@ fn check(window_percent: u64, script: &str, expect: Expect) {
             "toolout" => ledger.tool_output(n(&mut it)),
             "replayed" => ledger.replayed(n(&mut it)),
             "call" => ledger.record_call(record(&mut it), Source::Tap, &cx),
-            "agent_used" => ledger.agent_used(n(&mut it)),
+            "agent_used" => {
+                let used = n(&mut it);
+                ledger.agent_used(used, it.next() != Some("inexact"))
+            }
+            "baseline" => ledger.set_baseline(n(&mut it)),
             "agent_window" => ledger.agent_window(n(&mut it)),
             "agent_cost" => ledger.agent_cost(it.next().unwrap().parse().unwrap()),
             "agent_turn" => ledger.agent_turn(record(&mut it), TurnReport::Complete, None),
@@ -71,6 +75,9 @@ fn check(window_percent: u64, script: &str, expect: Expect) {
             }
             "end" => {
                 let t = ledger.end_turn(&cx).expect("a turn was open");
+                if let Some(b) = ledger.take_learned_baseline() {
+                    out += &format!("learned baseline={b}\n");
+                }
                 let x = &t.totals;
                 out += &format!(
                     "turn: in={} cr={} cw={} out={} th={} total={} calls={:?} src={} cache={} cost={}\n",
@@ -93,9 +100,10 @@ fn check(window_percent: u64, script: &str, expect: Expect) {
                     k => format!(" unpriced={k}"),
                 };
                 out += &format!(
-                    "snap: used={} ({}) split={:?} size={} ({}) cost={} ({}{}{}) model={:?} total={} exact={}\n",
+                    "snap: used={} ({}{}) split={:?} size={} ({}) cost={} ({}{}{}) model={:?} total={} exact={}\n",
                     s.used,
                     s.used_source.as_str(),
+                    if s.used_exact { "" } else { " inexact" },
                     s.used_split,
                     s.size,
                     s.size_source.as_str(),
@@ -121,7 +129,7 @@ fn new_session_knows_only_the_window() {
         "select claude-sonnet-4-5
          snap",
         expect![[r#"
-            snap: used=0 (estimate) split=None size=200000 (catalog) cost=- (estimate) model=Some("claude-sonnet-4-5") total=0 exact=true
+            snap: used=0 (estimate inexact) split=None size=200000 (catalog) cost=- (estimate) model=Some("claude-sonnet-4-5") total=0 exact=true
         "#]],
     );
 }
@@ -138,7 +146,7 @@ fn unknown_model_falls_back_to_the_default_window_and_no_cost() {
          snap",
         expect![[r#"
             turn: in=100 cr=0 cw=0 out=50 th=0 total=150 calls=Some(1) src=estimate cache=false cost=-
-            snap: used=150 (estimate) split=Some((100, 50)) size=200000 (default) cost=- (estimate unpriced=1) model=Some("mystery-model-9") total=150 exact=false
+            snap: used=150 (estimate inexact) split=Some((100, 50)) size=200000 (default) cost=- (estimate unpriced=1) model=Some("mystery-model-9") total=150 exact=false
         "#]],
     );
 }
@@ -158,6 +166,7 @@ fn exact_calls_sum_per_turn_and_used_is_the_last_call() {
          end
          snap",
         expect![[r#"
+            learned baseline=12007
             turn: in=24024 cr=18000 cw=6000 out=68 th=0 total=24092 calls=Some(2) src=tap cache=true cost=0.028992
             snap: used=12019 (tap) split=Some((12012, 7)) size=200000 (catalog) cost=0.028992 (catalog) model=Some("claude-sonnet-4-5") total=24092 exact=true
         "#]],
@@ -184,6 +193,7 @@ fn claude_reports_turn_usage_and_stated_cost() {
          end
          snap",
         expect![[r#"
+            learned baseline=12007
             turn: in=12012 cr=9000 cw=3000 out=7 th=0 total=12019 calls=None src=agent cache=true cost=0.023485
             turn: in=12012 cr=9000 cw=3000 out=7 th=0 total=12019 calls=None src=agent cache=true cost=0.023485
             snap: used=12019 (agent) split=None size=1000000 (agent) cost=0.046970 (agent) model=None total=24038 exact=true
@@ -201,17 +211,18 @@ fn codex_reports_used_per_call_and_the_split_is_estimated() {
          prompt 10
          out 30
          tool 10
-         agent_used 5040
+         agent_used 5040 inexact
          agent_window 258400
          toolout 200
          out 30
-         agent_used 5040
+         agent_used 5040 inexact
          end
          snap",
         expect![[r#"
-            snap: used=0 (estimate) split=None size=258400 (catalog) cost=- (estimate) model=Some("gpt-5.2-codex") total=0 exact=true
+            snap: used=0 (estimate inexact) split=None size=258400 (catalog) cost=- (estimate) model=Some("gpt-5.2-codex") total=0 exact=true
+            learned baseline=4990
             turn: in=10010 cr=0 cw=0 out=70 th=0 total=10080 calls=Some(2) src=estimate cache=false cost=0.018498
-            snap: used=5040 (agent) split=None size=258400 (agent) cost=0.018498 (estimate) model=Some("gpt-5.2-codex") total=10080 exact=false
+            snap: used=5040 (agent inexact) split=None size=258400 (agent) cost=0.018498 (estimate) model=Some("gpt-5.2-codex") total=10080 exact=false
         "#]],
     );
 }
@@ -229,8 +240,9 @@ fn gemini_quota_gives_input_and_thoughts_are_estimated() {
          end
          snap",
         expect![[r#"
+            learned baseline=7995
             turn: in=8000 cr=0 cw=0 out=33 th=24 total=8033 calls=Some(1) src=estimate cache=false cost=0.010330
-            snap: used=8009 (estimate) split=Some((8000, 9)) size=1048576 (catalog) cost=0.010330 (estimate) model=Some("gemini-2.5-pro") total=8033 exact=false
+            snap: used=8009 (estimate inexact) split=Some((8000, 9)) size=1048576 (catalog) cost=0.010330 (estimate) model=Some("gemini-2.5-pro") total=8033 exact=false
         "#]],
     );
 }
@@ -252,7 +264,43 @@ fn gemini_tool_turn_scales_the_estimated_calls_to_the_reported_input() {
          snap",
         expect![[r#"
             turn: in=17000 cr=0 cw=0 out=30 th=0 total=17030 calls=Some(2) src=estimate cache=false cost=0.021550
-            snap: used=15469 (estimate) split=Some((15454, 15)) size=1048576 (catalog) cost=0.021550 (estimate) model=Some("gemini-2.5-pro") total=17030 exact=false
+            snap: used=15469 (estimate inexact) split=Some((15454, 15)) size=1048576 (catalog) cost=0.021550 (estimate) model=Some("gemini-2.5-pro") total=17030 exact=false
+        "#]],
+    );
+}
+
+#[test]
+fn a_first_turn_teaches_the_hidden_baseline_and_the_next_session_starts_from_it() {
+    // The agent reported 12,012 prompt tokens for a 5-token prompt: 12,007 were hidden context.
+    check(
+        100,
+        "select claude-sonnet-4-5
+         turn
+         prompt 5
+         out 7
+         agent_turn anthropic 12 9000 3000 0 7
+         end
+         turn
+         prompt 5
+         agent_turn anthropic 12 9000 3000 0 7
+         end",
+        expect![[r#"
+            learned baseline=12007
+            turn: in=12012 cr=9000 cw=3000 out=7 th=0 total=12019 calls=None src=agent cache=true cost=0.014091
+            turn: in=12012 cr=9000 cw=3000 out=7 th=0 total=12019 calls=None src=agent cache=true cost=0.014091
+        "#]],
+    );
+    check(
+        100,
+        "restored
+         baseline 12007
+         select claude-sonnet-4-5
+         snap
+         replayed 40
+         snap",
+        expect![[r#"
+            snap: used=12007 (estimate inexact) split=None size=200000 (catalog) cost=- (estimate partial) model=Some("claude-sonnet-4-5") total=0 exact=true
+            snap: used=12047 (estimate inexact) split=None size=200000 (catalog) cost=- (estimate partial) model=Some("claude-sonnet-4-5") total=0 exact=true
         "#]],
     );
 }
@@ -271,9 +319,9 @@ fn replayed_history_is_context_not_usage() {
          end
          snap",
         expect![[r#"
-            snap: used=4000 (estimate) split=None size=200000 (catalog) cost=- (estimate partial) model=Some("claude-sonnet-4-5") total=0 exact=true
+            snap: used=4000 (estimate inexact) split=None size=200000 (catalog) cost=- (estimate partial) model=Some("claude-sonnet-4-5") total=0 exact=true
             turn: in=4010 cr=0 cw=0 out=20 th=0 total=4030 calls=Some(1) src=estimate cache=false cost=0.012330
-            snap: used=4030 (estimate) split=Some((4010, 20)) size=200000 (catalog) cost=0.012330 (estimate partial) model=Some("claude-sonnet-4-5") total=4030 exact=false
+            snap: used=4030 (estimate inexact) split=Some((4010, 20)) size=200000 (catalog) cost=0.012330 (estimate partial) model=Some("claude-sonnet-4-5") total=4030 exact=false
         "#]],
     );
 }
@@ -291,6 +339,7 @@ fn long_context_tier_is_per_request() {
          call gemini 150000 0 1000 0 gemini-2.5-pro
          end",
         expect![[r#"
+            learned baseline=250000
             turn: in=250000 cr=0 cw=0 out=1000 th=0 total=251000 calls=Some(1) src=tap cache=true cost=0.640000
             turn: in=150000 cr=0 cw=0 out=1000 th=0 total=151000 calls=Some(1) src=tap cache=true cost=0.197500
         "#]],

@@ -11,6 +11,7 @@ pub mod demo;
 pub mod logging;
 pub mod models_cmd;
 pub mod relay;
+pub mod state;
 
 /// Entry point shared by `main.rs`.
 pub fn main() -> std::process::ExitCode {

@@ -70,6 +70,8 @@ fn relay_command(exe: &Path, args: &RelayArgs) -> Command {
         }
     }
     cmd.arg("--").arg(exe).arg("demo-agent");
+    // The demo's numbers must not depend on (or change) what earlier runs learned.
+    cmd.env(crate::state::STATE_ENV, "off");
     cmd
 }
 

@@ -78,7 +78,7 @@ fn update_fields(
     let meta = UsageUpdateMeta {
         version: META_VERSION,
         profile: profile.to_string(),
-        used: figure(snap.used_source),
+        used: Figure { source: source_name(snap.used_source), exact: snap.used_exact },
         size: figure(snap.size_source),
         cost: snap.cost.map(|_| CostFigure {
             source: source_name(snap.cost_source),

@@ -51,11 +51,14 @@ pub struct Options {
     pub max_line: usize,
     /// Observer settings.
     pub settings: Settings,
+    /// Where learned baselines and windows are saved (`None`: not saved).
+    pub state_path: Option<std::path::PathBuf>,
 }
 
 /// Runs the relay on this process's stdin/stdout until the agent exits or the editor goes away.
 pub fn run(args: RelayArgs) -> anyhow::Result<ExitCode> {
     let config = crate::config::load(&args)?;
+    let state_path = crate::state::path();
     let opts = Options {
         argv: args.agent.clone(),
         grace: Duration::from_millis(args.grace_ms),
@@ -66,7 +69,9 @@ pub fn run(args: RelayArgs) -> anyhow::Result<ExitCode> {
             keep_agent_usage: args.agent_usage == AgentUsage::Keep,
             catalog: config.catalog,
             default_window: config.default_window,
+            learned: state_path.as_deref().map(crate::state::load).unwrap_or_default(),
         },
+        state_path,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -157,6 +162,11 @@ where
                     for extra in out.after {
                         send_line(&to_editor, extra).await;
                     }
+                    if let (Some(learned), Some(path)) = (observer.take_learned(), &opts.state_path) {
+                        // Rare (a session's first turn, a new window) and off the relay's path.
+                        let path = path.clone();
+                        tokio::task::spawn_blocking(move || save_state(&path, &learned));
+                    }
                 }
                 Some(Event::Agent(Ok(Read::TooLong(n)))) => {
                     tracing::warn!(bytes = n, limit = opts.max_line, "dropped an over-long line from the agent");
@@ -209,11 +219,20 @@ where
         untracked_responses = c.untracked_responses,
         "passed through without reading"
     );
+    if let (Some(learned), Some(path)) = (observer.take_learned(), &opts.state_path) {
+        save_state(path, &learned);
+    }
     drop(to_agent);
     drop(to_editor);
     let _ = editor_writer.await;
     agent_writer.abort();
     Ok(agent::exit_code(status))
+}
+
+fn save_state(path: &std::path::Path, learned: &crate::state::Learned) {
+    if let Err(err) = crate::state::save(path, learned) {
+        tracing::warn!("cannot save {}: {err}", path.display());
+    }
 }
 
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {

@@ -17,6 +17,7 @@ use super::content;
 use super::emit::{self, Trigger};
 use super::envelope::{Envelope, Kind};
 use super::profiles::{AgentUpdate, Profile};
+use crate::state::Learned;
 
 /// What the observer needs to know up front.
 #[derive(Debug, Clone)]
@@ -31,6 +32,8 @@ pub struct Settings {
     pub catalog: Catalog,
     /// The window used when nothing else is known.
     pub default_window: u64,
+    /// What earlier runs learned (see [`crate::state`]).
+    pub learned: Learned,
 }
 
 /// What to write to the editor for one line from the agent.
@@ -119,15 +122,18 @@ pub struct Observer {
     profile: Profile,
     pending: HashMap<String, Pending>,
     sessions: HashMap<String, Session>,
-    /// Last size seen per model, for sessions that know nothing better yet.
-    remembered: HashMap<String, u64>,
+    /// Baselines and windows learned per agent and model, in this run and earlier ones.
+    learned: Learned,
+    /// Whether `learned` changed since it was last taken for saving.
+    learned_dirty: bool,
     /// Lines passed through without being understood.
     pub counters: Counters,
 }
 
 impl Observer {
     /// A new observer.
-    pub fn new(settings: Settings) -> Observer {
+    pub fn new(mut settings: Settings) -> Observer {
+        let learned = std::mem::take(&mut settings.learned);
         let profile =
             settings.forced_profile.unwrap_or_else(|| Profile::detect(None, &settings.command));
         Observer {
@@ -135,7 +141,8 @@ impl Observer {
             profile,
             pending: HashMap::new(),
             sessions: HashMap::new(),
-            remembered: HashMap::new(),
+            learned,
+            learned_dirty: false,
             counters: Counters::default(),
         }
     }
@@ -202,6 +209,8 @@ impl Observer {
                     let family = self.family(id);
                     let blocks = params.as_ref().and_then(|p| p.get("prompt"));
                     let tokens = content::blocks_tokens(blocks, family);
+                    self.session(id, Ledger::restored);
+                    self.sync_baseline(id);
                     let s = self.session(id, Ledger::restored);
                     if s.turn_owner.is_none() {
                         s.turn_owner = Some(key.clone());
@@ -337,6 +346,12 @@ impl Observer {
                     s.turn_owner = Some(next);
                     s.ledger.begin_turn();
                     s.ledger.prompt_tokens(tokens);
+                }
+                if let Some(b) = s.ledger.take_learned_baseline() {
+                    let key = self.learned_key(id);
+                    tracing::debug!(key, baseline = b, "learned the agent's hidden context");
+                    self.learned.entry(key).or_default().baseline = Some(b);
+                    self.learned_dirty = true;
                 }
                 if let (Some(turn), true) = (&turn, ok) {
                     out.replace =
@@ -509,13 +524,32 @@ impl Observer {
         }
     }
 
+    /// The key of what is learned for a session's agent and model.
+    fn learned_key(&self, id: &str) -> String {
+        let model = self.sessions.get(id).and_then(|s| s.model_value.as_deref());
+        format!("{}/{}", self.profile.name(), model.unwrap_or("default"))
+    }
+
     fn context_parts(&self, id: &str) -> (u64, Option<u64>) {
-        let model = self.sessions.get(id).and_then(|s| s.model_value.clone());
-        let remembered = model.and_then(|m| self.remembered.get(&m).copied());
+        let remembered = self.learned.get(&self.learned_key(id)).and_then(|e| e.size);
         (self.profile.window_percent(), remembered)
     }
 
+    /// Gives the session the baseline learned for its agent and model.
+    fn sync_baseline(&mut self, id: &str) {
+        let baseline = self.learned.get(&self.learned_key(id)).and_then(|e| e.baseline);
+        if let (Some(b), Some(s)) = (baseline, self.sessions.get_mut(id)) {
+            s.ledger.set_baseline(b);
+        }
+    }
+
+    /// What was learned since the last call, to be saved.
+    pub fn take_learned(&mut self) -> Option<Learned> {
+        std::mem::take(&mut self.learned_dirty).then(|| self.learned.clone())
+    }
+
     fn snapshot(&mut self, id: &str) -> acp_usage_core::Snapshot {
+        self.sync_baseline(id);
         let (window_percent, remembered_size) = self.context_parts(id);
         let cx = Context {
             catalog: &self.settings.catalog,
@@ -525,8 +559,13 @@ impl Observer {
         };
         let s = self.sessions.get(id).expect("session exists");
         let snap = s.ledger.snapshot(&cx);
-        if let (Some(model), Source::Agent | Source::Catalog) = (&s.model_value, snap.size_source) {
-            self.remembered.insert(model.clone(), snap.size);
+        if matches!(snap.size_source, Source::Agent | Source::Catalog) && s.model_value.is_some() {
+            let key = self.learned_key(id);
+            let entry = self.learned.entry(key).or_default();
+            if entry.size != Some(snap.size) {
+                entry.size = Some(snap.size);
+                self.learned_dirty = true;
+            }
         }
         let s = self.sessions.get_mut(id).expect("session exists");
         if snap.unpriced_calls > 0 && snap.cost.is_none() && !s.unpriced_logged {

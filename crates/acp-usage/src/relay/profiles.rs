@@ -210,7 +210,7 @@ impl Profile {
                 // Only the update after the SDK's `result` carries cost, and only its size is
                 // the agent's real window; earlier ones guess 200k or 1M from the model name.
                 if let Some(used) = update.used {
-                    ledger.agent_used(used);
+                    ledger.agent_used(used, true);
                 }
                 if let Some(amount) = usd {
                     ledger.agent_cost(amount);
@@ -221,7 +221,10 @@ impl Profile {
             }
             Profile::Codex | Profile::Generic | Profile::Gemini => {
                 if let Some(used) = update.used {
-                    ledger.agent_used(used);
+                    // Codex's `used` is the call's total, hidden reasoning included, which later
+                    // requests drop; other agents' definitions are unknown. Both stay the
+                    // agent's figure, not claimed exact.
+                    ledger.agent_used(used, false);
                 }
                 if let Some(size) = update.size {
                     ledger.agent_window(size);

@@ -36,6 +36,7 @@ pub fn settings(command: &[&str]) -> Settings {
         keep_agent_usage: false,
         catalog: Catalog::default(),
         default_window: DEFAULT_WINDOW,
+        learned: Default::default(),
     }
 }
 
@@ -53,6 +54,7 @@ pub fn options<S: AsRef<str>>(argv: &[S]) -> Options {
         argv,
         grace: Duration::from_secs(20),
         max_line: 256 * 1024 * 1024,
+        state_path: None,
     }
 }
 

@@ -1,0 +1,148 @@
+//! claude-agent-acp 0.49.0 (Claude Code underneath) against the Anthropic mock.
+//!
+//! What it sends by itself (`claude_direct` pins this down; acp-usage's Claude profile relies on
+//! it): no `usage_update` after `session/new`/`load`/`resume`; during a turn two or three
+//! `usage_update`s per model call (`message_start` snapshot with output 1, `message_delta`, then
+//! the turn's `result` with the cumulative `cost`); `used` = the last call's
+//! input + cache read + cache write + output; `size` = `modelUsage.contextWindow` (1,000,000 for
+//! the default Opus 4.8 in a fresh process, 200,000 after a reload); per-turn `usage` in the
+//! result with `inputTokens` WITHOUT the cache (Anthropic's `input_tokens`), summed over the
+//! turn's calls; `cost` = catalog price, cumulative per process (a reloaded session starts again
+//! from zero).
+
+use acp_usage_tests::agents::Agent;
+use acp_usage_tests::lab::run_turn;
+use acp_usage_tests::mock_llm::{Call, Usage};
+use serde_json::Value;
+
+use crate::flows::{self, Expect, History, PLAIN_PROMPT};
+use crate::support::{self, Checks, Known};
+
+const AGENT: Agent = Agent::Claude;
+/// The default model resolves to claude-opus-4-8 with the 1M-context beta.
+const WINDOW: u64 = 1_000_000;
+/// What Claude Code reports as `contextWindow` in a process that reloaded the session.
+const WINDOW_AFTER_RELOAD: u64 = 200_000;
+
+const EXPECT: Expect = Expect {
+    agent: AGENT,
+    size: WINDOW,
+    size_on_new: None,
+    known: Known::Nothing,
+    turn_exact: true,
+    resume: true,
+};
+
+/// Claude's own per-turn usage: Anthropic's disjoint counters.
+fn check_agent_usage(checks: &mut Checks, phase: &str, usage: &Value, calls: &[&Call]) {
+    let served = support::sum(calls);
+    let uncached = served.input - served.cache_read - served.cache_write();
+    let want = serde_json::json!({
+        "inputTokens": uncached,
+        "outputTokens": served.output,
+        "cachedReadTokens": served.cache_read,
+        "cachedWriteTokens": served.cache_write(),
+        "totalTokens": served.total(),
+    });
+    checks.check(*usage == want, || format!("{phase}: claude's usage {usage} != {want}"));
+}
+
+/// Claude's last usage_update of a turn: `used` of the last call, the window, the cost.
+fn check_agent_update(
+    checks: &mut Checks,
+    phase: &str,
+    update: &Value,
+    last: &Usage,
+    size: u64,
+    cost: f64,
+) {
+    checks.check(support::u64_at(update, "used") == Some(last.total()), || {
+        format!("{phase}: claude's used {:?} != last call's total {}", update["used"], last.total())
+    });
+    checks.check(support::u64_at(update, "size") == Some(size), || {
+        format!("{phase}: claude's size {:?} != {size}", update["size"])
+    });
+    let got = update["cost"]["amount"].as_f64().unwrap_or(-1.0);
+    checks.check(support::close(got, cost), || {
+        format!("{phase}: claude's cost {got} != catalog {cost}")
+    });
+}
+
+#[test]
+fn claude_direct() {
+    let _lock = support::agent_lock(AGENT);
+    let history = flows::direct_history(AGENT).expect("direct claude session");
+    let mut checks = Checks::new(AGENT);
+    let History { init, turns, lab, updates_after_new, session_id, .. } = &history;
+    checks.check(init["agentInfo"]["name"] == "@agentclientprotocol/claude-agent-acp", || {
+        format!("agentInfo: {init}")
+    });
+    checks.check(init["agentInfo"]["version"] == "0.49.0", || format!("agentInfo: {init}"));
+    checks.check(
+        !updates_after_new.iter().any(|update| update["sessionUpdate"] == "usage_update"),
+        || "claude sent a usage_update after session/new".to_owned(),
+    );
+    let mut session_calls: Vec<Call> = Vec::new();
+    for (n, turn) in turns.iter().enumerate() {
+        let phase = format!("direct turn {}", n + 1);
+        let calls = turn.main_calls();
+        session_calls.extend(calls.iter().map(|call| (*call).clone()));
+        check_agent_usage(&mut checks, &phase, &turn.result["usage"], &calls);
+        let updates = turn.usage_updates();
+        // Two or three per call: message_start (output 1), message_delta, plus the result's.
+        checks.check(updates.len() > calls.len() * 2, || {
+            format!("{phase}: only {} usage_updates", updates.len())
+        });
+        let last = calls.last().and_then(|call| call.usage).unwrap_or_default();
+        let cost = support::catalog_cost(&session_calls).unwrap_or(-1.0);
+        if let Some(update) = updates.last() {
+            check_agent_update(&mut checks, &phase, update, &last, WINDOW, cost);
+        }
+    }
+
+    // Reload and resume in fresh processes: nothing on reopening; afterwards the cost restarts
+    // from zero and the window drops to 200,000.
+    let mut fixtures = Vec::new();
+    for method in ["session/load", "session/resume"] {
+        let client = lab.direct().expect("claude");
+        let mark = client.mark();
+        let response =
+            flows::reopen(&client, method, session_id, &lab.scratch.work()).expect(method);
+        checks.check(response.get("result").is_some(), || format!("{method} failed: {response}"));
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        checks.check(client.updates_since(mark, "usage_update").is_empty(), || {
+            format!("claude sent a usage_update on {method}")
+        });
+        let turn =
+            run_turn(&client, &lab.mock, session_id, PLAIN_PROMPT).expect("turn after reopening");
+        let phase = format!("direct turn after {method}");
+        let calls = turn.main_calls();
+        check_agent_usage(&mut checks, &phase, &turn.result["usage"], &calls);
+        let last = calls.last().and_then(|call| call.usage).unwrap_or_default();
+        let cost = support::catalog_cost(calls.iter().copied()).unwrap_or(-1.0);
+        if let Some(update) = turn.usage_updates().last() {
+            check_agent_update(&mut checks, &phase, update, &last, WINDOW_AFTER_RELOAD, cost);
+        }
+        fixtures.push((method, client.transcript_jsonl()));
+    }
+
+    support::save_fixture("claude-direct.jsonl", &history.transcript);
+    support::save_fixture("claude-direct-load.jsonl", &fixtures[0].1);
+    support::save_fixture("claude-direct-resume.jsonl", &fixtures[1].1);
+    support::save_fixture("claude-direct.mock.jsonl", &support::calls_jsonl(&lab.mock.calls()));
+    checks.finish();
+}
+
+#[test]
+fn claude_relay_turns() {
+    let _lock = support::agent_lock(AGENT);
+    flows::relay_turns(EXPECT);
+}
+
+#[test]
+fn claude_relay_load_and_resume() {
+    let _lock = support::agent_lock(AGENT);
+    // Right after reopening nobody knows yet that Claude Code will run the reloaded session
+    // without the 1M-context beta; after the first turn the relay must follow the agent's 200,000.
+    flows::relay_load_resume(EXPECT, None, Some(WINDOW_AFTER_RELOAD));
+}

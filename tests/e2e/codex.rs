@@ -1,0 +1,100 @@
+//! codex-acp 0.16.0 (zed-industries, codex-rs 0.137 underneath) against the OpenAI Responses mock.
+//!
+//! What it sends by itself (`codex_direct` pins this down): one `usage_update` per model call,
+//! `used` = that call's `total_tokens` (input incl. cached + output incl. reasoning), `size` =
+//! 95% of the model's window (258,400 for gpt-5.2-codex); never a `cost`, never a per-turn
+//! `usage`, nothing on `session/new`/`load`/`resume`. The `session/load` replay carries no
+//! usage either.
+
+use acp_usage_tests::agents::Agent;
+use acp_usage_tests::lab::run_turn;
+
+use crate::flows::{self, Expect, History, PLAIN_PROMPT};
+use crate::support::{self, Checks, Known};
+
+const AGENT: Agent = Agent::Codex;
+/// gpt-5.2-codex: 272,000 × 95%.
+const WINDOW: u64 = 258_400;
+
+const EXPECT: Expect = Expect {
+    agent: AGENT,
+    size: WINDOW,
+    size_on_new: Some(WINDOW),
+    known: Known::Total,
+    turn_exact: false,
+    resume: true,
+};
+
+/// One usage_update per call, `used` = the call's total, in call order.
+fn check_agent_turn(checks: &mut Checks, phase: &str, turn: &acp_usage_tests::lab::Turn) {
+    let calls = turn.main_calls();
+    let updates = turn.usage_updates();
+    let used: Vec<Option<u64>> =
+        updates.iter().map(|update| support::u64_at(update, "used")).collect();
+    let totals: Vec<Option<u64>> =
+        calls.iter().map(|call| call.usage.map(|usage| usage.total())).collect();
+    checks.check(used == totals, || {
+        format!("{phase}: codex used {used:?} != the calls' totals {totals:?}")
+    });
+    for update in &updates {
+        checks.check(support::u64_at(update, "size") == Some(WINDOW), || {
+            format!("{phase}: codex size {update}")
+        });
+        checks.check(update.get("cost").is_none(), || {
+            format!("{phase}: codex now sends a cost: {update}")
+        });
+    }
+    checks.check(turn.result.get("usage").is_none(), || {
+        format!("{phase}: codex now sends usage: {}", turn.result)
+    });
+}
+
+#[test]
+fn codex_direct() {
+    let _lock = support::agent_lock(AGENT);
+    let history = flows::direct_history(AGENT).expect("direct codex session");
+    let mut checks = Checks::new(AGENT);
+    let History { init, turns, lab, updates_after_new, session_id, .. } = &history;
+    checks.check(init["agentInfo"]["name"] == "codex-acp", || format!("agentInfo: {init}"));
+    checks.check(init["agentInfo"]["version"] == "0.16.0", || format!("agentInfo: {init}"));
+    checks.check(
+        !updates_after_new.iter().any(|update| update["sessionUpdate"] == "usage_update"),
+        || "codex sent a usage_update after session/new".to_owned(),
+    );
+    for (n, turn) in turns.iter().enumerate() {
+        check_agent_turn(&mut checks, &format!("direct turn {}", n + 1), turn);
+    }
+    let mut fixtures = Vec::new();
+    for method in ["session/load", "session/resume"] {
+        let client = lab.direct().expect("codex");
+        let mark = client.mark();
+        let response =
+            flows::reopen(&client, method, session_id, &lab.scratch.work()).expect(method);
+        checks.check(response.get("result").is_some(), || format!("{method} failed: {response}"));
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        checks.check(client.updates_since(mark, "usage_update").is_empty(), || {
+            format!("codex sent a usage_update on {method}")
+        });
+        let turn =
+            run_turn(&client, &lab.mock, session_id, PLAIN_PROMPT).expect("turn after reopening");
+        check_agent_turn(&mut checks, &format!("direct turn after {method}"), &turn);
+        fixtures.push(client.transcript_jsonl());
+    }
+    support::save_fixture("codex-direct.jsonl", &history.transcript);
+    support::save_fixture("codex-direct-load.jsonl", &fixtures[0]);
+    support::save_fixture("codex-direct-resume.jsonl", &fixtures[1]);
+    support::save_fixture("codex-direct.mock.jsonl", &support::calls_jsonl(&lab.mock.calls()));
+    checks.finish();
+}
+
+#[test]
+fn codex_relay_turns() {
+    let _lock = support::agent_lock(AGENT);
+    flows::relay_turns(EXPECT);
+}
+
+#[test]
+fn codex_relay_load_and_resume() {
+    let _lock = support::agent_lock(AGENT);
+    flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
+}

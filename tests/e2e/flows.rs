@@ -1,0 +1,305 @@
+//! The session flows every agent goes through, directly and behind the relay. Agent files
+//! (`claude.rs`, `codex.rs`, `gemini.rs`) call these with what to expect of their agent.
+
+use std::path::Path;
+
+use acp_usage_tests::agents::Agent;
+use acp_usage_tests::client::AcpClient;
+use acp_usage_tests::lab::{Lab, Turn, run_turn};
+use acp_usage_tests::mock_llm::{Call, CallKind};
+use serde_json::{Value, json};
+
+use crate::support::{self, Checks, Known};
+
+pub const PLAIN_PROMPT: &str = "Say hi.";
+pub const TOOL_PROMPT: &str = "Look at the project files and tell me what is there.";
+
+/// What to expect of an agent behind the relay.
+#[derive(Debug, Clone, Copy)]
+pub struct Expect {
+    pub agent: Agent,
+    /// The effective window after the first turn.
+    pub size: u64,
+    /// The window expected right after `session/new`, when the relay can know it then.
+    pub size_on_new: Option<u64>,
+    /// What the agent reports per turn, i.e. what must be exact even in an estimate.
+    pub known: Known,
+    /// The per-turn usage must be marked exact (the agent reports it completely).
+    pub turn_exact: bool,
+    /// `sessionCapabilities.resume`.
+    pub resume: bool,
+}
+
+/// A session created directly against the agent, and the lab that holds its HOME and mock.
+#[derive(Debug)]
+pub struct History {
+    pub session_id: String,
+    pub init: Value,
+    /// `session/update`s that arrived between the `session/new` response and the first prompt.
+    pub updates_after_new: Vec<Value>,
+    pub turns: Vec<Turn>,
+    pub transcript: String,
+    // Last: dropped after everything above (it owns the scratch directory).
+    pub lab: Lab,
+}
+
+impl History {
+    /// The billed calls of the whole session so far.
+    pub fn billed(&self) -> Vec<Call> {
+        self.lab.mock.calls().into_iter().filter(|call| call.kind.is_billed()).collect()
+    }
+}
+
+/// initialize, session/new, a plain prompt and a tool-use prompt, directly (no relay). The agent
+/// process has exited when this returns, so its transcripts are complete.
+pub fn direct_history(agent: Agent) -> anyhow::Result<History> {
+    let lab = Lab::new(agent, support::script(agent))?;
+    let client = lab.direct()?;
+    let init = client.initialize()?;
+    let new_result = client.new_session(&lab.scratch.work())?;
+    let session_id = session_id(&new_result)?;
+    let mark = client.mark();
+    // Agents send their command lists and the like right after session/new; give them a moment
+    // so the record shows what (if anything) comes before the first prompt.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let updates_after_new = client
+        .notifications_since(mark)
+        .into_iter()
+        .map(|params| params["update"].clone())
+        .collect();
+    let first = run_turn(&client, &lab.mock, &session_id, PLAIN_PROMPT)?;
+    let second = run_turn(&client, &lab.mock, &session_id, TOOL_PROMPT)?;
+    anyhow::ensure!(
+        second.main_calls().len() == 2,
+        "the tool prompt should take two model calls (tool call, then answer); calls: {:#?}",
+        second.calls
+    );
+    let transcript = client.transcript_jsonl();
+    drop(client);
+    Ok(History { session_id, init, updates_after_new, turns: vec![first, second], transcript, lab })
+}
+
+pub fn session_id(new_result: &Value) -> anyhow::Result<String> {
+    new_result["sessionId"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow::anyhow!("no sessionId in {new_result}"))
+}
+
+/// Reopens `session_id` with `method` (`session/load` or `session/resume`) in a fresh process.
+pub fn reopen(
+    client: &AcpClient,
+    method: &str,
+    session_id: &str,
+    work: &Path,
+) -> anyhow::Result<Value> {
+    client.initialize()?;
+    client.request_response(method, json!({"sessionId": session_id, "cwd": work, "mcpServers": []}))
+}
+
+/// Gemini CLI quirk (0.61.0): `session/load` within the same wall-clock minute as the session's
+/// creation makes the new process open a chat file of the same name
+/// (`session-<YYYY-MM-DDTHH-MM>-<id8>.jsonl`), which truncates the recorded conversation, and the
+/// load fails with "No previous sessions found". Only the short id in the name matters for
+/// lookups, so the tests move recorded chats to an old timestamp before reloading.
+pub fn backdate_gemini_chats(home: &Path) -> anyhow::Result<()> {
+    let tmp = home.join(".gemini").join("tmp");
+    for project in std::fs::read_dir(&tmp)? {
+        let chats = project?.path().join("chats");
+        let Ok(entries) = std::fs::read_dir(&chats) else { continue };
+        for entry in entries {
+            let path = entry?.path();
+            let Some(name) = path.file_name().and_then(|name| name.to_str()) else { continue };
+            // session-2026-11-22T02-00-0845331b.jsonl: the timestamp is 16 characters.
+            let Some(rest) = name.strip_prefix("session-") else { continue };
+            if rest.len() > 17 {
+                std::fs::rename(
+                    &path,
+                    chats.join(format!("session-2000-01-01T00-00{}", &rest[16..])),
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Relay: session/new, then a plain and a tool-use turn; every figure checked against the mock.
+pub fn relay_turns(expect: Expect) {
+    let agent = expect.agent;
+    let lab = Lab::new(agent, support::script(agent)).expect("lab");
+    let client = lab.relayed().expect("start the relay");
+    let mut checks = Checks::new(agent);
+    client.initialize().expect("initialize through the relay");
+    let new_result =
+        client.new_session(&lab.scratch.work()).expect("session/new through the relay");
+    let session_id = session_id(&new_result).expect("session id");
+
+    let new_id = support::last_request_id(&client, "session/new");
+    match support::update_after_response(&client, &new_id, &session_id) {
+        Ok(update) => {
+            checks.usage_update("after new", &update, None, expect.size_on_new, None);
+            let used = support::u64_at(&update, "used").unwrap_or(0);
+            let size = support::u64_at(&update, "size").unwrap_or(0);
+            checks.row(
+                "after new",
+                "used",
+                Some(used as f64),
+                0.0,
+                update["_meta"]["acpUsage"]["used"]["exact"].as_bool(),
+            );
+            checks.check(used < size, || format!("after new: used {used} >= size {size}"));
+        }
+        Err(err) => checks.fail(format!("no usage_update after the session/new response: {err:#}")),
+    }
+
+    let mut session_calls: Vec<Call> = Vec::new();
+    for (phase, prompt, n_calls) in
+        [("turn 1 (plain)", PLAIN_PROMPT, 1), ("turn 2 (tool)", TOOL_PROMPT, 2)]
+    {
+        let turn = match run_turn(&client, &lab.mock, &session_id, prompt) {
+            Ok(turn) => turn,
+            Err(err) => {
+                checks.fail(format!("{phase}: session/prompt through the relay failed: {err:#}"));
+                break;
+            }
+        };
+        assert_eq!(
+            turn.main_calls().len(),
+            n_calls,
+            "{phase}: unexpected model calls {:#?}",
+            turn.calls
+        );
+        session_calls.extend(turn.billed_calls().into_iter().cloned());
+        check_turn(&mut checks, phase, &client, &turn, &session_calls, expect, Some(expect.size));
+    }
+    drop(client);
+    checks.finish();
+}
+
+/// The checks shared by every relayed turn: per-turn usage, the usage_update right before the
+/// result, and no raw agent usage_update left unrewritten.
+fn check_turn(
+    checks: &mut Checks,
+    phase: &str,
+    client: &AcpClient,
+    turn: &Turn,
+    session_calls: &[Call],
+    expect: Expect,
+    size: Option<u64>,
+) {
+    let billed = turn.billed_calls();
+    let served = support::sum(&billed);
+    let main = turn.main_calls();
+    if billed.len() != main.len() {
+        eprintln!("{phase}: {} auxiliary call(s) in the turn", billed.len() - main.len());
+    }
+    checks.turn_usage(phase, &turn.result["usage"], served, expect.known);
+    let exact = turn.result["usage"]["_meta"]["acpUsage"]["exact"].as_bool();
+    if expect.turn_exact {
+        checks.check(exact == Some(true), || {
+            format!(
+                "{phase}: the agent reports the whole turn, usage should be exact: {}",
+                turn.result
+            )
+        });
+    }
+    for update in turn.usage_updates() {
+        checks.check(update["_meta"]["acpUsage"].is_object(), || {
+            format!("{phase}: a usage_update reached the client without acp-usage's _meta (not rewritten): {update}")
+        });
+    }
+    let Some(update) = support::usage_update_before_result(client) else {
+        checks
+            .fail(format!("{phase}: the session/prompt result is not preceded by a usage_update"));
+        return;
+    };
+    let last = main.last().and_then(|call| call.usage);
+    let session: Vec<&Call> = session_calls.iter().collect();
+    checks.usage_update(
+        phase,
+        &update,
+        last.as_ref(),
+        size,
+        support::catalog_cost(session.iter().copied()),
+    );
+    checks.cumulative(phase, &update, support::sum(&session), expect.turn_exact, expect.known);
+}
+
+/// Relay: a session made directly, reloaded (and resumed, where supported) through the relay in
+/// fresh processes, with one turn after each. The expected window right after reopening and
+/// after the first turn that follows (`None`: not checked, only reported).
+pub fn relay_load_resume(
+    expect: Expect,
+    size_on_reopen: Option<u64>,
+    size_after_turn: Option<u64>,
+) {
+    let agent = expect.agent;
+    let history = direct_history(agent).expect("direct session to reload");
+    let lab = &history.lab;
+    let mut checks = Checks::new(agent);
+    let mut session_calls = history.billed();
+    let methods: &[&str] =
+        if expect.resume { &["session/load", "session/resume"] } else { &["session/load"] };
+    for method in methods {
+        if agent == Agent::Gemini {
+            backdate_gemini_chats(&lab.scratch.home()).expect("backdate gemini chats");
+        }
+        let client = lab.relayed().expect("start the relay");
+        let response =
+            reopen(&client, method, &history.session_id, &lab.scratch.work()).expect(method);
+        if response.get("error").is_some() {
+            checks.fail(format!("{method} through the relay failed: {response}"));
+            continue;
+        }
+        let id = support::last_request_id(&client, method);
+        match support::update_after_response(&client, &id, &history.session_id) {
+            Ok(update) => {
+                let last = session_calls
+                    .iter()
+                    .rev()
+                    .find(|call| call.kind == CallKind::Main)
+                    .and_then(|call| call.usage);
+                let whole: Vec<&Call> = session_calls.iter().collect();
+                let cost = update.get("cost").and(support::catalog_cost(whole.iter().copied()));
+                checks.usage_update(
+                    &format!("after {method}"),
+                    &update,
+                    last.as_ref(),
+                    size_on_reopen,
+                    cost,
+                );
+            }
+            Err(err) => {
+                checks.fail(format!("no usage_update after the {method} response: {err:#}"))
+            }
+        }
+        let phase = format!("turn after {method}");
+        match run_turn(&client, &lab.mock, &history.session_id, PLAIN_PROMPT) {
+            Ok(turn) => {
+                session_calls.extend(turn.billed_calls().into_iter().cloned());
+                check_turn(
+                    &mut checks,
+                    &phase,
+                    &client,
+                    &turn,
+                    &session_calls,
+                    expect,
+                    size_after_turn,
+                );
+            }
+            Err(err) => {
+                checks.fail(format!("{phase}: session/prompt through the relay failed: {err:#}"))
+            }
+        }
+    }
+    if !expect.resume {
+        // Unsupported methods are the agent's to refuse; the error must reach the client as is.
+        let client = lab.relayed().expect("start the relay");
+        let response = reopen(&client, "session/resume", &history.session_id, &lab.scratch.work())
+            .expect("resume");
+        checks.check(response["error"]["code"] == -32601, || {
+            format!("session/resume should pass the agent's -32601 through: {response}")
+        });
+    }
+    checks.finish();
+}

@@ -1,0 +1,94 @@
+//! gemini-cli 0.61.0 `--acp -m gemini-2.5-pro` against the Gemini mock.
+//!
+//! What it sends by itself (`gemini_direct` pins this down): no `usage_update` at all, no
+//! per-turn `usage`; only `_meta.quota.token_count` in the `session/prompt` result, with
+//! `input_tokens` = the sum of `promptTokenCount` (cache included) and `output_tokens` = the sum
+//! of `candidatesTokenCount` (thoughts left out) over the turn's calls. `session/load` works
+//! (replaying the history), `session/resume` is "Method not found".
+
+use acp_usage_tests::agents::Agent;
+use acp_usage_tests::lab::{Turn, run_turn};
+
+use crate::flows::{self, Expect, History, PLAIN_PROMPT};
+use crate::support::{self, Checks, Known};
+
+const AGENT: Agent = Agent::Gemini;
+/// gemini-2.5-pro: Gemini CLI's `tokenLimit()` and the catalog agree.
+const WINDOW: u64 = 1_048_576;
+
+const EXPECT: Expect = Expect {
+    agent: AGENT,
+    size: WINDOW,
+    size_on_new: Some(WINDOW),
+    known: Known::Input,
+    turn_exact: false,
+    resume: false,
+};
+
+fn check_agent_turn(checks: &mut Checks, phase: &str, turn: &Turn) {
+    let served = support::sum(&turn.main_calls());
+    let quota = &turn.result["_meta"]["quota"]["token_count"];
+    checks.check(support::u64_at(quota, "input_tokens") == Some(served.input), || {
+        format!("{phase}: gemini quota input {quota} != sum of promptTokenCount {}", served.input)
+    });
+    let candidates = served.output - served.thought;
+    checks.check(support::u64_at(quota, "output_tokens") == Some(candidates), || {
+        format!("{phase}: gemini quota output {quota} != sum of candidatesTokenCount {candidates}")
+    });
+    checks.check(turn.usage_updates().is_empty(), || {
+        format!("{phase}: gemini now sends usage_update")
+    });
+    checks.check(turn.result.get("usage").is_none(), || {
+        format!("{phase}: gemini now sends usage: {}", turn.result)
+    });
+}
+
+#[test]
+fn gemini_direct() {
+    let _lock = support::agent_lock(AGENT);
+    let history = flows::direct_history(AGENT).expect("direct gemini session");
+    let mut checks = Checks::new(AGENT);
+    let History { init, turns, lab, session_id, .. } = &history;
+    checks.check(init["agentInfo"]["name"] == "gemini-cli", || format!("agentInfo: {init}"));
+    checks.check(init["agentInfo"]["version"] == "0.61.0", || format!("agentInfo: {init}"));
+    for (n, turn) in turns.iter().enumerate() {
+        check_agent_turn(&mut checks, &format!("direct turn {}", n + 1), turn);
+    }
+
+    flows::backdate_gemini_chats(&lab.scratch.home()).expect("backdate chats");
+    let client = lab.direct().expect("gemini");
+    let mark = client.mark();
+    let response =
+        flows::reopen(&client, "session/load", session_id, &lab.scratch.work()).expect("load");
+    checks.check(response.get("result").is_some(), || format!("session/load failed: {response}"));
+    let replayed = client.notifications_since(mark).len();
+    checks.check(replayed > 0, || "session/load replayed no history".to_owned());
+    let turn = run_turn(&client, &lab.mock, session_id, PLAIN_PROMPT).expect("turn after load");
+    check_agent_turn(&mut checks, "direct turn after session/load", &turn);
+    let load_fixture = client.transcript_jsonl();
+    drop(client);
+
+    let client = lab.direct().expect("gemini");
+    let response =
+        flows::reopen(&client, "session/resume", session_id, &lab.scratch.work()).expect("resume");
+    checks.check(response["error"]["code"] == -32601, || {
+        format!("gemini now supports session/resume: {response}")
+    });
+
+    support::save_fixture("gemini-direct.jsonl", &history.transcript);
+    support::save_fixture("gemini-direct-load.jsonl", &load_fixture);
+    support::save_fixture("gemini-direct.mock.jsonl", &support::calls_jsonl(&lab.mock.calls()));
+    checks.finish();
+}
+
+#[test]
+fn gemini_relay_turns() {
+    let _lock = support::agent_lock(AGENT);
+    flows::relay_turns(EXPECT);
+}
+
+#[test]
+fn gemini_relay_load() {
+    let _lock = support::agent_lock(AGENT);
+    flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
+}

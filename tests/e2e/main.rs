@@ -1,0 +1,18 @@
+//! End-to-end tests of acp-usage: real agents against a mock LLM on 127.0.0.1, directly and
+//! through the relay, plus a scripted fake agent for what real agents cannot show.
+//!
+//! - `*_direct`: what each agent sends by itself (pins the behaviour the relay's profiles rely
+//!   on; `ACP_USAGE_UPDATE_FIXTURES=1` rewrites `tests/fixtures/<agent>-direct*.jsonl`).
+//! - `*_relay_*`: the same sessions through `acp-usage`, every figure checked against the usage
+//!   the mock served. A figure table goes to stderr and `target/tmp/e2e-figures.txt`.
+//! - `relay_fake`: byte-exact forwarding and injection points, with a scripted agent.
+//!
+//! The agents come from `.ci/install-agents.sh`; a missing agent fails its tests.
+
+mod claude;
+mod codex;
+mod flows;
+mod gemini;
+mod relay_fake;
+mod sdk_client;
+mod support;

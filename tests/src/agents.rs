@@ -1,0 +1,235 @@
+//! Launchers for the real agents, configured to talk only to a mock LLM on 127.0.0.1.
+//!
+//! Each agent gets a scratch HOME with its own config directory (CLAUDE_CONFIG_DIR, CODEX_HOME,
+//! GEMINI_CLI_HOME) and an environment built from scratch, not inherited: no key or base URL
+//! of the developer's can leak in, and nothing points anywhere but the mock. Proxy variables
+//! point at a dead loopback port so that a stray telemetry or update request fails fast instead
+//! of leaving the machine.
+//!
+//! The agents are npm packages installed by `.ci/install-agents.sh` into
+//! `$ACP_USAGE_AGENTS_DIR` (default `$HOME/.cache/acp-usage/agents/node_modules/.bin`). A missing
+//! agent is an error naming that script: its tests fail, they never pass silently.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use serde_json::json;
+
+use crate::client::CommandSpec;
+use crate::scratch::Scratch;
+
+/// The agents the end-to-end tests run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Agent {
+    /// `@agentclientprotocol/claude-agent-acp` (Claude Code underneath), Anthropic Messages API.
+    Claude,
+    /// `@zed-industries/codex-acp` (codex-rs underneath), OpenAI Responses API.
+    Codex,
+    /// `@google/gemini-cli --acp`, Gemini API.
+    Gemini,
+}
+
+impl Agent {
+    pub const ALL: [Agent; 3] = [Agent::Claude, Agent::Codex, Agent::Gemini];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Agent::Claude => "claude",
+            Agent::Codex => "codex",
+            Agent::Gemini => "gemini",
+        }
+    }
+
+    /// The npm package and the version `.ci/install-agents.sh` pins.
+    pub fn package(self) -> (&'static str, &'static str) {
+        match self {
+            Agent::Claude => ("@agentclientprotocol/claude-agent-acp", "0.49.0"),
+            Agent::Codex => ("@zed-industries/codex-acp", "0.16.0"),
+            Agent::Gemini => ("@google/gemini-cli", "0.61.0"),
+        }
+    }
+
+    /// The executable's name in `node_modules/.bin`.
+    pub fn bin_name(self) -> &'static str {
+        match self {
+            Agent::Claude => "claude-agent-acp",
+            Agent::Codex => "codex-acp",
+            Agent::Gemini => "gemini",
+        }
+    }
+
+    pub fn args(self) -> Vec<String> {
+        match self {
+            // A fixed model: the default `auto` router makes classifier calls and may switch models.
+            Agent::Gemini => vec!["--acp".into(), "-m".into(), GEMINI_MODEL.into()],
+            Agent::Claude | Agent::Codex => Vec::new(),
+        }
+    }
+}
+
+/// A Codex model with a catalog window (272,000, of which Codex uses 95%: 258,400).
+pub const CODEX_MODEL: &str = "gpt-5.2-codex";
+pub const GEMINI_MODEL: &str = "gemini-2.5-pro";
+
+/// Where the agents' executables are.
+pub fn agents_bin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("ACP_USAGE_AGENTS_DIR") {
+        return PathBuf::from(dir);
+    }
+    let cache =
+        std::env::var_os("ACP_USAGE_AGENTS_CACHE").map(PathBuf::from).unwrap_or_else(|| {
+            let home =
+                std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| "/root".into());
+            home.join(".cache/acp-usage/agents")
+        });
+    cache.join("node_modules/.bin")
+}
+
+/// The agent's executable, or an error that says how to install it.
+pub fn agent_program(agent: Agent) -> anyhow::Result<PathBuf> {
+    let program = agents_bin_dir().join(agent.bin_name());
+    if !program.exists() {
+        let (package, version) = agent.package();
+        bail!(
+            "{} is not installed: {} does not exist. Run .ci/install-agents.sh to install \
+             {package}@{version} (or point ACP_USAGE_AGENTS_DIR at a node_modules/.bin that has it)",
+            agent.bin_name(),
+            program.display()
+        );
+    }
+    let (_, pinned) = agent.package();
+    match installed_version(agent) {
+        Some(version) if version != pinned => eprintln!(
+            "warning: {} {version} is installed, the tests are written for {pinned} (.ci/install-agents.sh)",
+            agent.bin_name()
+        ),
+        _ => {}
+    }
+    Ok(program)
+}
+
+/// The installed version of the agent's package, from its `package.json`.
+pub fn installed_version(agent: Agent) -> Option<String> {
+    let (package, _) = agent.package();
+    let manifest = agents_bin_dir().join("..").join(package).join("package.json");
+    let text = std::fs::read_to_string(manifest).ok()?;
+    let manifest: serde_json::Value = serde_json::from_str(&text).ok()?;
+    manifest["version"].as_str().map(str::to_owned)
+}
+
+/// The command that runs `agent` against the mock at `mock_url`, with its HOME and config in
+/// `scratch` and `scratch.work()` as the working directory. Writes the config files.
+pub fn agent_command(
+    agent: Agent,
+    scratch: &Scratch,
+    mock_url: &str,
+) -> anyhow::Result<CommandSpec> {
+    let program = agent_program(agent)?;
+    let home = scratch.home();
+    let mut env = base_env(scratch)?;
+    let mut set = |key: &str, value: String| env.push((key.to_owned(), value));
+    match agent {
+        Agent::Claude => {
+            set("ANTHROPIC_BASE_URL", mock_url.to_owned());
+            set("ANTHROPIC_API_KEY", "sk-ant-mock-key".into());
+            set("CLAUDE_CONFIG_DIR", home.join(".claude").display().to_string());
+            // Claude Code refuses to run its permission-bypass machinery as root otherwise, and
+            // `session/new` dies with "Query closed before response received".
+            set("IS_SANDBOX", "1".into());
+            set("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into());
+            set("DISABLE_AUTOUPDATER", "1".into());
+            set("DISABLE_TELEMETRY", "1".into());
+            set("DISABLE_ERROR_REPORTING", "1".into());
+        }
+        Agent::Codex => {
+            let codex_home = home.join(".codex");
+            std::fs::create_dir_all(&codex_home)?;
+            std::fs::write(codex_home.join("config.toml"), codex_config(mock_url))?;
+            set("CODEX_HOME", codex_home.display().to_string());
+            set("MOCK_API_KEY", "mock-key".into());
+        }
+        Agent::Gemini => {
+            let gemini_dir = home.join(".gemini");
+            std::fs::create_dir_all(&gemini_dir)?;
+            std::fs::write(gemini_dir.join("settings.json"), gemini_settings())?;
+            set("GEMINI_CLI_HOME", home.display().to_string());
+            set("GEMINI_API_KEY", "mock-key".into());
+            set("GOOGLE_GEMINI_BASE_URL", mock_url.to_owned());
+            set("GEMINI_TELEMETRY_ENABLED", "false".into());
+        }
+    }
+    Ok(CommandSpec {
+        program,
+        args: agent.args(),
+        env,
+        cwd: scratch.work(),
+        stderr_file: scratch.path(&format!("{}.stderr", agent.name())),
+    })
+}
+
+/// What every child gets: PATH (for node), a scratch HOME and TMPDIR, and dead proxies.
+fn base_env(scratch: &Scratch) -> anyhow::Result<Vec<(String, String)>> {
+    let tmp = scratch.path("tmp");
+    std::fs::create_dir_all(&tmp)?;
+    let path = std::env::var("PATH").context("PATH is not set")?;
+    let mut env = vec![
+        ("PATH".to_owned(), path),
+        ("HOME".to_owned(), scratch.home().display().to_string()),
+        ("TMPDIR".to_owned(), tmp.display().to_string()),
+        ("LANG".to_owned(), "C.UTF-8".to_owned()),
+        ("TERM".to_owned(), "dumb".to_owned()),
+        ("NO_COLOR".to_owned(), "1".to_owned()),
+        ("CI".to_owned(), "1".to_owned()),
+    ];
+    // Port 9 (discard) on loopback refuses connections: anything that honours proxy variables
+    // and tries to leave the machine fails at once. The mock itself is exempt.
+    for proxy in
+        ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"]
+    {
+        env.push((proxy.to_owned(), "http://127.0.0.1:9".to_owned()));
+    }
+    for no_proxy in ["NO_PROXY", "no_proxy"] {
+        env.push((no_proxy.to_owned(), "127.0.0.1,localhost".to_owned()));
+    }
+    Ok(env)
+}
+
+/// `$CODEX_HOME/config.toml`: a `mock` provider on the Responses wire API. Retries are off so a
+/// broken response fails the turn instead of silently consuming script steps.
+pub fn codex_config(mock_url: &str) -> String {
+    format!(
+        r#"model = "{CODEX_MODEL}"
+model_provider = "mock"
+
+[model_providers.mock]
+name = "Mock"
+base_url = "{mock_url}/v1"
+env_key = "MOCK_API_KEY"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+"#
+    )
+}
+
+/// `$GEMINI_CLI_HOME/.gemini/settings.json`: API-key auth (0.61 asks to authenticate without a
+/// selected type), no telemetry, no update checks.
+pub fn gemini_settings() -> String {
+    let settings = json!({
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "privacy": {"usageStatisticsEnabled": false},
+        "telemetry": {"enabled": false},
+        "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
+    });
+    serde_json::to_string_pretty(&settings).unwrap_or_default()
+}
+
+/// A file the tool-use prompts can point at.
+pub fn write_project_files(work: &Path) -> anyhow::Result<()> {
+    std::fs::write(
+        work.join("README.md"),
+        "# Mock project\n\nA file for the agents to look at.\n",
+    )?;
+    std::fs::write(work.join("hello.txt"), "hello from the test project\n")?;
+    Ok(())
+}

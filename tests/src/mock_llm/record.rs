@@ -1,0 +1,81 @@
+//! What the mock remembers of every request: enough to compute what an agent was billed for.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::script::Usage;
+
+/// The API family a request belonged to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Provider {
+    Anthropic,
+    OpenAi,
+    Gemini,
+    /// A path the mock does not serve.
+    Unknown,
+}
+
+/// Why the request was made, as far as the mock can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallKind {
+    /// A main-agent model call: it declares tools. Consumes the turn script.
+    Main,
+    /// A billed model call outside the conversation: title generation, next-speaker checks,
+    /// classifiers. Does not consume the script.
+    Auxiliary,
+    /// `count_tokens` / `countTokens`: free, no usage.
+    CountTokens,
+    /// `GET /v1/models` and the like.
+    Listing,
+    /// Anything else; answered 404.
+    Unhandled,
+}
+
+impl CallKind {
+    /// Whether the provider bills this call (it produced tokens).
+    pub fn is_billed(self) -> bool {
+        matches!(self, CallKind::Main | CallKind::Auxiliary)
+    }
+}
+
+/// One request the mock answered.
+#[derive(Debug, Clone, Serialize)]
+pub struct Call {
+    /// Order of arrival, from 0.
+    pub seq: usize,
+    pub unix_ms: u128,
+    pub method: String,
+    /// Path and query.
+    pub target: String,
+    pub provider: Provider,
+    pub kind: CallKind,
+    /// The model the request named (Gemini: from the path).
+    pub model: Option<String>,
+    pub streamed: bool,
+    pub status: u16,
+    /// The usage served, normalised; `None` for calls that bill nothing.
+    pub usage: Option<Usage>,
+    /// The usage object exactly as served, in the provider's own shape.
+    pub native_usage: Option<Value>,
+    /// Index into the script's steps; `None` for the default reply and auxiliary calls.
+    pub script_step: Option<usize>,
+    /// The tool call the response asked for: `{"name", "args"}`.
+    pub tool_call: Option<Value>,
+    /// Names of the tools the request declared.
+    pub declared_tools: Vec<String>,
+    pub user_agent: Option<String>,
+    /// Request headers that tell calls apart: `anthropic-beta`, `originator`, `x-goog-api-client`.
+    pub headers: Vec<(String, String)>,
+    /// The `request-id` (Anthropic) or response id the mock sent back.
+    pub response_id: String,
+    /// The request body (JSON when it parsed); kept in memory only.
+    #[serde(skip)]
+    pub request_body: Value,
+}
+
+/// Sums the usage of the billed calls among `calls`.
+pub fn sum_usage<'a>(calls: impl IntoIterator<Item = &'a Call>) -> Usage {
+    calls.into_iter().filter_map(|call| call.usage).sum()
+}

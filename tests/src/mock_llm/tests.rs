@@ -1,0 +1,159 @@
+//! The mock over real sockets: routing, script order, auxiliary calls, the wire formats.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+use serde_json::{Value, json};
+
+use super::{CallKind, MockLlm, Script, Step, Usage};
+
+/// Sends one request and returns (status line, headers, body) once the mock closes.
+fn send(
+    mock: &MockLlm,
+    method: &str,
+    target: &str,
+    body: &str,
+    chunked: bool,
+) -> (String, String, String) {
+    let mut stream = TcpStream::connect(("127.0.0.1", mock.port())).unwrap();
+    let mut request =
+        format!("{method} {target} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n");
+    if chunked {
+        let (first, second) = body.split_at(body.len() / 2);
+        request.push_str("transfer-encoding: chunked\r\n\r\n");
+        for part in [first, second] {
+            request.push_str(&format!("{:x}\r\n{part}\r\n", part.len()));
+        }
+        request.push_str("0\r\n\r\n");
+    } else {
+        request.push_str(&format!("content-length: {}\r\n\r\n{body}", body.len()));
+    }
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    let (status, headers) = head.split_once("\r\n").unwrap_or((head, ""));
+    (status.to_owned(), headers.to_lowercase(), body.to_owned())
+}
+
+/// The `data:` payloads of an SSE body.
+fn sse_data(body: &str) -> Vec<Value> {
+    body.lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect()
+}
+
+fn script() -> Script {
+    Script::new(vec![
+        Step::tool("first", Usage::anthropic_split(10, 100, 50, 1000, 20)),
+        Step::text("second", Usage::openai(500, 400, 30, 10)),
+    ])
+}
+
+#[test]
+fn anthropic_stream_tool_use_then_script_order() {
+    let mock = MockLlm::start(script()).unwrap();
+    let request = json!({"model": "claude-test", "stream": true, "max_tokens": 10,
+        "tools": [{"name": "Bash"}, {"name": "Read"}], "messages": []});
+    let (status, headers, body) =
+        send(&mock, "POST", "/v1/messages?beta=true", &request.to_string(), false);
+    assert!(status.contains("200"), "{status}");
+    assert!(headers.contains("request-id: req_mock_"), "{headers}");
+    assert!(headers.contains("text/event-stream"));
+    let events = sse_data(&body);
+    assert_eq!(events[0]["message"]["model"], "claude-test");
+    assert_eq!(events[0]["message"]["usage"]["cache_creation"]["ephemeral_1h_input_tokens"], 50);
+    let tool = events.iter().find(|event| event["content_block"]["type"] == "tool_use").unwrap();
+    assert_eq!(tool["content_block"]["name"], "Read");
+    let delta = events.iter().find(|event| event["type"] == "message_delta").unwrap();
+    assert_eq!(delta["delta"]["stop_reason"], "tool_use");
+    assert_eq!(delta["usage"]["output_tokens"], 20);
+
+    // An auxiliary call (no tools) and count_tokens leave the script alone.
+    send(
+        &mock,
+        "POST",
+        "/v1/messages",
+        &json!({"model": "claude-haiku", "messages": []}).to_string(),
+        false,
+    );
+    send(&mock, "POST", "/v1/messages/count_tokens", &json!({"model": "m"}).to_string(), false);
+    // The second main call, non-streaming, over the Responses API, with a chunked body.
+    let request =
+        json!({"model": "gpt-test", "tools": [{"type": "function", "name": "shell"}], "input": []});
+    let (_, _, body) = send(&mock, "POST", "/v1/responses", &request.to_string(), true);
+    let response: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(response["output"][0]["content"][0]["text"], "second");
+    assert_eq!(response["usage"]["input_tokens_details"]["cached_tokens"], 400);
+    assert_eq!(response["usage"]["total_tokens"], 530);
+
+    let calls = mock.calls();
+    let kinds: Vec<CallKind> = calls.iter().map(|call| call.kind).collect();
+    assert_eq!(kinds, [CallKind::Main, CallKind::Auxiliary, CallKind::CountTokens, CallKind::Main]);
+    assert_eq!(calls[0].script_step, Some(0));
+    assert_eq!(calls[3].script_step, Some(1));
+    assert!(calls[1].usage.is_some() && calls[2].usage.is_none());
+    assert_eq!(mock.steps_left(), 0);
+    assert_eq!(super::sum_usage(&mock.main_since(0)).input, 1160 + 500);
+}
+
+#[test]
+fn openai_stream_function_call_and_default_reply() {
+    let mock = MockLlm::start(Script::new(vec![Step::tool("plan", Usage::openai(100, 0, 10, 0))]))
+        .unwrap();
+    let request = json!({"model": "gpt-5.2-codex", "stream": true,
+        "tools": [{"type": "function", "name": "exec_command"}, {"type": "function", "name": "update_plan"}]});
+    let (_, headers, body) = send(&mock, "POST", "/v1/responses", &request.to_string(), false);
+    assert!(headers.contains("text/event-stream"));
+    assert!(body.contains("event: response.completed\n"));
+    let events = sse_data(&body);
+    let done: Vec<&Value> =
+        events.iter().filter(|event| event["type"] == "response.output_item.done").collect();
+    assert_eq!(done.last().unwrap()["item"]["name"], "update_plan");
+    assert_eq!(events.last().unwrap()["response"]["usage"]["output_tokens"], 10);
+    // The script is used up: the default reply.
+    let (_, _, body) = send(&mock, "POST", "/v1/responses", &request.to_string(), false);
+    assert!(body.contains("Hello from mock."));
+    let (status, _, body) = send(&mock, "GET", "/v1/models", "", false);
+    assert!(status.contains("200") && body.contains("\"data\":[]"));
+}
+
+#[test]
+fn gemini_stream_checks_and_unknown_paths() {
+    let mock =
+        MockLlm::start(Script::new(vec![Step::tool("look", Usage::gemini(800, 600, 9, 24))]))
+            .unwrap();
+    let request = json!({"contents": [], "tools": [{"functionDeclarations": [
+        {"name": "list_directory", "parametersJsonSchema": {"properties": {"dir_path": {}}}}]}]});
+    let target = "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse";
+    let (_, _, body) = send(&mock, "POST", target, &request.to_string(), false);
+    let chunks = sse_data(&body);
+    let last = chunks.last().unwrap();
+    assert_eq!(last["usageMetadata"]["totalTokenCount"], 833);
+    assert_eq!(last["usageMetadata"]["thoughtsTokenCount"], 24);
+    assert_eq!(
+        last["candidates"][0]["content"]["parts"][1]["functionCall"]["args"]["dir_path"],
+        "."
+    );
+
+    let check = json!({"contents": [], "generationConfig": {"responseJsonSchema": {"type": "object",
+        "properties": {"reasoning": {"type": "string"}, "next_speaker": {"type": "string", "enum": ["model", "user"]}}}}});
+    let (_, _, body) = send(
+        &mock,
+        "POST",
+        "/v1beta/models/gemini-2.5-flash:generateContent",
+        &check.to_string(),
+        false,
+    );
+    let response: Value = serde_json::from_str(&body).unwrap();
+    let text = response["candidates"][0]["content"]["parts"][0]["text"].as_str().unwrap();
+    assert_eq!(serde_json::from_str::<Value>(text).unwrap()["next_speaker"], "user");
+
+    let (status, _, _) = send(&mock, "POST", "/v1/unknown", "{}", false);
+    assert!(status.contains("404"));
+    let calls = mock.calls();
+    assert_eq!(calls[0].model.as_deref(), Some("gemini-2.5-pro"));
+    assert_eq!(calls[1].kind, CallKind::Auxiliary);
+    assert_eq!(mock.unhandled_since(0).len(), 1);
+}
