@@ -53,8 +53,18 @@ impl History {
 /// initialize, session/new, a plain prompt and a tool-use prompt, directly (no relay). The agent
 /// process has exited when this returns, so its transcripts are complete.
 pub fn direct_history(agent: Agent) -> anyhow::Result<History> {
+    history(agent, false)
+}
+
+/// The same session made through the relay, as a user of acp-usage makes them: the relay learns
+/// the agent's hidden context and keeps the session's accounting in the scratch HOME's state.
+pub fn relayed_history(agent: Agent) -> anyhow::Result<History> {
+    history(agent, true)
+}
+
+fn history(agent: Agent, relayed: bool) -> anyhow::Result<History> {
     let lab = Lab::new(agent, support::script(agent))?;
-    let client = lab.direct()?;
+    let client = if relayed { lab.relayed()? } else { lab.direct()? };
     let init = client.initialize()?;
     let new_result = client.new_session(&lab.scratch.work())?;
     let session_id = session_id(&new_result)?;
@@ -225,8 +235,9 @@ fn check_turn(
     checks.cumulative(phase, &update, support::sum(&session), expect.turn_exact, expect.known);
 }
 
-/// Relay: a session made directly, reloaded (and resumed, where supported) through the relay in
-/// fresh processes, with one turn after each. The expected window right after reopening and
+/// Relay: a session made through the relay, reloaded (and resumed, where supported) through the
+/// relay in fresh processes, with one turn after each: the accounting continues where the first
+/// run left it. The expected window right after reopening and
 /// after the first turn that follows (`None`: not checked, only reported).
 pub fn relay_load_resume(
     expect: Expect,
@@ -234,7 +245,7 @@ pub fn relay_load_resume(
     size_after_turn: Option<u64>,
 ) {
     let agent = expect.agent;
-    let history = direct_history(agent).expect("direct session to reload");
+    let history = relayed_history(agent).expect("a session made through the relay, to reload");
     let lab = &history.lab;
     let mut checks = Checks::new(agent);
     let mut session_calls = history.billed();

@@ -84,6 +84,26 @@ pub struct Snapshot {
     pub totals_exact: bool,
 }
 
+/// What a session's ledger keeps across runs of acp-usage, so that reloading a session an
+/// earlier run accounted continues its cost and totals instead of starting over.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Carried {
+    /// Cumulative cost in USD, when it was known.
+    pub cost: Option<f64>,
+    /// Whether that cost was exact.
+    pub cost_exact: bool,
+    /// Whether that cost already left out history.
+    pub cost_partial: bool,
+    /// Calls left out of the cost for want of a price.
+    pub unpriced_calls: u64,
+    /// Cumulative token counts.
+    pub totals: TokenTotals,
+    /// Whether they were exact.
+    pub totals_exact: bool,
+    /// `used` at the end of the last turn: prompt part, output part, source, exactness.
+    pub used: Option<(u64, u64, Source, bool)>,
+}
+
 /// One session's accounting.
 #[derive(Debug, Default, Clone)]
 pub struct Ledger {
@@ -109,6 +129,8 @@ pub struct Ledger {
     /// A baseline this session's first turn taught, not yet taken.
     learned_baseline: Option<u64>,
     turns_ended: u64,
+    /// What an earlier run accounted for this session.
+    carried: Option<Carried>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -135,6 +157,8 @@ struct Turn {
     agent_call_totals: Vec<u64>,
     agent_report: Option<(TokenRecord, TurnReport, Option<u64>)>,
     stated_cost_before: Option<f64>,
+    /// Context before the prompt: what the turn's first call can read from the prompt cache.
+    start_ctx: u64,
 }
 
 impl Ledger {
@@ -147,6 +171,34 @@ impl Ledger {
     /// earlier cost is unknown until a source reports it.
     pub fn restored() -> Ledger {
         Ledger { history_unseen: true, ..Ledger::new() }
+    }
+
+    /// A session an earlier run of acp-usage accounted (`session/load`, `session/resume` in a new
+    /// process): its cost and totals continue from there.
+    pub fn carried_over(carried: Carried) -> Ledger {
+        let used = carried.used.map(|(prompt, output, source, exact)| Used {
+            prompt,
+            output,
+            source,
+            exact,
+        });
+        Ledger { used, carried: Some(carried), ..Ledger::new() }
+    }
+
+    /// What to keep of this session for a later run.
+    pub fn carry(&self, cx: &Context<'_>) -> Carried {
+        let snap = self.snapshot(cx);
+        Carried {
+            cost: snap.cost,
+            cost_exact: snap.cost_source.is_exact()
+                && !snap.cost_partial
+                && snap.unpriced_calls == 0,
+            cost_partial: snap.cost_partial,
+            unpriced_calls: snap.unpriced_calls,
+            totals: snap.totals,
+            totals_exact: snap.totals_exact,
+            used: self.used.map(|u| (u.prompt, u.output, u.source, u.exact)),
+        }
     }
 
     /// The model option the user selected, as a catalog id, and the window the profile's alias
@@ -224,6 +276,7 @@ impl Ledger {
         self.turn = Some(Turn {
             est_calls: vec![TokenRecord { input: ctx, ..TokenRecord::default() }],
             ctx,
+            start_ctx: ctx,
             stated_cost_before: self.stated_cost,
             ..Turn::default()
         });
@@ -355,6 +408,16 @@ impl Ledger {
                     let mut rec = rec;
                     rec.output += est_thought;
                     rec.thought = est_thought;
+                    let inputs: Vec<u64> = est.iter().map(|c| c.input).collect();
+                    let afters: Vec<u64> = est.iter().map(TokenRecord::context_after).collect();
+                    let est_input: u64 = inputs.iter().sum();
+                    let cached = cached_prefixes(turn.start_ctx, &inputs, &afters);
+                    if est_input > 0 {
+                        // The agent's input is larger than the visible estimate; the cached
+                        // share scales with it.
+                        rec.cache_read =
+                            (rec.input as u128 * cached as u128 / est_input as u128) as u64;
+                    }
                     let n = calls.unwrap_or(est.len() as u64).max(1);
                     self.used = Some(scaled_used(&rec, est, Some(n)));
                     if one_call {
@@ -366,24 +429,44 @@ impl Ledger {
         } else if !turn.agent_call_totals.is_empty() {
             // The agent reported each call's in-context total (input + output): the totals are
             // exact, the split between input and output is estimated.
-            let total: u64 = turn.agent_call_totals.iter().sum();
+            let totals = &turn.agent_call_totals;
+            let total: u64 = totals.iter().sum();
             let output = est_output.min(total);
+            let n = totals.len() as u64;
+            let inputs: Vec<u64> = totals
+                .iter()
+                .enumerate()
+                .map(|(k, t)| {
+                    let out = if est.len() == totals.len() { est[k].output } else { output / n };
+                    t.saturating_sub(out)
+                })
+                .collect();
             let rec = TokenRecord {
                 input: total - output,
+                cache_read: cached_prefixes(turn.start_ctx, &inputs, totals).min(total - output),
                 output,
                 thought: est_thought.min(output),
                 ..TokenRecord::default()
             };
-            let n = turn.agent_call_totals.len() as u64;
             first_input = Some(turn.agent_call_totals[0].saturating_sub(est[0].output));
             (vec![rec], Source::Estimate, false, false, Some(n))
         } else {
             self.used = Some(estimated_used(&last_est));
             let n = est.len() as u64;
-            (turn.est_calls.clone(), Source::Estimate, false, false, Some(n))
+            let mut recs = turn.est_calls.clone();
+            let mut prefix = turn.start_ctx;
+            for rec in &mut recs {
+                rec.cache_read = prefix.min(rec.input);
+                prefix = rec.context_after();
+            }
+            (recs, Source::Estimate, false, false, Some(n))
         };
 
-        if self.turns_ended == 0 && !self.history_unseen && self.replayed == 0 {
+        if self.turns_ended == 0
+            && !self.history_unseen
+            && self.replayed == 0
+            && self.carried.is_none()
+        {
             // What the first call carried beyond the visible prompt is the agent's hidden
             // context (system prompt, tool definitions): the baseline of its next sessions.
             let visible = est[0].input.saturating_sub(self.baseline);
@@ -472,6 +555,24 @@ impl Ledger {
             }
             None => (None, Source::Estimate, self.history_unseen),
         };
+        let mut unpriced_calls = if self.stated_cost.is_some() { 0 } else { self.unpriced_calls };
+        let mut totals = self.totals;
+        let mut totals_exact = !self.totals_estimated;
+        let (mut cost, mut cost_source, mut cost_partial) = (cost, cost_source, cost_partial);
+        if let Some(c) = &self.carried {
+            // This run's figures continue an earlier run's: the weaker provenance wins.
+            cost = match (c.cost, cost) {
+                (Some(a), Some(b)) => Some(a + b),
+                (a, b) => a.or(b),
+            };
+            if c.cost.is_some() && !c.cost_exact {
+                cost_source = Source::Estimate;
+            }
+            cost_partial |= c.cost_partial;
+            unpriced_calls += c.unpriced_calls;
+            totals += &c.totals;
+            totals_exact &= c.totals_exact;
+        }
         Snapshot {
             used,
             used_source,
@@ -482,11 +583,11 @@ impl Ledger {
             cost,
             cost_source,
             // A stated cost covers every call, priced by the catalog or not.
-            unpriced_calls: if self.stated_cost.is_some() { 0 } else { self.unpriced_calls },
+            unpriced_calls,
             cost_partial,
             model: self.seen_model.clone().or(self.selected_model.clone()),
-            totals: self.totals,
-            totals_exact: !self.totals_estimated,
+            totals,
+            totals_exact,
         }
     }
 
@@ -514,6 +615,20 @@ impl Ledger {
         }
         (cx.default_window.max(1), Source::Default)
     }
+}
+
+/// Estimated prompt-cache reads of a turn's calls: providers cache prompt prefixes (Anthropic
+/// with cache breakpoints, OpenAI and Gemini implicitly), so each call reads from the cache what
+/// was already in context before it: the context before the prompt for the first call, the
+/// previous call's context for the others. Only used to price estimated turns.
+fn cached_prefixes(start_ctx: u64, inputs: &[u64], contexts_after: &[u64]) -> u64 {
+    let mut prefix = start_ctx;
+    let mut cached = 0;
+    for (input, after) in inputs.iter().zip(contexts_after) {
+        cached += prefix.min(*input);
+        prefix = *after;
+    }
+    cached
 }
 
 /// `used` from a turn's summed record: the last estimated call's share of the summed input

@@ -11,5 +11,5 @@ pub mod pricing;
 pub mod tokens;
 
 pub use catalog::{Catalog, ModelInfo, Prices, Tier};
-pub use ledger::{Ledger, Snapshot, TurnUsage};
+pub use ledger::{Carried, Ledger, Snapshot, TurnUsage};
 pub use tokens::{Source, TokenRecord, TokenTotals};

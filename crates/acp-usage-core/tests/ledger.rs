@@ -221,8 +221,8 @@ fn codex_reports_used_per_call_and_the_split_is_estimated() {
         expect![[r#"
             snap: used=0 (estimate inexact) split=None size=258400 (catalog) cost=- (estimate) model=Some("gpt-5.2-codex") total=0 exact=true
             learned baseline=4990
-            turn: in=10010 cr=0 cw=0 out=70 th=0 total=10080 calls=Some(2) src=estimate cache=false cost=0.018498
-            snap: used=5040 (agent inexact) split=None size=258400 (agent) cost=0.018498 (estimate) model=Some("gpt-5.2-codex") total=10080 exact=false
+            turn: in=10010 cr=5010 cw=0 out=70 th=0 total=10080 calls=Some(2) src=estimate cache=false cost=0.010607
+            snap: used=5040 (agent inexact) split=None size=258400 (agent) cost=0.010607 (estimate) model=Some("gpt-5.2-codex") total=10080 exact=false
         "#]],
     );
 }
@@ -263,8 +263,8 @@ fn gemini_tool_turn_scales_the_estimated_calls_to_the_reported_input() {
          end
          snap",
         expect![[r#"
-            turn: in=17000 cr=0 cw=0 out=30 th=0 total=17030 calls=Some(2) src=estimate cache=false cost=0.021550
-            snap: used=15469 (estimate inexact) split=Some((15454, 15)) size=1048576 (catalog) cost=0.021550 (estimate) model=Some("gemini-2.5-pro") total=17030 exact=false
+            turn: in=17000 cr=1854 cw=0 out=30 th=0 total=17030 calls=Some(2) src=estimate cache=false cost=0.019464
+            snap: used=15469 (estimate inexact) split=Some((15454, 15)) size=1048576 (catalog) cost=0.019464 (estimate) model=Some("gemini-2.5-pro") total=17030 exact=false
         "#]],
     );
 }
@@ -320,8 +320,8 @@ fn replayed_history_is_context_not_usage() {
          snap",
         expect![[r#"
             snap: used=4000 (estimate inexact) split=None size=200000 (catalog) cost=- (estimate partial) model=Some("claude-sonnet-4-5") total=0 exact=true
-            turn: in=4010 cr=0 cw=0 out=20 th=0 total=4030 calls=Some(1) src=estimate cache=false cost=0.012330
-            snap: used=4030 (estimate inexact) split=Some((4010, 20)) size=200000 (catalog) cost=0.012330 (estimate partial) model=Some("claude-sonnet-4-5") total=4030 exact=false
+            turn: in=4010 cr=4000 cw=0 out=20 th=0 total=4030 calls=Some(1) src=estimate cache=false cost=0.001530
+            snap: used=4030 (estimate inexact) split=Some((4010, 20)) size=200000 (catalog) cost=0.001530 (estimate partial) model=Some("claude-sonnet-4-5") total=4030 exact=false
         "#]],
     );
 }

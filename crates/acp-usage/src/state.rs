@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use acp_usage_core::{Carried, Source, TokenTotals};
 use serde::{Deserialize, Serialize};
 
 /// Environment variable naming the state directory.
@@ -26,15 +27,96 @@ pub struct Entry {
     pub size: Option<u64>,
 }
 
-/// Everything learned, by `<profile>/<model option>`.
-pub type Learned = BTreeMap<String, Entry>;
+/// How many sessions the file remembers; the least recently updated go first.
+pub const MAX_SESSIONS: usize = 1000;
+
+/// A session's accounting as an earlier run left it (see [`acp_usage_core::Carried`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionEntry {
+    /// Unix time of the last update, for pruning.
+    pub updated: u64,
+    /// Cumulative cost in USD.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+    /// Whether the cost was exact.
+    #[serde(default)]
+    pub cost_exact: bool,
+    /// Whether the cost left out history.
+    #[serde(default)]
+    pub cost_partial: bool,
+    /// Calls without a price.
+    #[serde(default)]
+    pub unpriced_calls: u64,
+    /// Cumulative tokens: input, cache reads, cache writes, output, thoughts, calls.
+    #[serde(default)]
+    pub totals: [u64; 6],
+    /// Whether the totals were exact.
+    #[serde(default)]
+    pub totals_exact: bool,
+    /// `used` at the end of the last turn: prompt, output, source name, exact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub used: Option<(u64, u64, String, bool)>,
+}
+
+/// Everything learned: per `<profile>/<model option>`, and per `<profile>/<session id>`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Learned {
+    /// Per agent and model.
+    #[serde(default)]
+    pub agents: BTreeMap<String, Entry>,
+    /// Per session.
+    #[serde(default)]
+    pub sessions: BTreeMap<String, SessionEntry>,
+}
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct File {
     #[serde(default)]
     version: u32,
-    #[serde(default)]
-    agents: Learned,
+    #[serde(flatten)]
+    learned: Learned,
+}
+
+impl SessionEntry {
+    /// From a ledger's carried part.
+    pub fn from_carried(c: &Carried, updated: u64) -> SessionEntry {
+        let t = &c.totals;
+        SessionEntry {
+            updated,
+            cost: c.cost,
+            cost_exact: c.cost_exact,
+            cost_partial: c.cost_partial,
+            unpriced_calls: c.unpriced_calls,
+            totals: [t.input, t.cache_read, t.cache_write, t.output, t.thought, t.calls],
+            totals_exact: c.totals_exact,
+            used: c.used.map(|(p, o, src, exact)| (p, o, src.as_str().to_string(), exact)),
+        }
+    }
+
+    /// Back to a ledger's carried part.
+    pub fn to_carried(&self) -> Carried {
+        let [input, cache_read, cache_write, output, thought, calls] = self.totals;
+        let source = |name: &str| match name {
+            "tap" => Source::Tap,
+            "transcript" => Source::Transcript,
+            "agent" => Source::Agent,
+            _ => Source::Estimate,
+        };
+        Carried {
+            cost: self.cost,
+            cost_exact: self.cost_exact,
+            cost_partial: self.cost_partial,
+            unpriced_calls: self.unpriced_calls,
+            totals: TokenTotals { input, cache_read, cache_write, output, thought, calls },
+            totals_exact: self.totals_exact,
+            used: self.used.as_ref().map(|(p, o, src, exact)| (*p, *o, source(src), *exact)),
+        }
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub fn now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// The state file's path, when a home for it is known; `ACP_USAGE_STATE_DIR=off` disables it.
@@ -54,32 +136,45 @@ pub fn path() -> Option<PathBuf> {
 pub fn load(path: &Path) -> Learned {
     match std::fs::read(path) {
         Ok(bytes) => match serde_json::from_slice::<File>(&bytes) {
-            Ok(f) => f.agents,
+            Ok(f) => f.learned,
             Err(err) => {
                 tracing::warn!("ignoring {}: {err}", path.display());
-                Learned::new()
+                Learned::default()
             }
         },
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Learned::new(),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Learned::default(),
         Err(err) => {
             tracing::warn!("cannot read {}: {err}", path.display());
-            Learned::new()
+            Learned::default()
         }
     }
 }
 
 /// Merges `ours` into the file (our entries win) and writes it whole.
 pub fn save(path: &Path, ours: &Learned) -> std::io::Result<()> {
-    let mut agents = load(path);
-    for (k, v) in ours {
-        let e = agents.entry(k.clone()).or_default();
+    let mut learned = load(path);
+    for (k, v) in &ours.agents {
+        let e = learned.agents.entry(k.clone()).or_default();
         e.baseline = v.baseline.or(e.baseline);
         e.size = v.size.or(e.size);
+    }
+    for (k, v) in &ours.sessions {
+        if learned.sessions.get(k).is_none_or(|old| old.updated <= v.updated) {
+            learned.sessions.insert(k.clone(), v.clone());
+        }
+    }
+    if learned.sessions.len() > MAX_SESSIONS {
+        let mut by_age: Vec<(u64, String)> =
+            learned.sessions.iter().map(|(k, v)| (v.updated, k.clone())).collect();
+        by_age.sort();
+        for (_, k) in by_age.into_iter().take(learned.sessions.len() - MAX_SESSIONS) {
+            learned.sessions.remove(&k);
+        }
     }
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let text = serde_json::to_vec_pretty(&File { version: 1, agents }).expect("state serialises");
+    let text = serde_json::to_vec_pretty(&File { version: 1, learned }).expect("state serialises");
     let tmp = path.with_extension(format!("json.{}", std::process::id()));
     std::fs::write(&tmp, text)?;
     std::fs::rename(&tmp, path)
@@ -93,18 +188,30 @@ mod tests {
     fn save_merges_and_load_reads_back() {
         let dir = std::env::temp_dir().join(format!("acp-usage-state-{}", std::process::id()));
         let path = dir.join("learned.json");
-        let mut a = Learned::new();
-        a.insert("claude/default".into(), Entry { baseline: Some(12000), size: None });
+        let mut a = Learned::default();
+        a.agents.insert("claude/default".into(), Entry { baseline: Some(12000), size: None });
+        let carried = Carried {
+            cost: Some(0.25),
+            cost_exact: true,
+            totals: TokenTotals { input: 10, output: 2, calls: 1, ..TokenTotals::default() },
+            used: Some((10, 2, Source::Agent, true)),
+            ..Carried::default()
+        };
+        a.sessions.insert("claude/s1".into(), SessionEntry::from_carried(&carried, 5));
         save(&path, &a).unwrap();
-        let mut b = Learned::new();
-        b.insert("codex/gpt-5.2-codex".into(), Entry { baseline: None, size: Some(258400) });
-        b.insert("claude/default".into(), Entry { baseline: None, size: Some(1_000_000) });
+        let mut b = Learned::default();
+        b.agents.insert("codex/gpt-5.2-codex".into(), Entry { baseline: None, size: Some(258400) });
+        b.agents.insert("claude/default".into(), Entry { baseline: None, size: Some(1_000_000) });
         save(&path, &b).unwrap();
         let got = load(&path);
-        assert_eq!(got["claude/default"], Entry { baseline: Some(12000), size: Some(1_000_000) });
-        assert_eq!(got["codex/gpt-5.2-codex"].size, Some(258400));
+        assert_eq!(
+            got.agents["claude/default"],
+            Entry { baseline: Some(12000), size: Some(1_000_000) }
+        );
+        assert_eq!(got.agents["codex/gpt-5.2-codex"].size, Some(258400));
+        assert_eq!(got.sessions["claude/s1"].to_carried(), carried);
         std::fs::write(&path, b"not json").unwrap();
-        assert!(load(&path).is_empty());
+        assert_eq!(load(&path), Learned::default());
         let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -17,7 +17,7 @@ use super::content;
 use super::emit::{self, Trigger};
 use super::envelope::{Envelope, Kind};
 use super::profiles::{AgentUpdate, Profile};
-use crate::state::Learned;
+use crate::state::{Learned, SessionEntry};
 
 /// What the observer needs to know up front.
 #[derive(Debug, Clone)]
@@ -227,7 +227,7 @@ impl Observer {
                 if let Some(id) = &session {
                     // What the agent replays is history, not usage. A session this relay already
                     // accounted for keeps its ledger; an unknown one starts from the replay.
-                    self.session(id, Ledger::restored).loading = true;
+                    self.reopened(id).loading = true;
                 }
             }
             _ => {}
@@ -306,7 +306,7 @@ impl Observer {
                     }
                     return out;
                 }
-                let s = self.session(id, Ledger::restored);
+                let s = self.reopened(id);
                 s.loading = false;
                 if let Some(r) = &result {
                     self.read_models(id, r);
@@ -347,10 +347,13 @@ impl Observer {
                     s.ledger.begin_turn();
                     s.ledger.prompt_tokens(tokens);
                 }
+                let entry = SessionEntry::from_carried(&s.ledger.carry(&cx), crate::state::now());
+                self.learned.sessions.insert(format!("{}/{id}", profile.name()), entry);
+                self.learned_dirty = true;
                 if let Some(b) = s.ledger.take_learned_baseline() {
                     let key = self.learned_key(id);
                     tracing::debug!(key, baseline = b, "learned the agent's hidden context");
-                    self.learned.entry(key).or_default().baseline = Some(b);
+                    self.learned.agents.entry(key).or_default().baseline = Some(b);
                     self.learned_dirty = true;
                 }
                 if let (Some(turn), true) = (&turn, ok) {
@@ -506,6 +509,20 @@ impl Observer {
         true
     }
 
+    /// A session being reopened: the one this run knows, else what an earlier run carried, else a
+    /// restored ledger whose history is unknown.
+    fn reopened(&mut self, id: &str) -> &mut Session {
+        let key = format!("{}/{}", self.profile.name(), id);
+        let carried = self.learned.sessions.get(&key).map(SessionEntry::to_carried);
+        self.sessions.entry(id.to_string()).or_insert_with(|| match carried {
+            Some(c) => {
+                tracing::info!(session = id, "continuing the accounting of an earlier run");
+                Session::new(Ledger::carried_over(c))
+            }
+            None => Session::new(Ledger::restored()),
+        })
+    }
+
     fn session(&mut self, id: &str, make: fn() -> Ledger) -> &mut Session {
         self.sessions.entry(id.to_string()).or_insert_with(|| Session::new(make()))
     }
@@ -531,13 +548,13 @@ impl Observer {
     }
 
     fn context_parts(&self, id: &str) -> (u64, Option<u64>) {
-        let remembered = self.learned.get(&self.learned_key(id)).and_then(|e| e.size);
+        let remembered = self.learned.agents.get(&self.learned_key(id)).and_then(|e| e.size);
         (self.profile.window_percent(), remembered)
     }
 
     /// Gives the session the baseline learned for its agent and model.
     fn sync_baseline(&mut self, id: &str) {
-        let baseline = self.learned.get(&self.learned_key(id)).and_then(|e| e.baseline);
+        let baseline = self.learned.agents.get(&self.learned_key(id)).and_then(|e| e.baseline);
         if let (Some(b), Some(s)) = (baseline, self.sessions.get_mut(id)) {
             s.ledger.set_baseline(b);
         }
@@ -561,7 +578,7 @@ impl Observer {
         let snap = s.ledger.snapshot(&cx);
         if matches!(snap.size_source, Source::Agent | Source::Catalog) && s.model_value.is_some() {
             let key = self.learned_key(id);
-            let entry = self.learned.entry(key).or_default();
+            let entry = self.learned.agents.entry(key).or_default();
             if entry.size != Some(snap.size) {
                 entry.size = Some(snap.size);
                 self.learned_dirty = true;
