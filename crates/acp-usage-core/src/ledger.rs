@@ -86,10 +86,12 @@ pub struct Snapshot {
 
 /// What a session's ledger keeps across runs of acp-usage, so that reloading a session an
 /// earlier run accounted continues its cost and totals instead of starting over.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Carried {
     /// Cumulative cost in USD, when it was known.
     pub cost: Option<f64>,
+    /// Where that cost came from.
+    pub cost_source: Source,
     /// Whether that cost was exact.
     pub cost_exact: bool,
     /// Whether that cost already left out history.
@@ -102,6 +104,21 @@ pub struct Carried {
     pub totals_exact: bool,
     /// `used` at the end of the last turn: prompt part, output part, source, exactness.
     pub used: Option<(u64, u64, Source, bool)>,
+}
+
+impl Default for Carried {
+    fn default() -> Carried {
+        Carried {
+            cost: None,
+            cost_source: Source::Estimate,
+            cost_exact: false,
+            cost_partial: false,
+            unpriced_calls: 0,
+            totals: TokenTotals::default(),
+            totals_exact: false,
+            used: None,
+        }
+    }
 }
 
 /// One session's accounting.
@@ -190,6 +207,7 @@ impl Ledger {
         let snap = self.snapshot(cx);
         Carried {
             cost: snap.cost,
+            cost_source: snap.cost_source,
             cost_exact: snap.cost_source.is_exact()
                 && !snap.cost_partial
                 && snap.unpriced_calls == 0,
@@ -565,8 +583,15 @@ impl Ledger {
                 (Some(a), Some(b)) => Some(a + b),
                 (a, b) => a.or(b),
             };
-            if c.cost.is_some() && !c.cost_exact {
-                cost_source = Source::Estimate;
+            if c.cost.is_some() {
+                cost_source = match (c.cost_exact, cost_source) {
+                    (false, _) => Source::Estimate,
+                    // Nothing priced in this run yet: the carried cost's provenance stands.
+                    (true, _) if self.stated_cost.is_none() && self.priced_calls == 0 => {
+                        c.cost_source
+                    }
+                    (true, src) => src,
+                };
             }
             cost_partial |= c.cost_partial;
             unpriced_calls += c.unpriced_calls;

@@ -38,6 +38,9 @@ pub struct SessionEntry {
     /// Cumulative cost in USD.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<f64>,
+    /// Where the cost came from (a source name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_source: Option<String>,
     /// Whether the cost was exact.
     #[serde(default)]
     pub cost_exact: bool,
@@ -67,6 +70,9 @@ pub struct Learned {
     /// Per session.
     #[serde(default)]
     pub sessions: BTreeMap<String, SessionEntry>,
+    /// Sessions to drop from the file when saving (deleted by the editor).
+    #[serde(skip)]
+    pub forget: std::collections::BTreeSet<String>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -84,6 +90,7 @@ impl SessionEntry {
         SessionEntry {
             updated,
             cost: c.cost,
+            cost_source: c.cost.map(|_| c.cost_source.as_str().to_string()),
             cost_exact: c.cost_exact,
             cost_partial: c.cost_partial,
             unpriced_calls: c.unpriced_calls,
@@ -100,10 +107,12 @@ impl SessionEntry {
             "tap" => Source::Tap,
             "transcript" => Source::Transcript,
             "agent" => Source::Agent,
+            "catalog" => Source::Catalog,
             _ => Source::Estimate,
         };
         Carried {
             cost: self.cost,
+            cost_source: self.cost_source.as_deref().map_or(Source::Estimate, source),
             cost_exact: self.cost_exact,
             cost_partial: self.cost_partial,
             unpriced_calls: self.unpriced_calls,
@@ -163,6 +172,9 @@ pub fn save(path: &Path, ours: &Learned) -> std::io::Result<()> {
             learned.sessions.insert(k.clone(), v.clone());
         }
     }
+    for k in &ours.forget {
+        learned.sessions.remove(k);
+    }
     if learned.sessions.len() > MAX_SESSIONS {
         let mut by_age: Vec<(u64, String)> =
             learned.sessions.iter().map(|(k, v)| (v.updated, k.clone())).collect();
@@ -192,6 +204,7 @@ mod tests {
         a.agents.insert("claude/default".into(), Entry { baseline: Some(12000), size: None });
         let carried = Carried {
             cost: Some(0.25),
+            cost_source: Source::Agent,
             cost_exact: true,
             totals: TokenTotals { input: 10, output: 2, calls: 1, ..TokenTotals::default() },
             used: Some((10, 2, Source::Agent, true)),

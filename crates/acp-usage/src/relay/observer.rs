@@ -71,6 +71,7 @@ enum Method {
     SetConfigOption,
     SetModel,
     Close,
+    Delete,
     /// Any other request: tracked only to answer it if the agent dies.
     Other,
 }
@@ -175,7 +176,8 @@ impl Observer {
             "session/prompt" => Some(Method::Prompt),
             "session/set_config_option" => Some(Method::SetConfigOption),
             "session/set_model" => Some(Method::SetModel),
-            "session/close" | "session/delete" => Some(Method::Close),
+            "session/close" => Some(Method::Close),
+            "session/delete" => Some(Method::Delete),
             _ => None,
         };
         if env.kind() != Kind::Request {
@@ -379,9 +381,16 @@ impl Observer {
                     out.after.push(self.update_line(id, Trigger::ModelChange));
                 }
             }
-            Method::Close => {
+            Method::Close | Method::Delete => {
                 if let (Some(id), true) = (p.session.as_deref(), ok) {
                     self.sessions.remove(id);
+                    // A closed session can be loaded again; a deleted one is gone for good.
+                    if p.method == Method::Delete {
+                        let key = format!("{}/{id}", self.profile.name());
+                        self.learned.sessions.remove(&key);
+                        self.learned.forget.insert(key);
+                        self.learned_dirty = true;
+                    }
                 }
             }
             Method::Other => {}

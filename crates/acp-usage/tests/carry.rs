@@ -1,0 +1,120 @@
+//! What one run of the relay hands the next through the state file. Guarantees:
+//!
+//! - a session accounted by one run and reloaded by the next continues its cost and cumulative
+//!   totals (the agent's per-process cost is added to the carried one, not taken for the session's);
+//! - the hidden context an agent sends before the first visible prompt is learned from a session's
+//!   first turn and becomes the `used` estimate of the next new session of that agent and model;
+//! - a deleted session is forgotten; the file survives a save/load round trip.
+
+mod support;
+
+use acp_usage::relay::observer::{Observer, Settings};
+use acp_usage::state::{self, Learned};
+use serde_json::{Value, json};
+use support::settings;
+
+fn line(v: Value) -> Vec<u8> {
+    serde_json::to_vec(&v).unwrap()
+}
+
+fn observer(learned: Learned) -> Observer {
+    Observer::new(Settings { learned, ..settings(&["claude-agent-acp"]) })
+}
+
+/// The `update` object of the first injected/rewritten usage_update in `lines`.
+fn usage_update(lines: &[Vec<u8>]) -> Value {
+    lines
+        .iter()
+        .map(|l| serde_json::from_slice::<Value>(l).unwrap())
+        .find(|v| v["params"]["update"]["sessionUpdate"] == "usage_update")
+        .map(|v| v["params"]["update"].clone())
+        .expect("a usage_update")
+}
+
+/// initialize, session/new (model `sonnet`), one claude-style turn with a stated cost.
+fn first_run(o: &mut Observer, session: &str, cost: f64) -> Value {
+    o.from_editor(&line(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{}})));
+    o.from_agent(&line(
+        json!({"jsonrpc":"2.0","id":0,"result":{"agentInfo":{"name":"claude-agent-acp"}}}),
+    ));
+    o.from_editor(&line(
+        json!({"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w"}}),
+    ));
+    let opts = json!([{"id":"model","category":"model","currentValue":"sonnet","options":[]}]);
+    let out = o.from_agent(&line(
+        json!({"jsonrpc":"2.0","id":1,"result":{"sessionId":session,"configOptions":opts}}),
+    ));
+    let after_new = usage_update(&out.after);
+    o.from_editor(&line(json!({"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":session,"prompt":[{"type":"text","text":"Say hi."}]}})));
+    o.from_agent(&line(json!({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":session,"update":{"sessionUpdate":"usage_update","used":12019,"size":200000,"cost":{"amount":cost,"currency":"USD"}}}})));
+    o.from_agent(&line(json!({"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn","usage":{"inputTokens":12,"outputTokens":7,"cachedReadTokens":9000,"cachedWriteTokens":3000,"totalTokens":12019}}})));
+    after_new
+}
+
+#[test]
+fn a_reloaded_session_continues_its_cost_and_totals() {
+    let mut one = observer(Learned::default());
+    first_run(&mut one, "S1", 0.014091);
+    let learned = one.take_learned().expect("the turn taught something");
+    assert!(learned.sessions.contains_key("claude/S1"), "{learned:?}");
+
+    // A new process: the agent's own cost starts at zero again.
+    let mut two = observer(learned);
+    two.from_editor(&line(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{}})));
+    two.from_agent(&line(
+        json!({"jsonrpc":"2.0","id":0,"result":{"agentInfo":{"name":"claude-agent-acp"}}}),
+    ));
+    two.from_editor(&line(json!({"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"S1","cwd":"/w"}})));
+    // The replay is history, not usage.
+    two.from_agent(&line(json!({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Hello from mock."}}}})));
+    let out = two.from_agent(&line(json!({"jsonrpc":"2.0","id":1,"result":null})));
+    let u = usage_update(&out.after);
+    assert_eq!(u["used"], 12019, "{u}");
+    assert_eq!(u["cost"]["amount"], 0.014091, "{u}");
+    assert_eq!(u["_meta"]["acpUsage"]["cost"]["source"], "agent", "{u}");
+    assert_eq!(u["_meta"]["usage"]["totalTokens"], 12019, "{u}");
+
+    two.from_editor(&line(json!({"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"S1","prompt":[{"type":"text","text":"Again."}]}})));
+    two.from_agent(&line(json!({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S1","update":{"sessionUpdate":"usage_update","used":12100,"size":200000,"cost":{"amount":0.002,"currency":"USD"}}}})));
+    let out = two.from_agent(&line(json!({"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn","usage":{"inputTokens":10,"outputTokens":5,"cachedReadTokens":12000,"cachedWriteTokens":85,"totalTokens":12100}}})));
+    let u = usage_update(&out.before);
+    let amount = u["cost"]["amount"].as_f64().unwrap();
+    assert!((amount - 0.016091).abs() < 1e-12, "carried 0.014091 + this process's 0.002: {u}");
+    assert_eq!(u["_meta"]["acpUsage"]["cost"]["exact"], true, "{u}");
+    assert_eq!(u["_meta"]["usage"]["totalTokens"], 12019 + 12100, "{u}");
+}
+
+#[test]
+fn the_hidden_context_of_a_first_turn_seeds_the_next_session() {
+    let mut one = observer(Learned::default());
+    let after_new = first_run(&mut one, "S1", 0.014091);
+    assert_eq!(after_new["used"], 0, "nothing learned yet: {after_new}");
+    let learned = one.take_learned().unwrap();
+    let baseline = learned.agents["claude/sonnet"].baseline.expect("a baseline");
+    // 12,012 prompt tokens for a 3-token prompt ("Say hi."): the rest was hidden context.
+    assert!((12_000..12_012).contains(&baseline), "{baseline}");
+
+    let mut two = observer(learned);
+    let after_new = first_run(&mut two, "S2", 0.01);
+    assert_eq!(after_new["used"], baseline, "{after_new}");
+    assert_eq!(after_new["_meta"]["acpUsage"]["used"]["source"], "estimate", "{after_new}");
+}
+
+#[test]
+fn deleted_sessions_are_forgotten_by_the_file() {
+    let dir = std::env::temp_dir().join(format!("acp-usage-carry-{}", std::process::id()));
+    let path = dir.join("learned.json");
+    let mut one = observer(Learned::default());
+    first_run(&mut one, "S1", 0.01);
+    state::save(&path, &one.take_learned().unwrap()).unwrap();
+    assert!(state::load(&path).sessions.contains_key("claude/S1"));
+
+    let mut two = observer(state::load(&path));
+    two.from_editor(&line(
+        json!({"jsonrpc":"2.0","id":9,"method":"session/delete","params":{"sessionId":"S1"}}),
+    ));
+    two.from_agent(&line(json!({"jsonrpc":"2.0","id":9,"result":{}})));
+    state::save(&path, &two.take_learned().expect("the delete changed the state")).unwrap();
+    assert!(!state::load(&path).sessions.contains_key("claude/S1"));
+    let _ = std::fs::remove_dir_all(dir);
+}
