@@ -368,6 +368,25 @@ async fn wait_gone(pid: i32, within: Duration) -> bool {
     }
 }
 
+/// On a failing test, kills what is left of the agent's processes listed in a pid file, so a
+/// stray `sleep` does not outlive the test run (or hold the harness's pipes).
+struct ReapOnFailure(std::path::PathBuf);
+
+impl Drop for ReapOnFailure {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let pids = std::fs::read_to_string(&self.0).unwrap_or_default();
+        for pid in pids.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
+            if !gone(pid) {
+                // SAFETY: kill has no memory-safety preconditions.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+    }
+}
+
 fn read_pids(path: &std::path::Path) -> Vec<i32> {
     std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
@@ -395,7 +414,9 @@ async fn an_agent_ignoring_editor_eof_is_ended_with_its_group_after_the_grace() 
     let _ = std::fs::remove_file(&pidfile);
     // The shell ignores SIGTERM (and so does its `sleep`, which inherits that), never reads
     // stdin, and keeps stdout open through the grandchild.
-    let script = r#"trap "" TERM; sleep 1000 & echo "$! $$" > "$0"; echo '{"ready":true}'; wait"#;
+    let _reap = ReapOnFailure(pidfile.clone());
+    // (The grandchild's stderr goes to /dev/null: only the agent's stdout pipe may be held.)
+    let script = r#"trap "" TERM; sleep 1000 2>/dev/null & echo "$! $$" > "$0"; echo '{"ready":true}'; wait"#;
     let mut opts = options(&["sh", "-c", script, &pidfile.display().to_string()]);
     let grace = Duration::from_millis(300);
     opts.grace = grace;
@@ -423,7 +444,8 @@ async fn an_agent_ignoring_editor_eof_is_ended_with_its_group_after_the_grace() 
 async fn a_grandchild_holding_stdout_does_not_keep_the_relay_alive() {
     let pidfile = scratch_dir().join("grandchild.pids");
     let _ = std::fs::remove_file(&pidfile);
-    let script = r#"sleep 1000 & echo "$!" > "$0"; exit 4"#;
+    let _reap = ReapOnFailure(pidfile.clone());
+    let script = r#"sleep 1000 2>/dev/null & echo "$!" > "$0"; exit 4"#;
     let mut ed = Editor::start(options(&["sh", "-c", script, &pidfile.display().to_string()]));
     // The editor stays open; the agent exited; its grandchild holds stdout.
     assert_eq!(ed.finish().await, 4);
