@@ -11,11 +11,10 @@
 //! from zero).
 
 use acp_usage_tests::agents::Agent;
-use acp_usage_tests::lab::run_turn;
 use acp_usage_tests::mock_llm::{Call, Usage};
 use serde_json::Value;
 
-use crate::flows::{self, Expect, History, PLAIN_PROMPT};
+use crate::flows::{self, Expect, History};
 use crate::support::{self, Checks, Known};
 
 const AGENT: Agent = Agent::Claude;
@@ -104,17 +103,7 @@ fn claude_direct() {
     // from zero and the window drops to 200,000.
     let mut fixtures = Vec::new();
     for method in ["session/load", "session/resume"] {
-        let client = lab.direct().expect("claude");
-        let mark = client.mark();
-        let response =
-            flows::reopen(&client, method, session_id, &lab.scratch.work()).expect(method);
-        checks.check(response.get("result").is_some(), || format!("{method} failed: {response}"));
-        std::thread::sleep(std::time::Duration::from_millis(500));
-        checks.check(client.updates_since(mark, "usage_update").is_empty(), || {
-            format!("claude sent a usage_update on {method}")
-        });
-        let turn =
-            run_turn(&client, &lab.mock, session_id, PLAIN_PROMPT).expect("turn after reopening");
+        let (turn, transcript) = flows::reopen_direct(&mut checks, lab, session_id, method);
         let phase = format!("direct turn after {method}");
         let calls = turn.main_calls();
         check_agent_usage(&mut checks, &phase, &turn.result["usage"], &calls);
@@ -123,7 +112,7 @@ fn claude_direct() {
         if let Some(update) = turn.usage_updates().last() {
             check_agent_update(&mut checks, &phase, update, &last, WINDOW_AFTER_RELOAD, cost);
         }
-        fixtures.push((method, client.transcript_jsonl()));
+        fixtures.push((method, transcript));
     }
 
     support::save_fixture("claude-direct.jsonl", &history.transcript);

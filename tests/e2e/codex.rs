@@ -7,9 +7,8 @@
 //! usage either.
 
 use acp_usage_tests::agents::Agent;
-use acp_usage_tests::lab::run_turn;
 
-use crate::flows::{self, Expect, History, PLAIN_PROMPT};
+use crate::flows::{self, Expect, History};
 use crate::support::{self, Checks, Known};
 
 const AGENT: Agent = Agent::Codex;
@@ -66,19 +65,9 @@ fn codex_direct() {
     }
     let mut fixtures = Vec::new();
     for method in ["session/load", "session/resume"] {
-        let client = lab.direct().expect("codex");
-        let mark = client.mark();
-        let response =
-            flows::reopen(&client, method, session_id, &lab.scratch.work()).expect(method);
-        checks.check(response.get("result").is_some(), || format!("{method} failed: {response}"));
-        std::thread::sleep(std::time::Duration::from_millis(500));
-        checks.check(client.updates_since(mark, "usage_update").is_empty(), || {
-            format!("codex sent a usage_update on {method}")
-        });
-        let turn =
-            run_turn(&client, &lab.mock, session_id, PLAIN_PROMPT).expect("turn after reopening");
+        let (turn, transcript) = flows::reopen_direct(&mut checks, lab, session_id, method);
         check_agent_turn(&mut checks, &format!("direct turn after {method}"), &turn);
-        fixtures.push(client.transcript_jsonl());
+        fixtures.push(transcript);
     }
     support::save_fixture("codex-direct.jsonl", &history.transcript);
     support::save_fixture("codex-direct-load.jsonl", &fixtures[0]);

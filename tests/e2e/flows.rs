@@ -107,6 +107,30 @@ pub fn reopen(
     client.request_response(method, json!({"sessionId": session_id, "cwd": work, "mcpServers": []}))
 }
 
+/// Reopens the session directly (no relay) in a fresh process, checks that the agent answers
+/// and sends no `usage_update` of its own on reopening, then runs a plain turn. Returns the turn
+/// and the process's transcript.
+pub fn reopen_direct(
+    checks: &mut Checks,
+    lab: &Lab,
+    session_id: &str,
+    method: &str,
+) -> (Turn, String) {
+    let agent = lab.agent;
+    let client = lab.direct().expect("start the agent");
+    let mark = client.mark();
+    let response = reopen(&client, method, session_id, &lab.scratch.work()).expect(method);
+    checks.check(response.get("result").is_some(), || format!("{method} failed: {response}"));
+    // Give the agent a moment: anything it sends on reopening must be in the record.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    checks.check(client.updates_since(mark, "usage_update").is_empty(), || {
+        format!("{agent:?} sent a usage_update on {method}")
+    });
+    let turn =
+        run_turn(&client, &lab.mock, session_id, PLAIN_PROMPT).expect("turn after reopening");
+    (turn, client.transcript_jsonl())
+}
+
 /// Gemini CLI quirk (0.61.0): `session/load` within the same wall-clock minute as the session's
 /// creation makes the new process open a chat file of the same name
 /// (`session-<YYYY-MM-DDTHH-MM>-<id8>.jsonl`), which truncates the recorded conversation, and the
