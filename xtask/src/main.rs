@@ -1,15 +1,21 @@
 //! Development tasks, run as `cargo xtask <task>` (alias in `.cargo/config.toml`).
 //!
-//! `codegen` compiles the pinned LiteLLM JSON in `data/` into the core crate's embedded
-//! `catalog.tsv` with the same compiler the binary uses for `--catalog` files, so the embedded
-//! catalog and a user-supplied LiteLLM file can never be read differently. `codegen --check`
-//! fails instead of writing when the file is stale (for CI); the test
-//! `crates/acp-usage/tests/catalog.rs` does the same check on every `cargo test`.
+//! `codegen` writes the generated files:
+//! - the core crate's embedded `catalog.tsv`, compiled from the pinned LiteLLM JSON in `data/` by
+//!   the same compiler the binary uses for `--catalog` files, so the embedded catalog and a
+//!   user-supplied LiteLLM file can never be read differently;
+//! - `schema/schema.json`, the JSON Schema of ACP v1 messages and acp-usage's `_meta` payloads,
+//!   generated from the Rust types (`acp_usage_schema::generate`).
+//!
+//! `codegen --check` fails instead of writing when a file is stale (for CI); the tests
+//! `crates/acp-usage/tests/catalog.rs` and `crates/acp-usage-schema/tests/schema.rs` do the same
+//! check on every `cargo test`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use acp_usage::catalog_file::{EMBEDDED_CATALOG_FILE, EMBEDDED_LITELLM_FILE, generate_embedded};
+use acp_usage_schema::{SCHEMA_FILE, generate};
 use anyhow::{Context, bail};
 
 const USAGE: &str = "usage: cargo xtask codegen [--check]";
@@ -42,26 +48,46 @@ fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask has a parent directory").to_owned()
 }
 
+/// One generated file: where it goes, its fresh text, and a word on what it holds.
+struct Generated {
+    path: &'static str,
+    text: String,
+    what: String,
+}
+
 fn codegen(check: bool) -> anyhow::Result<ExitCode> {
     let root = workspace_root();
-    let fresh = generate_embedded(&root)?;
-    let target = root.join(EMBEDDED_CATALOG_FILE);
-    let current = std::fs::read_to_string(&target).unwrap_or_default();
-    let models = fresh.lines().filter(|l| !l.starts_with('#')).count();
-    if current == fresh {
-        eprintln!("{EMBEDDED_CATALOG_FILE} is up to date ({models} models, {} bytes)", fresh.len());
-        return Ok(ExitCode::SUCCESS);
+    let catalog = generate_embedded(&root)?;
+    let models = catalog.lines().filter(|l| !l.starts_with('#')).count();
+    let schema = generate::schema_text();
+    let defs = generate::schema()["$defs"].as_object().map_or(0, |d| d.len());
+    let files = [
+        Generated {
+            path: EMBEDDED_CATALOG_FILE,
+            text: catalog,
+            what: format!("{models} models, from {EMBEDDED_LITELLM_FILE}"),
+        },
+        Generated { path: SCHEMA_FILE, text: schema, what: format!("{defs} definitions") },
+    ];
+    let mut stale = false;
+    for file in files {
+        let target = root.join(file.path);
+        let current = std::fs::read_to_string(&target).unwrap_or_default();
+        let size = file.text.len();
+        if current == file.text {
+            eprintln!("{} is up to date ({}, {size} bytes)", file.path, file.what);
+        } else if check {
+            eprintln!("{} is stale: run `cargo xtask codegen` and commit the result", file.path);
+            stale = true;
+        } else {
+            if let Some(dir) = target.parent() {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("creating {}", dir.display()))?;
+            }
+            std::fs::write(&target, &file.text)
+                .with_context(|| format!("writing {}", target.display()))?;
+            eprintln!("wrote {}: {}, {size} bytes", file.path, file.what);
+        }
     }
-    if check {
-        eprintln!(
-            "{EMBEDDED_CATALOG_FILE} is stale: run `cargo xtask codegen` and commit the result"
-        );
-        return Ok(ExitCode::FAILURE);
-    }
-    std::fs::write(&target, &fresh).with_context(|| format!("writing {}", target.display()))?;
-    eprintln!(
-        "wrote {EMBEDDED_CATALOG_FILE} from {EMBEDDED_LITELLM_FILE}: {models} models, {} bytes",
-        fresh.len()
-    );
-    Ok(ExitCode::SUCCESS)
+    Ok(if stale { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }

@@ -6,12 +6,27 @@
 //!
 //! These types are for what acp-usage *writes*; what peers send is observed through borrowed
 //! views in the binary crate and never rejected for unknown fields.
+//!
+//! [`generate`] builds `schema/schema.json` (every ACP v1 message type of the official crate, the
+//! method table, and these payloads) and [`validate`] checks JSON-RPC traffic against the copy of
+//! that file compiled into this crate, [`SCHEMA_JSON`].
 
 #![deny(missing_docs)]
+
+pub mod generate;
+pub mod validate;
 
 pub use agent_client_protocol_schema as acp;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+/// `schema/schema.json` as committed, compiled in so the binary validates against exactly that
+/// file. `cargo xtask codegen` writes it; the test `tests/schema.rs` keeps it fresh. (If the file
+/// is ever lost, an empty file lets the workspace build again so the generator can rerun.)
+pub const SCHEMA_JSON: &str = include_str!("../../../schema/schema.json");
+
+/// The workspace-relative path of [`SCHEMA_JSON`]'s file.
+pub const SCHEMA_FILE: &str = "schema/schema.json";
 
 /// The one `_meta` key under which acp-usage puts everything that is its own.
 pub const META_KEY: &str = "acpUsage";
@@ -22,6 +37,7 @@ pub const META_VERSION: u32 = 1;
 /// Where a figure came from, best first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[schemars(rename = "AcpUsageSource")]
 pub enum SourceName {
     /// The LLM API's own responses, read by a loopback tap.
     Tap,
@@ -39,6 +55,7 @@ pub enum SourceName {
 
 /// Provenance of one figure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "AcpUsageFigure")]
 pub struct Figure {
     /// Where the figure came from.
     pub source: SourceName,
@@ -48,6 +65,7 @@ pub struct Figure {
 
 /// How `used` splits into the last call's prompt and its output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "AcpUsageUsedSplit")]
 pub struct UsedSplit {
     /// Prompt-side tokens of the last main-agent call (cache included).
     pub prompt: u64,
@@ -57,6 +75,7 @@ pub struct UsedSplit {
 
 /// Provenance of the cumulative cost.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "AcpUsageCostFigure")]
 pub struct CostFigure {
     /// Where the cost came from (`agent` when the agent stated it, `catalog` when priced from
     /// token counts, `estimate` when those counts were estimated).
@@ -71,9 +90,11 @@ pub struct CostFigure {
     pub partial: bool,
 }
 
-/// acp-usage's payload in a `usage_update`'s `_meta`, under [`META_KEY`].
+/// acp-usage's payload in a `usage_update`'s `_meta`, under [`META_KEY`]
+/// (`params.update._meta.acpUsage`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "AcpUsageUpdateMeta")]
 pub struct UsageUpdateMeta {
     /// Payload version, [`META_VERSION`].
     pub version: u32,
@@ -100,9 +121,11 @@ pub struct UsageUpdateMeta {
     pub agent: Option<serde_json::Value>,
 }
 
-/// acp-usage's payload in a per-turn `usage`'s `_meta`, under [`META_KEY`].
+/// acp-usage's payload in a per-turn `usage`'s `_meta`, under [`META_KEY`]
+/// (`result.usage._meta.acpUsage` of a `session/prompt` result).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "AcpUsageTurnMeta")]
 pub struct TurnUsageMeta {
     /// Payload version, [`META_VERSION`].
     pub version: u32,
@@ -128,6 +151,7 @@ pub struct TurnUsageMeta {
 /// `_meta.usage` breakdown that clients such as acpx read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "AcpUsageBreakdown")]
 pub struct UsageBreakdown {
     /// `inputTokens + outputTokens`.
     pub total_tokens: u64,
