@@ -6,6 +6,8 @@
 //! - `*_relay_*`: the same sessions through `acp-usage`, every figure checked against the usage
 //!   the mock served. A figure table goes to stderr and `target/tmp/e2e-figures.txt`.
 //! - `relay_fake`: byte-exact forwarding and injection points, with a scripted agent.
+//! - `validation`: real sessions recorded with `--record` and checked with `acp-usage validate`
+//!   and live `--validate` against schema/schema.json.
 //!
 //! The agents come from `.ci/install-agents.sh`; a missing agent fails its tests.
 
@@ -16,3 +18,4 @@ mod gemini;
 mod relay_fake;
 mod sdk_client;
 mod support;
+mod validation;

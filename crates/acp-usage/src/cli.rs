@@ -1,4 +1,5 @@
-//! Command line: `acp-usage [OPTIONS] -- AGENT [ARGS...]`, plus the `demo` and `models` commands.
+//! Command line: `acp-usage [OPTIONS] -- AGENT [ARGS...]`, plus the `demo`, `models`, `validate`
+//! and `schema` commands.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -54,6 +55,16 @@ pub struct RelayArgs {
     #[arg(long, value_name = "MIB", default_value_t = 256)]
     pub max_line_mib: usize,
 
+    /// Record every line that crosses the relay to FILE (JSONL: seq, t, dir, line; secrets
+    /// redacted); see `acp-usage validate` to check a recording.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+
+    /// Validate the live traffic against the ACP schema and log violations (warn level) without
+    /// touching the traffic.
+    #[arg(long)]
+    pub validate: bool,
+
     /// The agent command and its arguments.
     #[arg(last = true, value_name = "AGENT")]
     pub agent: Vec<String>,
@@ -67,6 +78,11 @@ pub enum Command {
     Demo(DemoArgs),
     /// Show what the model catalog knows: context windows and prices.
     Models(ModelsArgs),
+    /// Check a recording (`--record`) or a raw NDJSON stream against the ACP schema: exit 0 when
+    /// clean, 1 on violations, 2 when the input could not be read.
+    Validate(ValidateArgs),
+    /// Print the JSON Schema of the ACP messages acp-usage reads and writes (schema/schema.json).
+    Schema,
     /// Internal: the scripted agent that `demo` wraps.
     #[command(hide = true)]
     DemoAgent,
@@ -88,6 +104,30 @@ pub struct ModelsArgs {
     /// Print JSON lines instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Options of `acp-usage validate`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ValidateArgs {
+    /// A recording made with `--record`, or with `--from` a raw NDJSON stream; `-` or nothing
+    /// reads stdin.
+    #[arg(value_name = "FILE")]
+    pub input: Option<PathBuf>,
+    /// The input is a raw NDJSON stream of messages sent by this side, not a recording.
+    #[arg(long, value_enum, value_name = "SIDE")]
+    pub from: Option<FromSide>,
+    /// Print one JSON object per finding and a final summary object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `validate --from` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FromSide {
+    /// Messages the agent sent (to the client).
+    Agent,
+    /// Messages the client (the editor) sent (to the agent).
+    Client,
 }
 
 /// `--agent-usage` values.
@@ -126,6 +166,8 @@ pub fn main() -> ExitCode {
         Some(Command::Models(m)) => crate::models_cmd::run(&args.relay, &m),
         Some(Command::Demo(d)) => crate::demo::run(&args.relay, &d),
         Some(Command::DemoAgent) => crate::demo::agent::run(),
+        Some(Command::Validate(v)) => crate::validate_cmd::run(&v),
+        Some(Command::Schema) => crate::validate_cmd::print_schema(),
         None => {
             if args.relay.agent.is_empty() {
                 eprintln!(

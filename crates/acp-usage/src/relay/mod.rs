@@ -9,6 +9,9 @@
 //! in one place: an injected `usage_update` goes right before a prompt result or right after a
 //! session response. All channels are bounded: a slow editor fills `to_editor`, the loop waits,
 //! the agent's stdout pipe fills and the agent waits, instead of memory growing.
+//!
+//! `--record` and `--validate` see the lines through [`Taps`]: a copy of each line as it is
+//! forwarded, handed over with `try_send`, so neither can ever hold the relay up.
 
 pub mod agent;
 pub mod content;
@@ -20,7 +23,8 @@ pub mod profiles;
 pub mod splice;
 
 use std::process::{ExitCode, ExitStatus};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use jsonrpsee_types::ErrorObjectOwned;
@@ -29,6 +33,8 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
 use crate::cli::{AgentUsage, RelayArgs};
+use crate::record::{Dir, Recorder, Tapped};
+use crate::validate_cmd::Live;
 use lines::{Line, LineReader, Read};
 use observer::{Observer, Settings};
 use profiles::Profile;
@@ -73,16 +79,70 @@ pub fn run(args: RelayArgs) -> anyhow::Result<ExitCode> {
         },
         state_path,
     };
+    // Created before anything starts, so a bad path is a clear error and not a silent gap.
+    let recorder = args.record.as_deref().map(Recorder::create).transpose()?;
+    let validator = if args.validate { Some(Live::start()?) } else { None };
+    let taps = Taps::new(recorder, validator);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let res = rt.block_on(relay(tokio::io::stdin(), tokio::io::stdout(), opts));
+    let res = rt.block_on(relay_tapped(tokio::io::stdin(), tokio::io::stdout(), opts, taps));
     // The stdin reader may still sit in a blocking read on an editor that keeps its side open;
     // don't wait for it.
     rt.shutdown_background();
     res.map(ExitCode::from)
+}
+
+/// What the relay copies off its path: the recording and the live validator.
+#[derive(Debug)]
+pub struct Taps {
+    recorder: Option<Recorder>,
+    validator: Option<Live>,
+    /// Lines tapped so far.
+    seq: u64,
+    start: Instant,
+}
+
+impl Default for Taps {
+    fn default() -> Taps {
+        Taps::new(None, None)
+    }
+}
+
+impl Taps {
+    /// Taps for a recording and/or live validation; both `None` costs the relay nothing.
+    pub fn new(recorder: Option<Recorder>, validator: Option<Live>) -> Taps {
+        Taps { recorder, validator, seq: 0, start: Instant::now() }
+    }
+
+    /// Copies one line (without its terminator) that is being sent on.
+    fn line(&mut self, dir: Dir, bytes: &[u8], rewritten: bool) {
+        if self.recorder.is_none() && self.validator.is_none() {
+            return;
+        }
+        self.seq += 1;
+        let t = self.start.elapsed().as_micros() as f64 / 1e6;
+        // One copy, shared by both consumers.
+        let line = Tapped { seq: self.seq, t, dir, rewritten, bytes: Arc::from(bytes) };
+        if let Some(r) = &mut self.recorder {
+            r.offer(&line);
+        }
+        if let Some(v) = &mut self.validator {
+            v.offer(&line);
+        }
+    }
+
+    /// Waits for both to finish what they were given, and logs their summaries.
+    async fn finish(self) {
+        if let Some(r) = self.recorder {
+            r.finish().await;
+        }
+        if let Some(v) = self.validator {
+            v.finish().await;
+        }
+    }
 }
 
 enum Event {
@@ -93,6 +153,20 @@ enum Event {
 /// Relays between an editor (`editor_in`/`editor_out`) and the agent `opts.argv`; returns the
 /// exit code to end with (the agent's).
 pub async fn relay<I, O>(editor_in: I, editor_out: O, opts: Options) -> anyhow::Result<u8>
+where
+    I: AsyncRead + Unpin + Send + 'static,
+    O: AsyncWrite + Unpin + Send + 'static,
+{
+    relay_tapped(editor_in, editor_out, opts, Taps::default()).await
+}
+
+/// [`relay`], with every line that is sent on also copied to `taps`.
+pub async fn relay_tapped<I, O>(
+    editor_in: I,
+    editor_out: O,
+    opts: Options,
+    mut taps: Taps,
+) -> anyhow::Result<u8>
 where
     I: AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
@@ -132,6 +206,7 @@ where
             ev = ev_rx.recv(), if agent_stdout_open || editor_closed_at.is_none() => match ev {
                 Some(Event::Editor(Ok(Read::Line(line)))) => {
                     observer.from_editor(&line.bytes);
+                    taps.line(Dir::EditorToAgent, &line.bytes, false);
                     if let Some(tx) = &to_agent {
                         // A closed agent stdin means the agent is exiting; its exit ends the relay.
                         let _ = tx.send(frame(line)).await;
@@ -151,15 +226,21 @@ where
                 Some(Event::Agent(Ok(Read::Line(line)))) => {
                     let out = observer.from_agent(&line.bytes);
                     for extra in out.before {
+                        taps.line(Dir::Injected, &extra, false);
                         send_line(&to_editor, extra).await;
                     }
                     match out.replace {
-                        Some(new) => send_line(&to_editor, new).await,
+                        Some(new) => {
+                            taps.line(Dir::AgentToEditor, &new, true);
+                            send_line(&to_editor, new).await;
+                        }
                         None => {
+                            taps.line(Dir::AgentToEditor, &line.bytes, false);
                             let _ = to_editor.send(frame(line)).await;
                         }
                     }
                     for extra in out.after {
+                        taps.line(Dir::Injected, &extra, false);
                         send_line(&to_editor, extra).await;
                     }
                     if let (Some(learned), Some(path)) = (observer.take_learned(), &opts.state_path) {
@@ -209,6 +290,7 @@ where
             r#"{{"jsonrpc":"2.0","id":{id},"error":{}}}"#,
             serde_json::to_string(&err).expect("error object serialises")
         );
+        taps.line(Dir::Injected, msg.as_bytes(), false);
         send_line(&to_editor, msg.into_bytes()).await;
     }
     let c = observer.counters;
@@ -226,6 +308,7 @@ where
     drop(to_editor);
     let _ = editor_writer.await;
     agent_writer.abort();
+    taps.finish().await;
     Ok(agent::exit_code(status))
 }
 
