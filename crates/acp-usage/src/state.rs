@@ -187,7 +187,10 @@ pub fn save(path: &Path, ours: &Learned) -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
     }
     let text = serde_json::to_vec_pretty(&File { version: 1, learned }).expect("state serialises");
-    let tmp = path.with_extension(format!("json.{}", std::process::id()));
+    // A name of its own per save: two saves of one process may overlap.
+    static SAVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = SAVES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_extension(format!("json.{}.{n}", std::process::id()));
     std::fs::write(&tmp, text)?;
     std::fs::rename(&tmp, path)
 }

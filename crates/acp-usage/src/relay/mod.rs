@@ -22,6 +22,7 @@ pub mod observer;
 pub mod profiles;
 pub mod splice;
 
+use std::collections::VecDeque;
 use std::process::{ExitCode, ExitStatus};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -145,11 +146,6 @@ impl Taps {
     }
 }
 
-enum Event {
-    Editor(std::io::Result<Read>),
-    Agent(std::io::Result<Read>),
-}
-
 /// Relays between an editor (`editor_in`/`editor_out`) and the agent `opts.argv`; returns the
 /// exit code to end with (the agent's).
 pub async fn relay<I, O>(editor_in: I, editor_out: O, opts: Options) -> anyhow::Result<u8>
@@ -175,9 +171,13 @@ where
     let mut observer = Observer::new(opts.settings.clone());
     tracing::info!(agent = ?opts.argv, pgid = agent.pgid, profile = observer.profile().name(), "agent started");
 
-    let (ev_tx, mut ev_rx) = mpsc::channel::<Event>(CHANNEL_DEPTH);
-    tokio::spawn(read_lines(editor_in, opts.max_line, ev_tx.clone(), Event::Editor));
-    tokio::spawn(read_lines(pipes.stdout, opts.max_line, ev_tx, Event::Agent));
+    // One channel per source, so the loop can stop reading a side whose destination is full
+    // while it keeps draining the other (a shared channel deadlocks when the agent echoes a
+    // flood: the loop waits on the agent's stdin, the agent waits on its stdout).
+    let (ed_tx, mut ed_rx) = mpsc::channel::<std::io::Result<Read>>(CHANNEL_DEPTH);
+    let (ag_tx, mut ag_rx) = mpsc::channel::<std::io::Result<Read>>(CHANNEL_DEPTH);
+    tokio::spawn(read_lines(editor_in, opts.max_line, ed_tx));
+    tokio::spawn(read_lines(pipes.stdout, opts.max_line, ag_tx));
     let (to_agent, agent_rx) = mpsc::channel::<Vec<u8>>(CHANNEL_DEPTH);
     let (to_editor, editor_rx) = mpsc::channel::<Vec<u8>>(CHANNEL_DEPTH);
     let agent_writer = tokio::spawn(write_lines(pipes.stdin, agent_rx, "agent"));
@@ -186,6 +186,11 @@ where
     let mut sigint = signal(SignalKind::interrupt()).context("SIGINT handler")?;
     let mut sigterm = signal(SignalKind::terminate()).context("SIGTERM handler")?;
     let mut to_agent = Some(to_agent);
+    // Lines decided but not yet handed to a writer; the loop never waits on a writer while
+    // holding them, and stops reading a side while its destination's queue is full.
+    let mut to_agent_q: VecDeque<Vec<u8>> = VecDeque::new();
+    let mut to_editor_q: VecDeque<Vec<u8>> = VecDeque::new();
+    let mut editor_open = true;
     let mut editor_closed_at: Option<tokio::time::Instant> = None;
     let mut agent_stdout_open = true;
     let mut status: Option<ExitStatus> = None;
@@ -193,9 +198,16 @@ where
     // it open forever).
     let mut drain_deadline: Option<tokio::time::Instant> = None;
 
+    let mut agent_stdin_gone = false;
+    let mut learned_changed = false;
     loop {
         if status.is_some() && !agent_stdout_open {
             break;
+        }
+        if agent_stdin_gone || (!editor_open && to_agent_q.is_empty() && to_agent.is_some()) {
+            // Everything the editor sent is handed over: dropping the sender lets the writer
+            // finish, then close the agent's stdin.
+            to_agent = None;
         }
         let grace_deadline = editor_closed_at.map(|t| t + opts.grace);
         let deadline = match (grace_deadline, drain_deadline) {
@@ -203,58 +215,72 @@ where
             (a, b) => a.or(b),
         };
         tokio::select! {
-            ev = ev_rx.recv(), if agent_stdout_open || editor_closed_at.is_none() => match ev {
-                Some(Event::Editor(Ok(Read::Line(line)))) => {
+            ev = ed_rx.recv(), if editor_open && to_agent_q.len() < CHANNEL_DEPTH => match ev {
+                Some(Ok(Read::Line(line))) => {
                     observer.from_editor(&line.bytes);
                     taps.line(Dir::EditorToAgent, &line.bytes, false);
-                    if let Some(tx) = &to_agent {
-                        // A closed agent stdin means the agent is exiting; its exit ends the relay.
-                        let _ = tx.send(frame(line)).await;
+                    if to_agent.is_some() {
+                        to_agent_q.push_back(frame(line));
                     }
                 }
-                Some(Event::Editor(Ok(Read::TooLong(n)))) => {
+                Some(Ok(Read::TooLong(n))) => {
                     tracing::warn!(bytes = n, limit = opts.max_line, "dropped an over-long line from the editor");
                 }
-                Some(Event::Editor(Ok(Read::Eof) | Err(_))) => {
-                    if editor_closed_at.is_none() {
-                        tracing::info!("the editor closed its side; closing the agent's stdin");
-                        // Dropping the sender lets the writer finish what is queued, then close.
-                        to_agent = None;
-                        editor_closed_at = Some(tokio::time::Instant::now());
-                    }
+                Some(Ok(Read::Eof) | Err(_)) | None => {
+                    tracing::info!("the editor closed its side; closing the agent's stdin");
+                    editor_open = false;
+                    editor_closed_at = Some(tokio::time::Instant::now());
                 }
-                Some(Event::Agent(Ok(Read::Line(line)))) => {
+            },
+            ev = ag_rx.recv(), if agent_stdout_open && to_editor_q.len() < CHANNEL_DEPTH => match ev {
+                Some(Ok(Read::Line(line))) => {
                     let out = observer.from_agent(&line.bytes);
                     for extra in out.before {
                         taps.line(Dir::Injected, &extra, false);
-                        send_line(&to_editor, extra).await;
+                        to_editor_q.push_back(terminated(extra));
                     }
                     match out.replace {
                         Some(new) => {
                             taps.line(Dir::AgentToEditor, &new, true);
-                            send_line(&to_editor, new).await;
+                            to_editor_q.push_back(terminated(new));
                         }
                         None => {
                             taps.line(Dir::AgentToEditor, &line.bytes, false);
-                            let _ = to_editor.send(frame(line)).await;
+                            to_editor_q.push_back(frame(line));
                         }
                     }
                     for extra in out.after {
                         taps.line(Dir::Injected, &extra, false);
-                        send_line(&to_editor, extra).await;
+                        to_editor_q.push_back(terminated(extra));
                     }
                     if let (Some(learned), Some(path)) = (observer.take_learned(), &opts.state_path) {
-                        // Rare (a session's first turn, a new window) and off the relay's path.
+                        // Rare (a turn's end, a new window) and off the relay's path.
+                        learned_changed = true;
                         let path = path.clone();
                         tokio::task::spawn_blocking(move || save_state(&path, &learned));
                     }
                 }
-                Some(Event::Agent(Ok(Read::TooLong(n)))) => {
+                Some(Ok(Read::TooLong(n))) => {
                     tracing::warn!(bytes = n, limit = opts.max_line, "dropped an over-long line from the agent");
                 }
-                Some(Event::Agent(Ok(Read::Eof) | Err(_))) => agent_stdout_open = false,
-                None => agent_stdout_open = false,
+                Some(Ok(Read::Eof) | Err(_)) | None => agent_stdout_open = false,
             },
+            permit = reserve(&to_agent), if !to_agent_q.is_empty() => match permit {
+                Some(permit) => permit.send(to_agent_q.pop_front().expect("not empty")),
+                None => {
+                    // The agent's stdin is gone: it is exiting, and its exit ends the relay.
+                    to_agent_q.clear();
+                    agent_stdin_gone = true;
+                }
+            },
+            permit = to_editor.reserve(), if !to_editor_q.is_empty() => {
+                // The editor writer keeps receiving even after a write error, so this only
+                // fails if it panicked; then nothing can reach the editor anyway.
+                match permit {
+                    Ok(permit) => permit.send(to_editor_q.pop_front().expect("not empty")),
+                    Err(_) => to_editor_q.clear(),
+                }
+            }
             res = &mut agent.exited, if status.is_none() => {
                 let st = res.ok().and_then(Result::ok).context("waiting for the agent")?;
                 tracing::info!("the agent exited with {}", agent::describe(st));
@@ -278,6 +304,10 @@ where
     // Grandchildren may outlive the agent; the group goes with it.
     agent.signal_group(libc::SIGKILL);
     let status = status.expect("loop ends with a status");
+    // What the agent wrote before it went still reaches the editor.
+    for line in to_editor_q {
+        let _ = to_editor.send(line).await;
+    }
 
     // Requests the agent will never answer get an error, so the editor does not hang.
     for id in observer.pending_ids() {
@@ -291,7 +321,7 @@ where
             serde_json::to_string(&err).expect("error object serialises")
         );
         taps.line(Dir::Injected, msg.as_bytes(), false);
-        send_line(&to_editor, msg.into_bytes()).await;
+        let _ = to_editor.send(terminated(msg.into_bytes())).await;
     }
     let c = observer.counters;
     tracing::info!(
@@ -301,8 +331,11 @@ where
         untracked_responses = c.untracked_responses,
         "passed through without reading"
     );
-    if let (Some(learned), Some(path)) = (observer.take_learned(), &opts.state_path) {
-        save_state(path, &learned);
+    // A save still in flight may be cut short when the process exits: the last word is written
+    // here, whole, whatever changed during the run.
+    learned_changed |= observer.take_learned().is_some();
+    if let (true, Some(path)) = (learned_changed, &opts.state_path) {
+        save_state(path, observer.learned());
     }
     drop(to_agent);
     drop(to_editor);
@@ -334,27 +367,29 @@ fn frame(line: Line) -> Vec<u8> {
     bytes
 }
 
-async fn send_line(tx: &mpsc::Sender<Vec<u8>>, mut bytes: Vec<u8>) {
+/// A line acp-usage wrote, with its terminator.
+fn terminated(mut bytes: Vec<u8>) -> Vec<u8> {
     bytes.push(b'\n');
-    let _ = tx.send(bytes).await;
+    bytes
 }
 
-async fn read_lines<R>(
-    input: R,
-    max: usize,
-    tx: mpsc::Sender<Event>,
-    wrap: fn(std::io::Result<Read>) -> Event,
-) where
+async fn read_lines<R>(input: R, max: usize, tx: mpsc::Sender<std::io::Result<Read>>)
+where
     R: AsyncRead + Unpin,
 {
     let mut lines = LineReader::new(BufReader::with_capacity(READ_BUFFER, input), max);
     loop {
         let res = lines.next().await;
         let end = matches!(res, Ok(Read::Eof) | Err(_));
-        if tx.send(wrap(res)).await.is_err() || end {
+        if tx.send(res).await.is_err() || end {
             return;
         }
     }
+}
+
+/// A permit to send to the agent, or `None` when its stdin is closed (or was dropped).
+async fn reserve(tx: &Option<mpsc::Sender<Vec<u8>>>) -> Option<mpsc::Permit<'_, Vec<u8>>> {
+    tx.as_ref()?.reserve().await.ok()
 }
 
 async fn write_lines<W>(mut out: W, mut rx: mpsc::Receiver<Vec<u8>>, peer: &'static str)

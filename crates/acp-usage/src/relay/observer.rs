@@ -569,6 +569,11 @@ impl Observer {
         }
     }
 
+    /// Everything learned so far (this run's and earlier runs').
+    pub fn learned(&self) -> &Learned {
+        &self.learned
+    }
+
     /// What was learned since the last call, to be saved.
     pub fn take_learned(&mut self) -> Option<Learned> {
         std::mem::take(&mut self.learned_dirty).then(|| self.learned.clone())
