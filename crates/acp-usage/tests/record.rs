@@ -12,36 +12,14 @@
 //! - A recording that cannot be created is a clear error (exit 2); one that cannot be written
 //!   is logged and the session goes on untouched.
 
-use std::io::Write;
+mod support;
+
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use support::run_binary as run;
 
 use acp_usage::demo::agent::{CWD, SECOND_MODEL, SESSION_ID, TURNS};
 use acp_usage::record::{Dir, Entry};
 use serde_json::{Value, json};
-
-/// Runs the built binary with `args`, feeding `input` and closing stdin.
-fn run(args: &[&str], input: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_acp-usage"))
-        .args(args)
-        .env("ACP_USAGE_CONFIG", "/dev/null")
-        .env("ACP_USAGE_STATE_DIR", "off")
-        .env("ACP_USAGE_LOG", "warn")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting acp-usage");
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_vec();
-    // Written from a thread: the relay's output must be read while we write.
-    let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(&input);
-    });
-    let out = child.wait_with_output().expect("waiting for acp-usage");
-    writer.join().unwrap();
-    out
-}
 
 fn scratch(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("record-tests");

@@ -14,33 +14,14 @@
 //!   byte as it is without it.
 //! - `schema` prints the embedded schema.
 
-use std::io::Write;
+mod support;
+
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
+use support::run_binary as run;
 
 use acp_usage::demo::agent::{CWD, SECOND_MODEL, SESSION_ID, TURNS};
 use serde_json::{Value, json};
-
-fn run(args: &[&str], input: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_acp-usage"))
-        .args(args)
-        .env("ACP_USAGE_CONFIG", "/dev/null")
-        .env("ACP_USAGE_STATE_DIR", "off")
-        .env("ACP_USAGE_LOG", "warn")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting acp-usage");
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_vec();
-    let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(&input);
-    });
-    let out = child.wait_with_output().expect("waiting for acp-usage");
-    writer.join().unwrap();
-    out
-}
 
 fn fixture(name: &str) -> String {
     format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::observer::tokens;
+use acp_usage_core::estimate::count as tokens;
 
 /// The estimate for one image or audio block: a mid-size screenshot is about 1,500 tokens with
 /// Anthropic's (width × height / 750) rule.

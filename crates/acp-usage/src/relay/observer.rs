@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use acp_usage_core::estimate::{self, Family};
+use acp_usage_core::estimate::Family;
 use acp_usage_core::ledger::{Context, Ledger};
 use acp_usage_core::{Catalog, Source};
 use serde_json::Value;
@@ -438,10 +438,14 @@ impl Observer {
             }
             "tool_call_update" => s.ledger.tool_output(content::tool_output_tokens(update, family)),
             "usage_update" => {
-                let agent: AgentUpdate = serde_json::from_str(params.get())
-                    .ok()
-                    .and_then(|v: Value| v.get("update").cloned())
-                    .and_then(|u| serde_json::from_value(u).ok())
+                // One typed pass over the params, no intermediate `Value`.
+                #[derive(serde::Deserialize)]
+                struct Params {
+                    #[serde(default)]
+                    update: AgentUpdate,
+                }
+                let agent = serde_json::from_str::<Params>(params.get())
+                    .map(|p| p.update)
                     .unwrap_or_default();
                 profile.on_usage_update(&mut s.ledger, &agent);
                 if self.settings.keep_agent_usage {
@@ -610,9 +614,4 @@ impl Observer {
         let snap = self.snapshot(id);
         emit::usage_update(id, &snap, self.profile.name(), trigger)
     }
-}
-
-/// Token estimate of a text for `family` (a thin alias kept for the content module).
-pub(crate) fn tokens(text: &str, family: Family) -> u64 {
-    estimate::count(text, family)
 }

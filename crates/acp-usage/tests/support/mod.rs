@@ -394,3 +394,28 @@ impl Editor {
 pub fn lossy(lines: &[Vec<u8>]) -> Vec<String> {
     lines.iter().map(|l| String::from_utf8_lossy(l).into_owned()).collect()
 }
+
+/// Runs the built binary with `args` (no user config, no state file, warn-level logs), feeding
+/// `input` from a thread (the binary's output must be read while it is written) and closing stdin.
+pub fn run_binary(args: &[&str], input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_acp-usage"))
+        .args(args)
+        .env("ACP_USAGE_CONFIG", "/dev/null")
+        .env("ACP_USAGE_STATE_DIR", "off")
+        .env("ACP_USAGE_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting acp-usage");
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output().expect("waiting for acp-usage");
+    writer.join().unwrap();
+    out
+}
