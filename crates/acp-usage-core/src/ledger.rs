@@ -176,6 +176,8 @@ struct Turn {
     stated_cost_before: Option<f64>,
     /// Context before the prompt: what the turn's first call can read from the prompt cache.
     start_ctx: u64,
+    /// Estimated tokens of the prompt itself.
+    prompt: u64,
 }
 
 impl Ledger {
@@ -313,10 +315,23 @@ impl Ledger {
     /// Estimated tokens of the user's prompt.
     pub fn prompt_tokens(&mut self, tokens: u64) {
         if let Some(turn) = &mut self.turn {
+            turn.prompt += tokens;
             turn.ctx += tokens;
             if let Some(call) = turn.est_calls.last_mut() {
                 call.input += tokens;
             }
+        }
+    }
+
+    /// A user message shows up inside a turn: history an agent replays late (gemini-cli streams
+    /// most of a `session/load` replay after answering it) or an injected message. What the turn
+    /// estimated so far was not this turn's model calls: start its visible content over.
+    pub fn user_message_in_turn(&mut self) {
+        if let Some(turn) = &mut self.turn {
+            let input = turn.start_ctx + turn.prompt;
+            turn.est_calls = vec![TokenRecord { input, ..TokenRecord::default() }];
+            turn.ctx = input;
+            turn.tool_running = false;
         }
     }
 

@@ -60,6 +60,7 @@ fn check(window_percent: u64, script: &str, expect: Expect) {
             "thought" => ledger.output_tokens(n(&mut it), true),
             "tool" => ledger.tool_call(n(&mut it)),
             "toolout" => ledger.tool_output(n(&mut it)),
+            "user" => ledger.user_message_in_turn(),
             "replayed" => ledger.replayed(n(&mut it)),
             "call" => ledger.record_call(record(&mut it), Source::Tap, &cx),
             "agent_used" => {
@@ -301,6 +302,32 @@ fn a_first_turn_teaches_the_hidden_baseline_and_the_next_session_starts_from_it(
         expect![[r#"
             snap: used=12007 (estimate inexact) split=None size=200000 (catalog) cost=- (estimate partial) model=Some("claude-sonnet-4-5") total=0 exact=true
             snap: used=12047 (estimate inexact) split=None size=200000 (catalog) cost=- (estimate partial) model=Some("claude-sonnet-4-5") total=0 exact=true
+        "#]],
+    );
+}
+
+#[test]
+fn a_late_replay_inside_a_turn_does_not_split_it_into_calls() {
+    // gemini-cli streams most of a load replay after answering `session/load`: a replayed tool
+    // call must not make the live one-call turn look like two calls.
+    check(
+        100,
+        "select gemini-2.5-pro 1048576
+         turn
+         prompt 5
+         user
+         out 40
+         tool 10
+         toolout 300
+         user
+         out 9
+         agent_quota gemini 9000 0 5 0 gemini-2.5-pro
+         end
+         snap",
+        expect![[r#"
+            learned baseline=8995
+            turn: in=9000 cr=0 cw=0 out=5 th=0 total=9005 calls=Some(1) src=estimate cache=false cost=0.011300
+            snap: used=9005 (estimate inexact) split=Some((9000, 5)) size=1048576 (catalog) cost=0.011300 (estimate) model=Some("gemini-2.5-pro") total=9005 exact=false
         "#]],
     );
 }

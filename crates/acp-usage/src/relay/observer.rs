@@ -426,6 +426,7 @@ impl Observer {
             return Outcome::default();
         }
         match kind {
+            "user_message_chunk" => s.ledger.user_message_in_turn(),
             "agent_message_chunk" => {
                 s.ledger.output_tokens(content::update_tokens(update, family), false)
             }
