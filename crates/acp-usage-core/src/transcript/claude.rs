@@ -1,0 +1,1 @@
+//! claude transcript parser (being written).

@@ -1,0 +1,1 @@
+//! codex transcript parser (being written).

@@ -1,0 +1,1 @@
+//! gemini transcript parser (being written).

@@ -1,0 +1,136 @@
+//! Agents' transcripts, parsed: the exact per-call token records agents write to disk.
+//!
+//! Each agent writes its own format (research/agents-usage.md §3.2, §3.4, §3.6, §3.7). A parser
+//! here turns the lines of one session's files into [`Event`]s; it does no I/O: the binary
+//! crate finds the files, tails them and feeds the parser whole lines (terminator stripped), in
+//! the order they were written within each file. A parser keeps whatever state its format's
+//! dedup rules need, so feeding it the same line twice, or a line that revises an earlier call,
+//! yields an [`Event::Call`] with the same [`Call::key`] that replaces the earlier one.
+
+pub mod claude;
+pub mod codex;
+pub mod gemini;
+
+use crate::tokens::TokenRecord;
+
+/// Which file of a session a line comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FileRole {
+    /// The session's own transcript (the main agent's conversation).
+    Main,
+    /// A subagent's or sidechain's transcript that belongs to the session.
+    Subagent,
+}
+
+/// One model call as a transcript records it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    /// Identifies the call within the session's transcripts; a later [`Event::Call`] with the
+    /// same key replaces this one (a revised record, a split line, a re-appended message).
+    pub key: String,
+    /// The call's counts, normalised; `model` set when the format names it.
+    pub record: TokenRecord,
+    /// When the call was written, in Unix milliseconds, when the format records it.
+    pub at_ms: Option<i64>,
+    /// True for the main agent's calls; false for subagents', sidechains' and auxiliary calls
+    /// (they count in cost and per-turn usage, never in `used`).
+    pub main: bool,
+}
+
+/// What a transcript line says, as far as usage goes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A model call, new or revised (see [`Call::key`]).
+    Call(Call),
+    /// The user's prompt, as the main transcript records it: a turn starts.
+    Prompt {
+        /// When it was written.
+        at_ms: Option<i64>,
+        /// Its text, when the format records it (used to match it with the ACP prompt).
+        text: Option<String>,
+    },
+    /// The main agent finished answering a prompt: every call of the turn is written.
+    TurnEnd {
+        /// When it was written.
+        at_ms: Option<i64>,
+    },
+    /// The context window the agent enforces for the session's model (Codex).
+    Window(u64),
+}
+
+/// A line the parser cannot read in a way that means the format changed (not a line of a type
+/// it skips on purpose).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FormatError(pub String);
+
+impl std::fmt::Display for FormatError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for FormatError {}
+
+/// A parser of one session's transcript lines.
+pub trait Parser: std::fmt::Debug + Send {
+    /// Reads one line (without its terminator) of a file with the given role, appending what it
+    /// says to `out`. Lines of types the format has but usage does not need are skipped
+    /// silently; a line that is not valid JSON, or a usage record missing its counters, is a
+    /// [`FormatError`] (the caller logs it once and falls back).
+    fn line(&mut self, role: FileRole, line: &[u8], out: &mut Vec<Event>)
+    -> Result<(), FormatError>;
+}
+
+/// Parses an RFC 3339 UTC timestamp as transcripts write it (`2026-11-22T01:23:12.749Z`, also
+/// with an offset such as `+00:00`) into Unix milliseconds.
+pub fn parse_timestamp(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || (b[10] != b'T' && b[10] != b' ') {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> { s.get(r)?.parse().ok() };
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let mut rest = &s[19..];
+    let mut ms = 0i64;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
+        let f = &frac[..digits];
+        for (i, c) in f.bytes().take(3).enumerate() {
+            ms += i64::from(c - b'0') * [100, 10, 1][i];
+        }
+        rest = &frac[digits..];
+    }
+    let offset_min = match rest {
+        "" | "Z" | "z" => 0,
+        r if r.len() == 6 && (r.starts_with('+') || r.starts_with('-')) => {
+            let sign = if r.starts_with('-') { -1 } else { 1 };
+            sign * (r[1..3].parse::<i64>().ok()? * 60 + r[4..6].parse::<i64>().ok()?)
+        }
+        _ => return None,
+    };
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if mo <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + h * 3600 + mi * 60 + sec - offset_min * 60;
+    Some(secs * 1000 + ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_timestamp;
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(parse_timestamp("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(parse_timestamp("2026-11-22T01:23:12.749Z"), Some(1_795_310_592_749));
+        assert_eq!(parse_timestamp("2026-11-22T02:23:12.749+01:00"), Some(1_795_310_592_749));
+        assert_eq!(parse_timestamp("2026-11-22T01:23:12.749123Z"), Some(1_795_310_592_749));
+        assert_eq!(parse_timestamp("not a time"), None);
+    }
+}
