@@ -148,6 +148,9 @@ pub struct Ledger {
     turns_ended: u64,
     /// What an earlier run accounted for this session.
     carried: Option<Carried>,
+    /// The session's calls come from its transcript: what the agent states as cost is ignored
+    /// (it covers one process's calls, priced by the agent's own table).
+    transcript: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -169,7 +172,8 @@ struct Turn {
     ctx: u64,
     /// Whether a tool is running (the next output starts a new call).
     tool_running: bool,
-    exact_calls: Vec<(TokenRecord, Source)>,
+    /// Exact calls: the record, its source, and whether the main agent made it.
+    exact_calls: Vec<(TokenRecord, Source, bool)>,
     /// In-context totals per call, as the agent reported them (Codex's `used`).
     agent_call_totals: Vec<u64>,
     agent_report: Option<(TokenRecord, TurnReport, Option<u64>)>,
@@ -244,7 +248,7 @@ impl Ledger {
     /// The agent's cumulative session cost in USD (a provider- or agent-stated cost beats the
     /// catalog).
     pub fn agent_cost(&mut self, amount: f64) {
-        if amount.is_finite() && amount >= 0.0 {
+        if amount.is_finite() && amount >= 0.0 && !self.transcript {
             self.stated_cost = Some(amount);
         }
     }
@@ -372,17 +376,84 @@ impl Ledger {
         }
     }
 
-    /// An exact model call (from the LLM API tap or a transcript).
+    /// An exact model call (from the LLM API tap or a transcript) of the main agent.
     pub fn record_call(&mut self, rec: TokenRecord, source: Source, cx: &Context<'_>) {
         if let Some(model) = &rec.model {
             self.seen_model = Some(model.clone());
         }
         match &mut self.turn {
-            Some(turn) => turn.exact_calls.push((rec, source)),
+            Some(turn) => turn.exact_calls.push((rec, source, true)),
             // A call outside a turn (auxiliary, background): count it now.
-            None => {
-                self.add_to_session(std::slice::from_ref(&rec), source, 1, cx);
+            None => self.record_outside_turn(rec, source, true, cx),
+        }
+    }
+
+    /// An exact call made outside any turn (a title generated after the result, a background
+    /// compaction): it counts in the session's cost and totals at once; a main-agent call also
+    /// says what is in context now.
+    pub fn record_outside_turn(
+        &mut self,
+        rec: TokenRecord,
+        source: Source,
+        main: bool,
+        cx: &Context<'_>,
+    ) {
+        if main {
+            self.used = Some(used_of(&rec, source));
+            if let Some(model) = &rec.model {
+                self.seen_model = Some(model.clone());
             }
+        }
+        self.add_to_session(std::slice::from_ref(&rec), source, 1, cx);
+    }
+
+    /// The session is followed through its transcript from now on: the agent's stated cost no
+    /// longer counts.
+    pub fn follow_transcript(&mut self) {
+        self.transcript = true;
+        self.stated_cost = None;
+    }
+
+    /// Whether the session is followed through its transcript.
+    pub fn follows_transcript(&self) -> bool {
+        self.transcript
+    }
+
+    /// The turn's calls as the transcript recorded them, in order, each marked main-agent or
+    /// not (subagents, auxiliary calls): they replace whatever exact calls the turn had.
+    pub fn transcript_turn(&mut self, calls: Vec<(TokenRecord, bool)>) {
+        if let Some(turn) = &mut self.turn {
+            turn.exact_calls =
+                calls.into_iter().map(|(rec, main)| (rec, Source::Transcript, main)).collect();
+        }
+    }
+
+    /// A session's whole history, read from its transcript (`session/load`, `session/resume`,
+    /// `session/fork`): its cost, totals and `used` are the transcript's, whatever this ledger
+    /// or an earlier run of acp-usage had accounted.
+    pub fn transcript_history(&mut self, calls: &[(TokenRecord, bool)], cx: &Context<'_>) {
+        let fresh = Ledger {
+            selected_model: self.selected_model.take(),
+            selected_window: self.selected_window.take(),
+            seen_model: self.seen_model.take(),
+            agent_window: self.agent_window.take(),
+            baseline: self.baseline,
+            turns_ended: self.turns_ended,
+            transcript: true,
+            ..Ledger::new()
+        };
+        *self = fresh;
+        let records: Vec<TokenRecord> = calls.iter().map(|(r, _)| r.clone()).collect();
+        if let Some((last, _)) = calls.iter().rev().find(|(_, main)| *main) {
+            self.used = Some(used_of(last, Source::Transcript));
+        }
+        if let Some(model) =
+            calls.iter().rev().find_map(|(r, main)| r.model.clone().filter(|_| *main))
+        {
+            self.seen_model = Some(model);
+        }
+        if !records.is_empty() {
+            self.add_to_session(&records, Source::Transcript, 1, cx);
         }
     }
 
@@ -409,16 +480,15 @@ impl Ledger {
         let mut first_input = None;
 
         let (records, source, cache_known, thought_known, calls) = if !turn.exact_calls.is_empty() {
-            let source = turn.exact_calls.iter().map(|(_, s)| *s).max().unwrap_or(Source::Tap);
-            let recs: Vec<TokenRecord> = turn.exact_calls.into_iter().map(|(r, _)| r).collect();
-            let last = recs.last().expect("non-empty");
-            self.used = Some(Used {
-                prompt: last.input,
-                output: last.output.saturating_sub(last.thought),
-                source,
-                exact: source.is_exact(),
-            });
-            first_input = recs.first().map(|r| r.input);
+            let source = turn.exact_calls.iter().map(|(_, s, _)| *s).max().unwrap_or(Source::Tap);
+            // `used` is what the main agent's last call left in context; a subagent's context
+            // is its own.
+            if let Some((last, _, _)) = turn.exact_calls.iter().rev().find(|(_, _, main)| *main) {
+                self.used = Some(used_of(last, source));
+            }
+            first_input =
+                turn.exact_calls.iter().find(|(_, _, main)| *main).map(|(r, _, _)| r.input);
+            let recs: Vec<TokenRecord> = turn.exact_calls.into_iter().map(|(r, _, _)| r).collect();
             let n = recs.len() as u64;
             (recs, source, true, true, Some(n))
         } else if let Some((rec, report, calls)) = turn.agent_report {
@@ -684,6 +754,16 @@ fn scaled_used(sum: &TokenRecord, est: &[TokenRecord], calls: Option<u64>) -> Us
     };
     let output = sum.output.saturating_sub(sum.thought) / n;
     Used { prompt, output, source: Source::Estimate, exact: false }
+}
+
+/// `used` after an exact call: its prompt and what it generated, minus dropped thoughts.
+fn used_of(rec: &TokenRecord, source: Source) -> Used {
+    Used {
+        prompt: rec.input,
+        output: rec.output.saturating_sub(rec.thought),
+        source,
+        exact: source.is_exact(),
+    }
 }
 
 fn estimated_used(last: &TokenRecord) -> Used {

@@ -65,9 +65,27 @@ pub struct RelayArgs {
     #[arg(long)]
     pub validate: bool,
 
+    /// Read the agent's own transcripts (Claude Code, Codex, Gemini CLI, opencode) for exact
+    /// per-call numbers; `off` uses only what the agent reports over ACP.
+    #[arg(long, value_enum, default_value_t = Transcripts::On)]
+    pub transcripts: Transcripts,
+
+    /// Longest a turn's result waits for the agent's transcript to catch up, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 500)]
+    pub transcript_wait_ms: u64,
+
     /// The agent command and its arguments.
     #[arg(last = true, value_name = "AGENT")]
     pub agent: Vec<String>,
+}
+
+/// `--transcripts`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Transcripts {
+    /// Read them.
+    On,
+    /// Don't.
+    Off,
 }
 
 /// Subcommands besides the relay.
@@ -150,6 +168,8 @@ pub enum ProfileArg {
     Codex,
     /// gemini-cli `--acp`.
     Gemini,
+    /// opencode `acp`.
+    Opencode,
     /// Any other agent.
     Generic,
 }

@@ -14,6 +14,7 @@ pub mod models_cmd;
 pub mod record;
 pub mod relay;
 pub mod state;
+pub mod transcripts;
 pub mod validate_cmd;
 
 /// Entry point shared by `main.rs`.

@@ -17,6 +17,7 @@ pub mod agent;
 pub mod content;
 pub mod emit;
 pub mod envelope;
+pub mod follow;
 pub mod lines;
 pub mod observer;
 pub mod profiles;
@@ -35,6 +36,7 @@ use tokio::sync::mpsc;
 
 use crate::cli::{AgentUsage, RelayArgs};
 use crate::record::{Dir, Recorder, Tapped};
+use crate::transcripts::Worker;
 use crate::validate_cmd::Live;
 use lines::{Line, LineReader, Read};
 use observer::{Observer, Settings};
@@ -60,6 +62,10 @@ pub struct Options {
     pub settings: Settings,
     /// Where learned baselines and windows are saved (`None`: not saved).
     pub state_path: Option<std::path::PathBuf>,
+    /// Where the agents' transcripts are (`None`: not read).
+    pub transcripts: Option<crate::transcripts::Locations>,
+    /// Longest a turn's result waits for the transcript to catch up.
+    pub transcript_wait: Duration,
 }
 
 /// Runs the relay on this process's stdin/stdout until the agent exits or the editor goes away.
@@ -77,8 +83,12 @@ pub fn run(args: RelayArgs) -> anyhow::Result<ExitCode> {
             catalog: config.catalog,
             default_window: config.default_window,
             learned: state_path.as_deref().map(crate::state::load).unwrap_or_default(),
+            transcripts: args.transcripts == crate::cli::Transcripts::On,
         },
         state_path,
+        transcripts: (args.transcripts == crate::cli::Transcripts::On)
+            .then(crate::transcripts::Locations::from_process),
+        transcript_wait: Duration::from_millis(args.transcript_wait_ms),
     };
     // Created before anything starts, so a bad path is a clear error and not a silent gap.
     let recorder = args.record.as_deref().map(Recorder::create).transpose()?;
@@ -200,6 +210,20 @@ where
 
     let mut agent_stdin_gone = false;
     let mut learned_changed = false;
+    // The transcript worker, and an agent line held until the session's transcript caught up.
+    let (tr_tx, mut tr_rx) = mpsc::unbounded_channel();
+    let worker = match &opts.transcripts {
+        Some(locs) => match Worker::start(locs.clone(), tr_tx) {
+            Ok(w) => Some(w),
+            Err(err) => {
+                tracing::warn!("cannot start the transcript reader ({err}); using the ACP numbers");
+                None
+            }
+        },
+        None => None,
+    };
+    let mut held: Option<Held> = None;
+    let mut holds = HoldStats::default();
     loop {
         if status.is_some() && !agent_stdout_open {
             break;
@@ -218,6 +242,7 @@ where
             ev = ed_rx.recv(), if editor_open && to_agent_q.len() < CHANNEL_DEPTH => match ev {
                 Some(Ok(Read::Line(line))) => {
                     observer.from_editor(&line.bytes);
+                    send_commands(&mut observer, worker.as_ref());
                     taps.line(Dir::EditorToAgent, &line.bytes, false);
                     if to_agent.is_some() {
                         to_agent_q.push_back(frame(line));
@@ -232,27 +257,18 @@ where
                     editor_closed_at = Some(tokio::time::Instant::now());
                 }
             },
-            ev = ag_rx.recv(), if agent_stdout_open && to_editor_q.len() < CHANNEL_DEPTH => match ev {
+            ev = ag_rx.recv(), if agent_stdout_open && held.is_none() && to_editor_q.len() < CHANNEL_DEPTH => match ev {
                 Some(Ok(Read::Line(line))) => {
                     let out = observer.from_agent(&line.bytes);
-                    for extra in out.before {
-                        taps.line(Dir::Injected, &extra, false);
-                        to_editor_q.push_back(terminated(extra));
+                    if let Some(session) = out.hold {
+                        // Everything after this line waits with it, so the editor sees the
+                        // agent's lines in their order.
+                        let now = tokio::time::Instant::now();
+                        held = Some(Held { line, session, since: now, deadline: now + opts.transcript_wait });
+                    } else {
+                        queue_outcome(out, line, &mut to_editor_q, &mut taps);
                     }
-                    match out.replace {
-                        Some(new) => {
-                            taps.line(Dir::AgentToEditor, &new, true);
-                            to_editor_q.push_back(terminated(new));
-                        }
-                        None => {
-                            taps.line(Dir::AgentToEditor, &line.bytes, false);
-                            to_editor_q.push_back(frame(line));
-                        }
-                    }
-                    for extra in out.after {
-                        taps.line(Dir::Injected, &extra, false);
-                        to_editor_q.push_back(terminated(extra));
-                    }
+                    send_commands(&mut observer, worker.as_ref());
                     if let (Some(learned), Some(path)) = (observer.take_learned(), &opts.state_path) {
                         // Rare (a turn's end, a new window) and off the relay's path.
                         learned_changed = true;
@@ -297,12 +313,29 @@ where
                     agent_stdout_open = false;
                 }
             }
+            Some(update) = tr_rx.recv() => {
+                observer.transcript_update(update);
+                if let Some(h) = held.take_if(|h| observer.hold_ready(&h.session)) {
+                    release(h, false, &mut observer, &mut to_editor_q, &mut taps, &mut holds);
+                }
+                send_commands(&mut observer, worker.as_ref());
+            }
+            _ = sleep_until(held.as_ref().map(|h| h.deadline)), if held.is_some() => {
+                let h = held.take().expect("guarded");
+                release(h, true, &mut observer, &mut to_editor_q, &mut taps, &mut holds);
+                send_commands(&mut observer, worker.as_ref());
+            }
             _ = sigint.recv() => agent.signal_group(libc::SIGINT),
             _ = sigterm.recv() => agent.signal_group(libc::SIGTERM),
         }
     }
     // Grandchildren may outlive the agent; the group goes with it.
     agent.signal_group(libc::SIGKILL);
+    if let Some(h) = held.take() {
+        // The agent is gone: what was held goes on as it is.
+        release(h, true, &mut observer, &mut to_editor_q, &mut taps, &mut holds);
+    }
+    holds.log();
     let status = status.expect("loop ends with a status");
     // What the agent wrote before it went still reaches the editor.
     for line in to_editor_q {
@@ -343,6 +376,100 @@ where
     agent_writer.abort();
     taps.finish().await;
     Ok(agent::exit_code(status))
+}
+
+/// An agent line waiting for its session's transcript.
+#[derive(Debug)]
+struct Held {
+    line: Line,
+    session: String,
+    since: tokio::time::Instant,
+    deadline: tokio::time::Instant,
+}
+
+/// How long results waited for transcripts.
+#[derive(Debug, Default)]
+struct HoldStats {
+    count: u64,
+    timed_out: u64,
+    total: Duration,
+    max: Duration,
+}
+
+impl HoldStats {
+    fn log(&self) {
+        if self.count > 0 {
+            tracing::info!(
+                held = self.count,
+                timed_out = self.timed_out,
+                mean_ms = self.total.as_secs_f64() * 1e3 / self.count as f64,
+                max_ms = self.max.as_secs_f64() * 1e3,
+                "results held for the agent's transcript"
+            );
+        }
+    }
+}
+
+/// Lets a held line go on, with whatever the observer now adds to it.
+fn release(
+    h: Held,
+    timed_out: bool,
+    observer: &mut Observer,
+    to_editor_q: &mut VecDeque<Vec<u8>>,
+    taps: &mut Taps,
+    stats: &mut HoldStats,
+) {
+    let waited = h.since.elapsed();
+    stats.count += 1;
+    stats.timed_out += u64::from(timed_out);
+    stats.total += waited;
+    stats.max = stats.max.max(waited);
+    tracing::debug!(
+        session = h.session,
+        waited_ms = waited.as_secs_f64() * 1e3,
+        timed_out,
+        "held result released"
+    );
+    observer.release(&h.session, timed_out);
+    let out = observer.from_agent_released(&h.line.bytes);
+    queue_outcome(out, h.line, to_editor_q, taps);
+}
+
+/// Queues an agent line for the editor, with what the observer adds before and after it.
+fn queue_outcome(
+    out: observer::Outcome,
+    line: Line,
+    to_editor_q: &mut VecDeque<Vec<u8>>,
+    taps: &mut Taps,
+) {
+    for extra in out.before {
+        taps.line(Dir::Injected, &extra, false);
+        to_editor_q.push_back(terminated(extra));
+    }
+    match out.replace {
+        Some(new) => {
+            taps.line(Dir::AgentToEditor, &new, true);
+            to_editor_q.push_back(terminated(new));
+        }
+        None => {
+            taps.line(Dir::AgentToEditor, &line.bytes, false);
+            to_editor_q.push_back(frame(line));
+        }
+    }
+    for extra in out.after {
+        taps.line(Dir::Injected, &extra, false);
+        to_editor_q.push_back(terminated(extra));
+    }
+}
+
+/// Hands the observer's transcript commands to the worker.
+fn send_commands(observer: &mut Observer, worker: Option<&Worker>) {
+    let commands = observer.take_commands();
+    if let Some(w) = worker {
+        for c in commands {
+            w.send(c);
+        }
+    }
 }
 
 fn save_state(path: &std::path::Path, learned: &crate::state::Learned) {

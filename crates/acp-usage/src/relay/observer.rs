@@ -16,8 +16,15 @@ use serde_json::Value;
 use super::content;
 use super::emit::{self, Trigger};
 use super::envelope::{Envelope, Kind};
+use super::follow::{Awaiting, Follow};
 use super::profiles::{AgentUpdate, Profile};
 use crate::state::{Learned, SessionEntry};
+use crate::transcripts::{Command, Format, Update, UpdateKind};
+
+/// Least time between two reads of a session's transcript that its traffic asks for.
+const POLL_EVERY_MS: i64 = 50;
+/// Results released because the transcript was late, in a row, before it is given up.
+const MAX_TIMEOUTS_IN_A_ROW: u32 = 3;
 
 /// What the observer needs to know up front.
 #[derive(Debug, Clone)]
@@ -34,6 +41,8 @@ pub struct Settings {
     pub default_window: u64,
     /// What earlier runs learned (see [`crate::state`]).
     pub learned: Learned,
+    /// Read the agents' transcripts (`--transcripts on`).
+    pub transcripts: bool,
 }
 
 /// What to write to the editor for one line from the agent.
@@ -45,6 +54,9 @@ pub struct Outcome {
     pub replace: Option<Vec<u8>>,
     /// Lines to write after the agent's line.
     pub after: Vec<Vec<u8>>,
+    /// Hold the agent's line (and what follows it) until the session's transcript has caught
+    /// up, then hand it to [`Observer::from_agent_released`]. Nothing else is set then.
+    pub hold: Option<String>,
 }
 
 /// Counts of lines the relay passed through without understanding them.
@@ -100,6 +112,8 @@ struct Session {
     turn_owner: Option<String>,
     /// Prompts sent while a turn was in progress, with their estimated tokens.
     queued: VecDeque<(String, u64)>,
+    /// The session's transcript, when it is followed.
+    follow: Option<Follow>,
 }
 
 impl Session {
@@ -112,8 +126,24 @@ impl Session {
             unpriced_logged: false,
             turn_owner: None,
             queued: VecDeque::new(),
+            follow: None,
         }
     }
+
+    fn begin_turn(&mut self, tokens: u64) {
+        self.ledger.begin_turn();
+        self.ledger.prompt_tokens(tokens);
+        if let Some(f) = &mut self.follow {
+            f.begin_turn(now_ms());
+        }
+    }
+}
+
+/// Wall-clock time in Unix milliseconds (transcripts stamp calls with it).
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// The state of one relay.
@@ -129,6 +159,10 @@ pub struct Observer {
     learned_dirty: bool,
     /// Lines passed through without being understood.
     pub counters: Counters,
+    /// Commands for the transcript worker, taken by the relay.
+    commands: Vec<Command>,
+    /// The next agent line is a held one being released: do not hold it again.
+    releasing: bool,
 }
 
 impl Observer {
@@ -145,6 +179,169 @@ impl Observer {
             learned,
             learned_dirty: false,
             counters: Counters::default(),
+            commands: Vec::new(),
+            releasing: false,
+        }
+    }
+
+    /// Commands for the transcript worker since the last call.
+    pub fn take_commands(&mut self) -> Vec<Command> {
+        std::mem::take(&mut self.commands)
+    }
+
+    /// The transcript format of the agent, when its transcripts are followed.
+    fn format(&self) -> Option<Format> {
+        if !self.settings.transcripts {
+            return None;
+        }
+        match self.profile {
+            Profile::Claude => Some(Format::Claude),
+            Profile::Codex => Some(Format::Codex),
+            Profile::Gemini => Some(Format::Gemini),
+            _ => None,
+        }
+    }
+
+    /// Starts following a session's transcript (`history`: it has one to read first).
+    fn follow(&mut self, id: &str, history: bool) {
+        let Some(format) = self.format() else { return };
+        let Some(s) = self.sessions.get_mut(id) else { return };
+        if s.follow.as_ref().is_some_and(|f| !f.failed) {
+            // Reopened: its history is read again (the worker's offsets are where they were).
+            if history {
+                let f = s.follow.as_mut().expect("checked");
+                *f = Follow::new(true);
+                self.commands.push(Command::Forget(id.to_string()));
+            } else {
+                return;
+            }
+        } else {
+            s.follow = Some(Follow::new(history));
+        }
+        self.commands.push(Command::Track { session: id.to_string(), format });
+    }
+
+    /// What the transcript worker read.
+    pub fn transcript_update(&mut self, update: Update) {
+        let (window_percent, remembered_size) = self.context_parts(&update.session);
+        let cx = Context {
+            catalog: &self.settings.catalog,
+            default_window: self.settings.default_window,
+            window_percent,
+            remembered_size,
+        };
+        let Some(s) = self.sessions.get_mut(&update.session) else { return };
+        let Some(f) = &mut s.follow else { return };
+        match update.kind {
+            UpdateKind::Failed(why) => {
+                tracing::debug!(session = update.session, why, "transcript given up");
+                f.failed = true;
+            }
+            UpdateKind::Events { events, found, at_end } => {
+                let windows: Vec<u64> = events
+                    .iter()
+                    .filter_map(|e| match e {
+                        acp_usage_core::transcript::Event::Window(w) => Some(*w),
+                        _ => None,
+                    })
+                    .collect();
+                let newly_found = found && !f.found;
+                for o in f.events(events, found, at_end) {
+                    s.ledger.record_outside_turn(o.record, Source::Transcript, o.main, &cx);
+                }
+                if newly_found {
+                    s.ledger.follow_transcript();
+                }
+                for w in windows {
+                    s.ledger.agent_window(w);
+                }
+            }
+        }
+    }
+
+    /// Whether the result held for `session` may go on.
+    pub fn hold_ready(&self, session: &str) -> bool {
+        let Some(f) = self.sessions.get(session).and_then(|s| s.follow.as_ref()) else {
+            return true;
+        };
+        f.awaiting().is_none_or(|what| f.ready(what))
+    }
+
+    /// The result held for `session` goes on: `timed_out` when the wait ran out. Hand the held
+    /// line to [`Observer::from_agent_released`] next.
+    pub fn release(&mut self, session: &str, timed_out: bool) {
+        self.commands.push(Command::Release(session.to_string()));
+        let Some(f) = self.sessions.get_mut(session).and_then(|s| s.follow.as_mut()) else {
+            return;
+        };
+        if timed_out {
+            tracing::debug!(
+                session,
+                found = f.found,
+                "the transcript did not catch up in time; using the ACP numbers for this answer"
+            );
+        }
+        f.released(timed_out, now_ms());
+        if f.timeouts_in_a_row >= MAX_TIMEOUTS_IN_A_ROW && !f.failed {
+            f.failed = true;
+            let why =
+                if f.found { "it stopped showing the turns' ends" } else { "it never appeared" };
+            tracing::warn!(
+                session,
+                "giving up the agent's transcript ({why}); using the numbers the agent reports over ACP"
+            );
+            self.commands.push(Command::Forget(session.to_string()));
+        }
+    }
+
+    /// [`Observer::from_agent`] for a line that was held: it is not held again.
+    pub fn from_agent_released(&mut self, line: &[u8]) -> Outcome {
+        self.releasing = true;
+        let out = self.from_agent(line);
+        self.releasing = false;
+        out
+    }
+
+    /// Whether a response must wait for the session's transcript; starts the wait.
+    fn hold_for(&mut self, env: &Envelope<'_>, p: &Pending) -> Option<String> {
+        if self.releasing || env.error.is_some() {
+            return None;
+        }
+        let (id, what) = match p.method {
+            Method::Prompt => (p.session.clone()?, Awaiting::TurnEnd),
+            Method::Load | Method::Resume => (p.session.clone()?, Awaiting::History),
+            Method::Fork => {
+                // The fork's id is in the result: follow it now, so its history is read.
+                let r: Value = serde_json::from_str(env.result?.get()).ok()?;
+                let id = r.get("sessionId")?.as_str()?.to_string();
+                self.format()?;
+                let parent = p.session.as_ref().and_then(|parent| self.sessions.get(parent));
+                let ledger = match parent {
+                    Some(parent) => parent.ledger.clone(),
+                    None => Ledger::restored(),
+                };
+                self.sessions.entry(id.clone()).or_insert_with(|| Session::new(ledger));
+                self.follow(&id, true);
+                (id, Awaiting::History)
+            }
+            _ => return None,
+        };
+        let f = self.sessions.get_mut(&id)?.follow.as_mut().filter(|f| !f.failed)?;
+        if f.ready(what) {
+            return None;
+        }
+        f.await_(what);
+        self.commands.push(Command::Hold(id.clone()));
+        Some(id)
+    }
+
+    /// The session's traffic says its transcript is growing: ask for a read, now and then.
+    fn poll(&mut self, id: &str) {
+        let Some(f) = self.sessions.get_mut(id).and_then(|s| s.follow.as_mut()) else { return };
+        let now = now_ms();
+        if !f.failed && now - f.last_poll_ms >= POLL_EVERY_MS {
+            f.last_poll_ms = now;
+            self.commands.push(Command::Poll(id.to_string()));
         }
     }
 
@@ -216,8 +413,8 @@ impl Observer {
                     let s = self.session(id, Ledger::restored);
                     if s.turn_owner.is_none() {
                         s.turn_owner = Some(key.clone());
-                        s.ledger.begin_turn();
-                        s.ledger.prompt_tokens(tokens);
+                        s.begin_turn(tokens);
+                        self.poll(id);
                     } else {
                         // A prompt sent before the previous one's result (e.g. right after a
                         // cancel) starts its turn when that result has arrived.
@@ -225,11 +422,18 @@ impl Observer {
                     }
                 }
             }
+            Method::Resume => {
+                if let Some(id) = &session {
+                    self.reopened(id);
+                    self.follow(id, true);
+                }
+            }
             Method::Load => {
                 if let Some(id) = &session {
                     // What the agent replays is history, not usage. A session this relay already
                     // accounted for keeps its ledger; an unknown one starts from the replay.
                     self.reopened(id).loading = true;
+                    self.follow(id, true);
                 }
             }
             _ => {}
@@ -246,6 +450,22 @@ impl Observer {
         match env.kind() {
             Kind::Response => {
                 let key = env.id_key().expect("responses have ids");
+                if let Some(p) = self.pending.get(&key)
+                    && matches!(
+                        p.method,
+                        Method::Prompt | Method::Load | Method::Resume | Method::Fork
+                    )
+                {
+                    let p = Pending {
+                        method: p.method,
+                        raw_id: String::new(),
+                        session: p.session.clone(),
+                        model: None,
+                    };
+                    if let Some(id) = self.hold_for(&env, &p) {
+                        return Outcome { hold: Some(id), ..Outcome::default() };
+                    }
+                }
                 match self.pending.remove(&key) {
                     Some(p) => self.on_response(line, &env, p),
                     None => {
@@ -297,6 +517,11 @@ impl Observer {
                 // Keep what a pipelining client already started in the session.
                 self.sessions.entry(id.to_string()).or_insert_with(|| Session::new(ledger));
                 self.read_models(id, r);
+                if p.method == Method::New {
+                    self.follow(id, false);
+                } else {
+                    self.settle_history(id);
+                }
                 let trigger = if p.method == Method::New { Trigger::New } else { Trigger::Fork };
                 out.after.push(self.update_line(id, trigger));
             }
@@ -313,6 +538,7 @@ impl Observer {
                 if let Some(r) = &result {
                     self.read_models(id, r);
                 }
+                self.settle_history(id);
                 let trigger =
                     if p.method == Method::Load { Trigger::Load } else { Trigger::Resume };
                 out.after.push(self.update_line(id, trigger));
@@ -336,6 +562,11 @@ impl Observer {
                     remembered_size: cx_owned.1,
                 };
                 let owns_turn = s.turn_owner.as_deref() == Some(key.as_str());
+                if owns_turn
+                    && let Some(calls) = s.follow.as_mut().and_then(|f| f.end_turn(now_ms()))
+                {
+                    s.ledger.transcript_turn(calls);
+                }
                 let turn = if owns_turn { s.ledger.end_turn(&cx) } else { None };
                 if owns_turn {
                     s.turn_owner = None;
@@ -346,8 +577,7 @@ impl Observer {
                     && let Some((next, tokens)) = s.queued.pop_front()
                 {
                     s.turn_owner = Some(next);
-                    s.ledger.begin_turn();
-                    s.ledger.prompt_tokens(tokens);
+                    s.begin_turn(tokens);
                 }
                 let entry = SessionEntry::from_carried(&s.ledger.carry(&cx), crate::state::now());
                 self.learned.sessions.insert(format!("{}/{id}", profile.name()), entry);
@@ -383,7 +613,9 @@ impl Observer {
             }
             Method::Close | Method::Delete => {
                 if let (Some(id), true) = (p.session.as_deref(), ok) {
-                    self.sessions.remove(id);
+                    if self.sessions.remove(id).is_some_and(|s| s.follow.is_some()) {
+                        self.commands.push(Command::Forget(id.to_string()));
+                    }
                     // A closed session can be loaded again; a deleted one is gone for good.
                     if p.method == Method::Delete {
                         let key = format!("{}/{id}", self.profile.name());
@@ -404,6 +636,9 @@ impl Observer {
             return Outcome::default();
         };
         let id = n.session_id.as_ref();
+        if self.sessions.get(id).is_some_and(|s| s.ledger.in_turn()) {
+            self.poll(id);
+        }
         let family = self.family(id);
         let profile = self.profile;
         let s = self.session(id, Ledger::restored);
@@ -487,6 +722,27 @@ impl Observer {
             _ => {}
         }
         Outcome::default()
+    }
+
+    /// A reopened or forked session's history, when its transcript was read: its cost, totals
+    /// and `used` are the transcript's.
+    fn settle_history(&mut self, id: &str) {
+        let (window_percent, remembered_size) = self.context_parts(id);
+        let cx = Context {
+            catalog: &self.settings.catalog,
+            default_window: self.settings.default_window,
+            window_percent,
+            remembered_size,
+        };
+        let Some(s) = self.sessions.get_mut(id) else { return };
+        if let Some(calls) = s.follow.as_mut().and_then(Follow::take_history) {
+            tracing::info!(
+                session = id,
+                calls = calls.len(),
+                "the session's history read from its transcript"
+            );
+            s.ledger.transcript_history(&calls, &cx);
+        }
     }
 
     /// Reads the selected model from `configOptions` (category `model`) or legacy

@@ -1,0 +1,318 @@
+//! Following a session through its transcript: which calls belong to which turn, and when a
+//! held result may go on.
+//!
+//! The worker (`crate::transcripts`) reads the files; this module decides what the calls mean.
+//! A call belongs to the session whose transcript it is in, and to the turn during which it was
+//! written: calls read before the session's history is settled (`session/load`, `resume`,
+//! `fork`) are history; calls written while a turn is open are the turn's (by their timestamps,
+//! with some slack for a clock that ticks in whole seconds); anything else happened between
+//! turns (a title generated after the result) and counts in the session's cost at once. A turn
+//! whose transcript was late (the wait ran out) was accounted from the ACP numbers: its calls,
+//! when they show up, are not counted again.
+
+use std::collections::HashMap;
+
+use acp_usage_core::TokenRecord;
+use acp_usage_core::transcript::{Call, Event};
+
+/// How far before the prompt a call's timestamp may be and still be the turn's (timestamps of
+/// whole seconds, a clock that steps).
+const SLACK_MS: i64 = 1500;
+
+/// What kind of answer is waiting for the transcript.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Awaiting {
+    /// A `session/prompt` result: wait for the turn's end in the transcript.
+    TurnEnd,
+    /// A `session/load`/`resume`/`fork` response: wait for the history to be read.
+    History,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bucket {
+    History,
+    Turn(u64),
+    Outside,
+}
+
+/// One session's transcript state.
+#[derive(Debug)]
+pub struct Follow {
+    calls: HashMap<String, (Call, Bucket)>,
+    /// Keys in the order they were first seen.
+    order: Vec<String>,
+    /// The history is still being read (until the load/resume/fork response, or the first turn).
+    history_open: bool,
+    turn: Option<OpenTurn>,
+    turns: u64,
+    /// Calls written up to this time were already accounted from the ACP numbers.
+    fallback_until_ms: Option<i64>,
+    /// The main transcript has been found.
+    pub found: bool,
+    /// The transcript cannot be used.
+    pub failed: bool,
+    /// Results released because the wait ran out, in a row.
+    pub timeouts_in_a_row: u32,
+    awaiting: Option<Awaiting>,
+    /// A read that reached the end of the files happened since the wait began.
+    fresh_read: bool,
+    /// When traffic last asked for a read, in Unix ms.
+    pub last_poll_ms: i64,
+}
+
+#[derive(Debug)]
+struct OpenTurn {
+    number: u64,
+    start_ms: i64,
+    end_seen: bool,
+}
+
+/// A call that happened between turns, to count in the session at once.
+#[derive(Debug)]
+pub struct Outside {
+    /// The call.
+    pub record: TokenRecord,
+    /// Whether the main agent made it.
+    pub main: bool,
+}
+
+impl Follow {
+    /// A session followed from its creation (`history` false) or reopened with a history to read.
+    pub fn new(history: bool) -> Follow {
+        Follow {
+            calls: HashMap::new(),
+            order: Vec::new(),
+            history_open: history,
+            turn: None,
+            turns: 0,
+            fallback_until_ms: None,
+            found: false,
+            failed: false,
+            timeouts_in_a_row: 0,
+            awaiting: None,
+            fresh_read: false,
+            last_poll_ms: 0,
+        }
+    }
+
+    /// A turn starts at `now_ms`.
+    pub fn begin_turn(&mut self, now_ms: i64) {
+        self.history_open = false;
+        self.turns += 1;
+        self.turn = Some(OpenTurn { number: self.turns, start_ms: now_ms, end_seen: false });
+    }
+
+    /// Reads events; returns the calls that happened between turns, to count now.
+    pub fn events(&mut self, events: Vec<Event>, found: bool, at_end: bool) -> Vec<Outside> {
+        self.found |= found;
+        if at_end && self.awaiting.is_some() {
+            self.fresh_read = true;
+        }
+        let mut outside = Vec::new();
+        for event in events {
+            match event {
+                Event::Call(call) => {
+                    if let Some(o) = self.call(call) {
+                        outside.push(o);
+                    }
+                }
+                Event::TurnEnd { at_ms } => {
+                    if let Some(t) = &mut self.turn
+                        && at_ms.is_none_or(|at| at >= t.start_ms - SLACK_MS)
+                    {
+                        t.end_seen = true;
+                    }
+                }
+                Event::Prompt { .. } | Event::Window(_) => {}
+            }
+        }
+        outside
+    }
+
+    fn call(&mut self, call: Call) -> Option<Outside> {
+        if let Some((known, bucket)) = self.calls.get_mut(&call.key) {
+            // A revised record (a split line with more output, a re-appended message): it
+            // replaces the earlier one where that is still open.
+            let open = match *bucket {
+                Bucket::History => self.history_open,
+                Bucket::Turn(n) => self.turn.as_ref().is_some_and(|t| t.number == n),
+                Bucket::Outside => false,
+            };
+            if open {
+                *known = call;
+            } else if known.record != call.record {
+                tracing::debug!(
+                    key = call.key,
+                    "a call revised after it was accounted; kept as first read"
+                );
+            }
+            return None;
+        }
+        let bucket = if self.history_open {
+            Bucket::History
+        } else if let Some(t) =
+            self.turn.as_ref().filter(|t| call.at_ms.is_none_or(|at| at >= t.start_ms - SLACK_MS))
+        {
+            Bucket::Turn(t.number)
+        } else {
+            Bucket::Outside
+        };
+        self.order.push(call.key.clone());
+        let late = bucket == Bucket::Outside
+            && self.fallback_until_ms.is_some_and(|f| call.at_ms.is_none_or(|at| at <= f));
+        let outside = (bucket == Bucket::Outside && !late)
+            .then(|| Outside { record: call.record.clone(), main: call.main });
+        if late {
+            tracing::debug!(
+                key = call.key,
+                "a late call of a turn accounted from the ACP numbers; not counted again"
+            );
+        }
+        self.calls.insert(call.key.clone(), (call, bucket));
+        outside
+    }
+
+    /// A result is being held for the transcript.
+    pub fn await_(&mut self, what: Awaiting) {
+        self.awaiting = Some(what);
+        self.fresh_read = false;
+    }
+
+    /// What a held result waits for, if any.
+    pub fn awaiting(&self) -> Option<Awaiting> {
+        self.awaiting
+    }
+
+    /// Whether a result of this kind can go on now.
+    pub fn ready(&self, what: Awaiting) -> bool {
+        if self.failed {
+            return true;
+        }
+        match what {
+            Awaiting::TurnEnd => self.turn.as_ref().is_some_and(|t| t.end_seen),
+            Awaiting::History => self.fresh_read,
+        }
+    }
+
+    /// The held result goes on; `timed_out` when the wait ran out first.
+    pub fn released(&mut self, timed_out: bool, now_ms: i64) {
+        let what = self.awaiting.take();
+        if timed_out {
+            self.timeouts_in_a_row += 1;
+            if what == Some(Awaiting::TurnEnd) {
+                self.fallback_until_ms = Some(now_ms);
+            }
+        } else {
+            self.timeouts_in_a_row = 0;
+        }
+    }
+
+    /// The turn's calls in order (main-agent flag with each), when the transcript has its end;
+    /// `None` when the turn must be accounted from the ACP numbers. Closes the turn.
+    pub fn end_turn(&mut self, now_ms: i64) -> Option<Vec<(TokenRecord, bool)>> {
+        let turn = self.turn.take()?;
+        if self.failed || !turn.end_seen {
+            self.fallback_until_ms = Some(now_ms);
+            return None;
+        }
+        let calls = self.in_bucket(Bucket::Turn(turn.number));
+        (!calls.is_empty()).then_some(calls)
+    }
+
+    /// The history's calls, when the transcript was found; closes the history.
+    pub fn take_history(&mut self) -> Option<Vec<(TokenRecord, bool)>> {
+        let was_open = std::mem::replace(&mut self.history_open, false);
+        if !was_open || !self.found || self.failed {
+            return None;
+        }
+        Some(self.in_bucket(Bucket::History))
+    }
+
+    fn in_bucket(&self, bucket: Bucket) -> Vec<(TokenRecord, bool)> {
+        self.order
+            .iter()
+            .filter_map(|k| self.calls.get(k))
+            .filter(|(_, b)| *b == bucket)
+            .map(|(c, _)| (c.record.clone(), c.main))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(key: &str, at: i64, input: u64, main: bool) -> Event {
+        Event::Call(Call {
+            key: key.into(),
+            record: TokenRecord { input, output: 10, ..TokenRecord::default() },
+            at_ms: Some(at),
+            main,
+        })
+    }
+
+    #[test]
+    fn history_then_turns_then_between_turns() {
+        let mut f = Follow::new(true);
+        f.await_(Awaiting::History);
+        assert!(!f.ready(Awaiting::History));
+        f.events(vec![call("a", 1_000, 100, true), call("b", 2_000, 200, false)], true, true);
+        assert!(f.ready(Awaiting::History));
+        f.released(false, 3_000);
+        let h = f.take_history().unwrap();
+        assert_eq!(
+            h.iter().map(|(r, m)| (r.input, *m)).collect::<Vec<_>>(),
+            vec![(100, true), (200, false)]
+        );
+
+        f.begin_turn(10_000);
+        f.await_(Awaiting::TurnEnd);
+        let out = f.events(vec![call("c", 10_100, 300, true)], true, true);
+        assert!(out.is_empty());
+        // Split line: the same key again with more output replaces it.
+        f.events(
+            vec![Event::Call(Call {
+                key: "c".into(),
+                record: TokenRecord { input: 300, output: 50, ..TokenRecord::default() },
+                at_ms: Some(10_100),
+                main: true,
+            })],
+            true,
+            true,
+        );
+        assert!(!f.ready(Awaiting::TurnEnd));
+        f.events(vec![Event::TurnEnd { at_ms: Some(10_200) }], true, true);
+        assert!(f.ready(Awaiting::TurnEnd));
+        f.released(false, 10_300);
+        let t = f.end_turn(10_300).unwrap();
+        assert_eq!(t.iter().map(|(r, _)| (r.input, r.output)).collect::<Vec<_>>(), vec![(300, 50)]);
+
+        // A title call after the result counts at once.
+        let out = f.events(vec![call("d", 10_400, 40, false)], true, true);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].record.input, 40);
+    }
+
+    #[test]
+    fn a_turn_without_its_end_falls_back_and_its_late_calls_are_not_counted_twice() {
+        let mut f = Follow::new(false);
+        f.begin_turn(10_000);
+        f.await_(Awaiting::TurnEnd);
+        f.released(true, 10_500);
+        assert_eq!(f.end_turn(10_500), None);
+        // The turn's calls arrive late: already accounted from the ACP numbers.
+        assert!(f.events(vec![call("x", 10_200, 1, true)], true, true).is_empty());
+        // A call written after the fallback is new.
+        assert_eq!(f.events(vec![call("y", 11_000, 1, false)], true, true).len(), 1);
+    }
+
+    #[test]
+    fn a_turn_end_from_before_the_prompt_does_not_count() {
+        let mut f = Follow::new(false);
+        f.begin_turn(100_000);
+        f.events(vec![Event::TurnEnd { at_ms: Some(50_000) }], true, true);
+        assert!(!f.ready(Awaiting::TurnEnd));
+        f.failed = true;
+        assert!(f.ready(Awaiting::TurnEnd));
+    }
+}

@@ -1,0 +1,251 @@
+//! Finding a session's transcript files from the agent's locations and the ACP session id.
+//!
+//! Every agent keeps one main file per session, named or tagged by the session id the ACP
+//! session carries (research/agents-usage.md §6.6), and its subagents' files beside it:
+//! - Claude Code: `<config>/projects/<escaped cwd>/<id>.jsonl`, subagents in
+//!   `<config>/projects/<escaped cwd>/<id>/subagents/*.jsonl`. The escaped cwd is not needed:
+//!   the id is unique, so every project directory is looked in.
+//! - Codex: `<home>/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl` (or `.jsonl.zst`); a
+//!   subagent's rollout is another thread whose `session_meta` names the session as its parent.
+//! - Gemini CLI: `<dir>/tmp/<project>/chats/session-<time>-<first 8 of id>.jsonl` whose first
+//!   line carries the whole `sessionId` (another session can share the 8 characters);
+//!   subagents in `<dir>/tmp/<project>/chats/<id>/*.jsonl`.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Read as _};
+use std::path::{Path, PathBuf};
+
+use super::{Format, Locations};
+
+/// The files of one session found so far.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// The session's own transcript.
+    pub main: Option<PathBuf>,
+    /// Its subagents' transcripts.
+    pub subagents: Vec<PathBuf>,
+}
+
+/// Finds files, remembering what it learned of files it opened (Codex rollouts' parents).
+#[derive(Debug, Default)]
+pub struct Locator {
+    /// First-line facts of Codex rollouts already looked at: the parent thread, if any.
+    codex_parents: HashMap<PathBuf, Option<String>>,
+}
+
+impl Locator {
+    /// The files of `session` in `format`, as they are now.
+    pub fn find(&mut self, locs: &Locations, format: Format, session: &str) -> Found {
+        match format {
+            Format::Claude => locs.claude.as_deref().map(|d| claude(d, session)),
+            Format::Codex => locs.codex.as_deref().map(|d| self.codex(d, session)),
+            Format::Gemini => locs.gemini.as_deref().map(|d| gemini(d, session)),
+            Format::Opencode => None,
+        }
+        .unwrap_or_default()
+    }
+
+    fn codex(&mut self, home: &Path, session: &str) -> Found {
+        let mut found = Found::default();
+        let suffixes = [format!("-{session}.jsonl"), format!("-{session}.jsonl.zst")];
+        for day in day_dirs(&home.join("sessions")) {
+            for path in files(&day) {
+                let Some(name) = path.file_name().and_then(|n| n.to_str()) else { continue };
+                if !name.starts_with("rollout-") {
+                    continue;
+                }
+                if suffixes.iter().any(|s| name.ends_with(s.as_str())) {
+                    // A plain file wins over a compressed copy of it.
+                    if found.main.as_ref().is_none_or(|m| m.extension().is_some_and(|e| e == "zst"))
+                    {
+                        found.main = Some(path);
+                    }
+                    continue;
+                }
+                let parent = self
+                    .codex_parents
+                    .entry(path.clone())
+                    .or_insert_with(|| codex_parent(&path))
+                    .as_deref();
+                if parent == Some(session) {
+                    found.subagents.push(path);
+                }
+            }
+        }
+        found.subagents.sort();
+        found
+    }
+}
+
+fn claude(config: &Path, session: &str) -> Found {
+    let mut found = Found::default();
+    let file = format!("{session}.jsonl");
+    for project in dirs(&config.join("projects")) {
+        let main = project.join(&file);
+        if main.is_file() {
+            found.main = Some(main);
+            found.subagents = jsonl_files(&project.join(session).join("subagents"));
+            break;
+        }
+    }
+    found
+}
+
+fn gemini(dir: &Path, session: &str) -> Found {
+    let mut found = Found::default();
+    let Some(short) = session.get(..8) else { return found };
+    let suffix = format!("-{short}.jsonl");
+    for project in dirs(&dir.join("tmp")) {
+        let chats = project.join("chats");
+        for path in files(&chats) {
+            let Some(name) = path.file_name().and_then(|n| n.to_str()) else { continue };
+            if name.starts_with("session-")
+                && name.ends_with(&suffix)
+                && first_line(&path)
+                    .is_some_and(|l| gemini_session_id(&l).as_deref() == Some(session))
+            {
+                found.main = Some(path);
+            }
+        }
+        if found.main.is_some() {
+            found.subagents = jsonl_files(&chats.join(session));
+            break;
+        }
+    }
+    found
+}
+
+/// The `sessionId` a Gemini chat file's first line (its metadata) names.
+fn gemini_session_id(line: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(line).ok()?;
+    v.get("sessionId")?.as_str().map(String::from)
+}
+
+/// The parent thread a Codex rollout's `session_meta` names, if it is a subagent's.
+fn codex_parent(path: &Path) -> Option<String> {
+    if path.extension().is_some_and(|e| e == "zst") {
+        return None;
+    }
+    let line = first_line(path)?;
+    let v: serde_json::Value = serde_json::from_slice(&line).ok()?;
+    let spawn = v.pointer("/payload/source/subagent/thread_spawn")?;
+    spawn.get("parent_thread_id")?.as_str().map(String::from)
+}
+
+/// `sessions/YYYY/MM/DD` directories, newest first.
+fn day_dirs(sessions: &Path) -> Vec<PathBuf> {
+    let mut days = Vec::new();
+    for year in dirs(sessions) {
+        for month in dirs(&year) {
+            days.extend(dirs(&month));
+        }
+    }
+    days.sort();
+    days.reverse();
+    days
+}
+
+fn first_line(path: &Path) -> Option<Vec<u8>> {
+    let file = std::fs::File::open(path).ok()?;
+    let mut line = Vec::new();
+    // Metadata lines are small; a bound keeps a strange file from being read whole.
+    std::io::BufReader::new(file).take(1 << 20).read_until(b'\n', &mut line).ok()?;
+    Some(line)
+}
+
+fn dirs(path: &Path) -> Vec<PathBuf> {
+    entries(path, |t| t.is_dir())
+}
+
+fn files(path: &Path) -> Vec<PathBuf> {
+    entries(path, |t| t.is_file())
+}
+
+fn jsonl_files(path: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> =
+        files(path).into_iter().filter(|p| p.extension().is_some_and(|e| e == "jsonl")).collect();
+    v.sort();
+    v
+}
+
+fn entries(path: &Path, keep: fn(&std::fs::FileType) -> bool) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(path) else { return Vec::new() };
+    rd.filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| keep(&t)))
+        .map(|e| e.path())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("acp-usage-locate-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn write(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn claude_files_by_session_id_in_any_project() {
+        let root = scratch("claude");
+        let id = "1939d985-76a4-4c11-bc40-5be2531ae4d2";
+        write(&root.join("projects/-tmp-a/other.jsonl"), "{}\n");
+        write(&root.join(format!("projects/-tmp-b/{id}.jsonl")), "{}\n");
+        write(&root.join(format!("projects/-tmp-b/{id}/subagents/agent-1.jsonl")), "{}\n");
+        let locs = Locations { claude: Some(root.clone()), ..Locations::default() };
+        let found = Locator::default().find(&locs, Format::Claude, id);
+        assert_eq!(found.main, Some(root.join(format!("projects/-tmp-b/{id}.jsonl"))));
+        assert_eq!(
+            found.subagents,
+            vec![root.join(format!("projects/-tmp-b/{id}/subagents/agent-1.jsonl"))]
+        );
+        assert_eq!(Locator::default().find(&locs, Format::Claude, "nope"), Found::default());
+    }
+
+    #[test]
+    fn codex_rollouts_and_their_subagents() {
+        let root = scratch("codex");
+        let id = "01a200d9-cdc3-7573-aab2-6025b6a1748f";
+        let day = root.join("sessions/2026/11/22");
+        write(&day.join(format!("rollout-2026-11-22T01-23-23-{id}.jsonl")), "{}\n");
+        write(
+            &day.join("rollout-2026-11-22T01-24-00-sub.jsonl"),
+            &format!(
+                "{{\"type\":\"session_meta\",\"payload\":{{\"id\":\"sub\",\"source\":{{\"subagent\":{{\"thread_spawn\":{{\"parent_thread_id\":\"{id}\"}}}}}}}}}}\n"
+            ),
+        );
+        write(&root.join("sessions/2026/11/21/rollout-x-other.jsonl"), "{}\n");
+        let locs = Locations { codex: Some(root.clone()), ..Locations::default() };
+        let found = Locator::default().find(&locs, Format::Codex, id);
+        assert_eq!(found.main, Some(day.join(format!("rollout-2026-11-22T01-23-23-{id}.jsonl"))));
+        assert_eq!(found.subagents, vec![day.join("rollout-2026-11-22T01-24-00-sub.jsonl")]);
+    }
+
+    #[test]
+    fn gemini_matches_the_whole_session_id_not_its_prefix() {
+        let root = scratch("gemini");
+        let id = "445bceee-81d3-49d1-b035-fb98d9e51289";
+        let chats = root.join("tmp/work/chats");
+        write(
+            &chats.join("session-2026-11-22T01-23-445bceee.jsonl"),
+            "{\"sessionId\":\"445bceee-0000-0000-0000-000000000000\",\"kind\":\"main\"}\n",
+        );
+        write(
+            &chats.join("session-2026-11-22T01-24-445bceee.jsonl"),
+            &format!("{{\"sessionId\":\"{id}\",\"kind\":\"main\"}}\n"),
+        );
+        write(&chats.join(format!("{id}/sub-1.jsonl")), "{}\n");
+        let locs = Locations { gemini: Some(root.clone()), ..Locations::default() };
+        let found = Locator::default().find(&locs, Format::Gemini, id);
+        assert_eq!(found.main, Some(chats.join("session-2026-11-22T01-24-445bceee.jsonl")));
+        assert_eq!(found.subagents, vec![chats.join(format!("{id}/sub-1.jsonl"))]);
+    }
+}

@@ -1,0 +1,192 @@
+//! Incremental reading of one transcript file: only what was appended since the last read.
+//!
+//! A [`Tail`] remembers its offset and the unterminated end of the last read (an agent may be
+//! in the middle of writing a line), and notices when the file was replaced (another inode:
+//! rotation, an atomic rewrite) or truncated (shorter than the offset): it then reads the file
+//! again from the start. Parsers key calls by id, so a line read twice replaces itself instead
+//! of counting twice. A `.zst` file (Codex compresses cold rollouts) cannot be tailed: it is
+//! decompressed whole whenever its size or modification time changes.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// Most bytes read from a file in one go, so a huge history cannot stall the worker's other
+/// sessions for long; the rest is read on the next round.
+const MAX_READ: u64 = 8 * 1024 * 1024;
+
+/// One tailed file.
+#[derive(Debug)]
+pub struct Tail {
+    path: PathBuf,
+    offset: u64,
+    partial: Vec<u8>,
+    identity: Option<(u64, u64)>,
+    /// For `.zst` files: the size and modification time last decompressed.
+    zst_seen: Option<(u64, i64, i64)>,
+}
+
+/// What one read found.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Chunk {
+    /// Complete lines, without their terminators.
+    pub lines: Vec<Vec<u8>>,
+    /// The file was replaced or truncated: what came before was read again from the start.
+    pub restarted: bool,
+    /// Everything in the file was read (false when [`MAX_READ`] stopped the read early).
+    pub at_end: bool,
+}
+
+impl Tail {
+    /// A tail of `path`, from its start.
+    pub fn new(path: PathBuf) -> Tail {
+        Tail { path, offset: 0, partial: Vec::new(), identity: None, zst_seen: None }
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reads what was appended since the last call.
+    pub fn read(&mut self) -> io::Result<Chunk> {
+        if self.path.extension().is_some_and(|e| e == "zst") {
+            return self.read_zst();
+        }
+        let mut file = File::open(&self.path)?;
+        let meta = file.metadata()?;
+        let identity = (meta.dev(), meta.ino());
+        let mut chunk = Chunk::default();
+        if self.identity.is_some_and(|id| id != identity) || meta.len() < self.offset {
+            tracing::debug!(path = %self.path.display(), "transcript replaced or truncated; reading it again");
+            self.offset = 0;
+            self.partial.clear();
+            chunk.restarted = true;
+        }
+        self.identity = Some(identity);
+        let want = meta.len().saturating_sub(self.offset).min(MAX_READ);
+        let mut buf = Vec::with_capacity(want as usize);
+        file.seek(SeekFrom::Start(self.offset))?;
+        file.take(want).read_to_end(&mut buf)?;
+        self.offset += buf.len() as u64;
+        chunk.at_end = self.offset >= meta.len();
+        self.split(&buf, &mut chunk.lines);
+        Ok(chunk)
+    }
+
+    fn read_zst(&mut self) -> io::Result<Chunk> {
+        let meta = std::fs::metadata(&self.path)?;
+        let seen = (meta.len(), meta.mtime(), meta.mtime_nsec());
+        if self.zst_seen == Some(seen) {
+            return Ok(Chunk { at_end: true, ..Chunk::default() });
+        }
+        let restarted = self.zst_seen.is_some();
+        self.zst_seen = Some(seen);
+        let file = File::open(&self.path)?;
+        let mut decoder = ruzstd::decoding::StreamingDecoder::new(io::BufReader::new(file))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        let mut buf = Vec::new();
+        decoder.read_to_end(&mut buf)?;
+        self.partial.clear();
+        let mut chunk = Chunk { restarted, at_end: true, ..Chunk::default() };
+        self.split(&buf, &mut chunk.lines);
+        // A compressed file is complete: a last line without a terminator is still a line.
+        if !self.partial.is_empty() {
+            chunk.lines.push(std::mem::take(&mut self.partial));
+        }
+        Ok(chunk)
+    }
+
+    fn split(&mut self, buf: &[u8], lines: &mut Vec<Vec<u8>>) {
+        let mut rest = buf;
+        while let Some(i) = rest.iter().position(|&b| b == b'\n') {
+            let mut line = std::mem::take(&mut self.partial);
+            line.extend_from_slice(&rest[..i]);
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            if !line.iter().all(u8::is_ascii_whitespace) {
+                lines.push(line);
+            }
+            rest = &rest[i + 1..];
+        }
+        self.partial.extend_from_slice(rest);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("acp-usage-tail-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn append(path: &Path, bytes: &[u8]) {
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
+        f.write_all(bytes).unwrap();
+    }
+
+    #[test]
+    fn reads_only_what_was_appended_and_waits_for_whole_lines() {
+        let dir = scratch("append");
+        let path = dir.join("t.jsonl");
+        append(&path, b"{\"a\":1}\n{\"b\":");
+        let mut tail = Tail::new(path.clone());
+        let c = tail.read().unwrap();
+        assert_eq!(c.lines, vec![b"{\"a\":1}".to_vec()]);
+        assert!(c.at_end && !c.restarted);
+        assert!(tail.read().unwrap().lines.is_empty());
+        append(&path, b"2}\r\n\n{\"c\":3}\n");
+        let c = tail.read().unwrap();
+        assert_eq!(c.lines, vec![b"{\"b\":2}".to_vec(), b"{\"c\":3}".to_vec()]);
+    }
+
+    #[test]
+    fn starts_over_after_truncation_and_replacement() {
+        let dir = scratch("rotate");
+        let path = dir.join("t.jsonl");
+        append(&path, b"one\ntwo\n");
+        let mut tail = Tail::new(path.clone());
+        assert_eq!(tail.read().unwrap().lines.len(), 2);
+        std::fs::write(&path, b"x\n").unwrap();
+        let c = tail.read().unwrap();
+        assert!(c.restarted);
+        assert_eq!(c.lines, vec![b"x".to_vec()]);
+        // Replaced by another file (rename over it): another inode, read from the start.
+        let other = dir.join("new.jsonl");
+        std::fs::write(&other, b"x\ny\nz\n").unwrap();
+        std::fs::rename(&other, &path).unwrap();
+        let c = tail.read().unwrap();
+        assert!(c.restarted);
+        assert_eq!(c.lines.len(), 3);
+    }
+
+    #[test]
+    fn a_missing_file_is_an_error() {
+        let dir = scratch("missing");
+        assert!(Tail::new(dir.join("nope.jsonl")).read().is_err());
+    }
+
+    #[test]
+    fn zst_files_are_read_whole_once() {
+        let dir = scratch("zst");
+        let path = dir.join("t.jsonl.zst");
+        let data = b"{\"a\":1}\n{\"b\":2}";
+        let compressed = ruzstd::encoding::compress_to_vec(
+            &data[..],
+            ruzstd::encoding::CompressionLevel::Fastest,
+        );
+        std::fs::write(&path, compressed).unwrap();
+        let mut tail = Tail::new(path);
+        let c = tail.read().unwrap();
+        assert_eq!(c.lines, vec![b"{\"a\":1}".to_vec(), b"{\"b\":2}".to_vec()]);
+        assert!(tail.read().unwrap().lines.is_empty());
+    }
+}
