@@ -54,8 +54,8 @@ pub struct Follow {
     /// Results released because the wait ran out, in a row.
     pub timeouts_in_a_row: u32,
     awaiting: Option<Awaiting>,
-    /// A read that reached the end of the files happened since the wait began.
-    fresh_read: bool,
+    /// A read reached the end of the files (the history is all in).
+    read_to_end: bool,
     /// When traffic last asked for a read, in Unix ms.
     pub last_poll_ms: i64,
 }
@@ -90,7 +90,7 @@ impl Follow {
             failed: false,
             timeouts_in_a_row: 0,
             awaiting: None,
-            fresh_read: false,
+            read_to_end: false,
             last_poll_ms: 0,
         }
     }
@@ -105,9 +105,7 @@ impl Follow {
     /// Reads events; returns the calls that happened between turns, to count now.
     pub fn events(&mut self, events: Vec<Event>, found: bool, at_end: bool) -> Vec<Outside> {
         self.found |= found;
-        if at_end && self.awaiting.is_some() {
-            self.fresh_read = true;
-        }
+        self.read_to_end |= at_end;
         let mut outside = Vec::new();
         for event in events {
             match event {
@@ -175,7 +173,6 @@ impl Follow {
     /// A result is being held for the transcript.
     pub fn await_(&mut self, what: Awaiting) {
         self.awaiting = Some(what);
-        self.fresh_read = false;
     }
 
     /// What a held result waits for, if any.
@@ -190,7 +187,7 @@ impl Follow {
         }
         match what {
             Awaiting::TurnEnd => self.turn.as_ref().is_some_and(|t| t.end_seen),
-            Awaiting::History => self.fresh_read,
+            Awaiting::History => self.read_to_end,
         }
     }
 
