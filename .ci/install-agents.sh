@@ -6,13 +6,15 @@
 #
 # Pins: tests/src/agents.rs (Agent::package) must name the same versions.
 # claude-agent-acp 0.49.0 is the newest release that runs on Node 20 (later ones need Node 22).
-# Never install with --omit=optional: the agents' native binaries are optional dependencies.
+# Never install with --omit=optional: the agents' native binaries are optional dependencies
+# (opencode-ai's is opencode-linux-x64; npm 11 skips its postinstall, the bin link still works).
 set -euo pipefail
 
 packages=(
   "@agentclientprotocol/claude-agent-acp@0.49.0"
   "@zed-industries/codex-acp@0.16.0"
   "@google/gemini-cli@0.61.0"
+  "opencode-ai@1.18.33"
 )
 dest="${ACP_USAGE_AGENTS_CACHE:-$HOME/.cache/acp-usage/agents}"
 
@@ -43,7 +45,7 @@ if ((${#missing[@]} > 0)); then
   npm install --prefix "$dest" --save-exact --no-audit --no-fund --loglevel=error "${missing[@]}"
 fi
 
-for bin in claude-agent-acp codex-acp gemini; do
+for bin in claude-agent-acp codex-acp gemini opencode; do
   if [[ ! -x "$dest/node_modules/.bin/$bin" ]]; then
     echo "install-agents: $dest/node_modules/.bin/$bin is missing after the install" >&2
     exit 1

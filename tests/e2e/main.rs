@@ -15,6 +15,7 @@ mod claude;
 mod codex;
 mod flows;
 mod gemini;
+mod opencode;
 mod relay_fake;
 mod sdk_client;
 mod support;

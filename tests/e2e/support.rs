@@ -17,7 +17,7 @@ use serde_json::Value;
 /// Tests of one agent run one at a time (they start heavy processes); different agents may run
 /// in parallel.
 pub fn agent_lock(agent: Agent) -> MutexGuard<'static, ()> {
-    static LOCKS: [Mutex<()>; 3] = [Mutex::new(()), Mutex::new(()), Mutex::new(())];
+    static LOCKS: [Mutex<()>; Agent::ALL.len()] = [const { Mutex::new(()) }; Agent::ALL.len()];
     let index = Agent::ALL.iter().position(|known| *known == agent).unwrap_or(0);
     // A failed test must not fail the next one of the same agent.
     LOCKS[index].lock().unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -1,7 +1,7 @@
 //! Launchers for the real agents, configured to talk only to a mock LLM on 127.0.0.1.
 //!
 //! Each agent gets a scratch HOME with its own config directory (CLAUDE_CONFIG_DIR, CODEX_HOME,
-//! GEMINI_CLI_HOME) and an environment built from scratch, not inherited: no key or base URL
+//! GEMINI_CLI_HOME, opencode's XDG directories) and an environment built from scratch, not inherited: no key or base URL
 //! of the developer's can leak in, and nothing points anywhere but the mock. Proxy variables
 //! point at a dead loopback port so that a stray telemetry or update request fails fast instead
 //! of leaving the machine.
@@ -27,16 +27,19 @@ pub enum Agent {
     Codex,
     /// `@google/gemini-cli --acp`, Gemini API.
     Gemini,
+    /// `opencode-ai` (`opencode acp`), its Anthropic provider on the Messages API.
+    Opencode,
 }
 
 impl Agent {
-    pub const ALL: [Agent; 3] = [Agent::Claude, Agent::Codex, Agent::Gemini];
+    pub const ALL: [Agent; 4] = [Agent::Claude, Agent::Codex, Agent::Gemini, Agent::Opencode];
 
     pub fn name(self) -> &'static str {
         match self {
             Agent::Claude => "claude",
             Agent::Codex => "codex",
             Agent::Gemini => "gemini",
+            Agent::Opencode => "opencode",
         }
     }
 
@@ -46,6 +49,7 @@ impl Agent {
             Agent::Claude => ("@agentclientprotocol/claude-agent-acp", "0.49.0"),
             Agent::Codex => ("@zed-industries/codex-acp", "0.16.0"),
             Agent::Gemini => ("@google/gemini-cli", "0.61.0"),
+            Agent::Opencode => ("opencode-ai", "1.18.33"),
         }
     }
 
@@ -55,6 +59,7 @@ impl Agent {
             Agent::Claude => "claude-agent-acp",
             Agent::Codex => "codex-acp",
             Agent::Gemini => "gemini",
+            Agent::Opencode => "opencode",
         }
     }
 
@@ -62,6 +67,7 @@ impl Agent {
         match self {
             // A fixed model: the default `auto` router makes classifier calls and may switch models.
             Agent::Gemini => vec!["--acp".into(), "-m".into(), GEMINI_MODEL.into()],
+            Agent::Opencode => vec!["acp".into()],
             Agent::Claude | Agent::Codex => Vec::new(),
         }
     }
@@ -70,6 +76,8 @@ impl Agent {
 /// A Codex model with a catalog window (272,000, of which Codex uses 95%: 258,400).
 pub const CODEX_MODEL: &str = "gpt-5.2-codex";
 pub const GEMINI_MODEL: &str = "gemini-2.5-pro";
+/// opencode's model option value (`providerID/modelID`): Anthropic's provider, pointed at the mock.
+pub const OPENCODE_MODEL: &str = "anthropic/claude-sonnet-4-5";
 
 /// Where the agents' executables are.
 pub fn agents_bin_dir() -> PathBuf {
@@ -157,6 +165,29 @@ pub fn agent_command(
             set("GOOGLE_GEMINI_BASE_URL", mock_url.to_owned());
             set("GEMINI_TELEMETRY_ENABLED", "false".into());
         }
+        Agent::Opencode => {
+            // Its SQLite store lands in $XDG_DATA_HOME/opencode/opencode.db.
+            for (var, dir) in [
+                ("XDG_DATA_HOME", ".local/share"),
+                ("XDG_CONFIG_HOME", ".config"),
+                ("XDG_CACHE_HOME", ".cache"),
+                ("XDG_STATE_HOME", ".local/state"),
+            ] {
+                let dir = home.join(dir);
+                std::fs::create_dir_all(&dir)?;
+                set(var, dir.display().to_string());
+            }
+            set("OPENCODE_CONFIG_CONTENT", opencode_config(mock_url));
+            for quiet in [
+                "OPENCODE_DISABLE_MODELS_FETCH",
+                "OPENCODE_DISABLE_AUTOUPDATE",
+                "OPENCODE_DISABLE_SHARE",
+                "OPENCODE_DISABLE_LSP_DOWNLOAD",
+                "OPENCODE_DISABLE_DEFAULT_PLUGINS",
+            ] {
+                set(quiet, "1".into());
+            }
+        }
     }
     Ok(CommandSpec {
         program,
@@ -210,6 +241,16 @@ request_max_retries = 0
 stream_max_retries = 0
 "#
     )
+}
+
+/// `OPENCODE_CONFIG_CONTENT`: the default model on the Anthropic provider, whose base URL is the
+/// mock's (opencode appends `/messages`).
+pub fn opencode_config(mock_url: &str) -> String {
+    let config = json!({
+        "model": OPENCODE_MODEL,
+        "provider": {"anthropic": {"options": {"baseURL": format!("{mock_url}/v1"), "apiKey": "x"}}},
+    });
+    config.to_string()
 }
 
 /// `$GEMINI_CLI_HOME/.gemini/settings.json`: API-key auth (0.61 asks to authenticate without a

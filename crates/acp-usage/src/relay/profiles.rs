@@ -8,6 +8,11 @@
 //!   that is already 95% of the model's window, no cost and no per-turn usage;
 //! - gemini-cli reports only `_meta.quota` on the prompt result: per-turn input (with cache) and
 //!   output without thoughts;
+//! - opencode (1.18) reports one `usage_update` per turn whose `used` leaves the last call's
+//!   output out, whose `size` is copied from models.dev (1,000,000 for claude-sonnet-4-5, which
+//!   the API runs at 200,000) and whose `cost` is the sum over the session's stored main-agent
+//!   messages (subagents and title calls left out); its per-turn `usage` is the last model
+//!   call's, not the turn's sum;
 //! - anything else gets the generic reading of the ACP fields.
 //!
 //! A profile turns those into ledger events; it never reads the wire itself.
@@ -29,6 +34,8 @@ pub enum Profile {
     Codex,
     /// gemini-cli `--acp`.
     Gemini,
+    /// opencode `acp` (npm `opencode-ai`).
+    Opencode,
     /// Any other agent.
     Generic,
 }
@@ -90,6 +97,7 @@ impl Profile {
             ProfileArg::Claude => Some(Profile::Claude),
             ProfileArg::Codex => Some(Profile::Codex),
             ProfileArg::Gemini => Some(Profile::Gemini),
+            ProfileArg::Opencode => Some(Profile::Opencode),
             ProfileArg::Generic => Some(Profile::Generic),
         }
     }
@@ -104,6 +112,9 @@ impl Profile {
                 Some(Profile::Codex)
             } else if s.contains("gemini") {
                 Some(Profile::Gemini)
+            } else if s.contains("opencode") {
+                // agentInfo.name is "OpenCode"; the command is `opencode acp`.
+                Some(Profile::Opencode)
             } else {
                 None
             }
@@ -127,6 +138,7 @@ impl Profile {
             Profile::Claude => "claude",
             Profile::Codex => "codex",
             Profile::Gemini => "gemini",
+            Profile::Opencode => "opencode",
             Profile::Generic => "generic",
         }
     }
@@ -146,7 +158,7 @@ impl Profile {
             Profile::Claude => Family::Anthropic,
             Profile::Codex => Family::OpenAi,
             Profile::Gemini => Family::Gemini,
-            Profile::Generic => Family::Other,
+            Profile::Opencode | Profile::Generic => Family::Other,
         }
     }
 
@@ -188,6 +200,11 @@ impl Profile {
                     (Some(base.to_string()), None)
                 }
             }
+            Profile::Opencode => {
+                // `providerID/modelID[/variant]`. opencode's own window for it is a models.dev
+                // copy, so none is given here: the catalog's entry decides.
+                (Some(opencode_model_id(base).to_string()), None)
+            }
             Profile::Generic => {
                 // opencode-style `provider/model[/variant]`: the model is the second part.
                 let mut parts = base.split('/');
@@ -219,6 +236,20 @@ impl Profile {
                     }
                 }
             }
+            Profile::Opencode => {
+                // `size` is models.dev's figure, not a window opencode enforces (it sends no 1M
+                // beta header): left to the catalog. `used` is the last call's prompt without
+                // its output; inside a turn the prompt result follows at once with that call's
+                // counts, which give the exact figure, so only a stray update outside a turn
+                // is read (and marked inexact). `cost` covers the session's stored main-agent
+                // messages (a reloaded session included), priced by opencode's table.
+                if let Some(used) = update.used.filter(|_| !ledger.in_turn()) {
+                    ledger.agent_used(used, false);
+                }
+                if let Some(amount) = usd {
+                    ledger.agent_cost(amount);
+                }
+            }
             Profile::Codex | Profile::Generic | Profile::Gemini => {
                 if let Some(used) = update.used {
                     // Codex's `used` is the call's total, hidden reasoning included, which later
@@ -238,6 +269,10 @@ impl Profile {
 
     /// Reads the agent's per-turn report from a `session/prompt` result.
     pub fn on_prompt_result(self, ledger: &mut Ledger, result: &Value) {
+        if self == Profile::Opencode {
+            opencode_prompt_result(ledger, result);
+            return;
+        }
         if let Some(usage) = result.get("usage").filter(|u| u.is_object()) {
             // claude-agent-acp's per-turn usage is the main loop's sum; codex-acp (TS) reports
             // only the last response, which is not a turn's usage, so it is not read as one.
@@ -277,6 +312,59 @@ impl Profile {
         }
         ledger.agent_turn(rec, TurnReport::WithoutCacheAndThoughts, None);
     }
+}
+
+/// opencode's model option value `providerID/modelID[/variant]` as a model id: what follows the
+/// provider, less a trailing effort variant. Model ids may hold slashes themselves
+/// (`openrouter/anthropic/claude-sonnet-4.5`), so only a known variant name is cut.
+fn opencode_model_id(value: &str) -> &str {
+    const VARIANTS: &[&str] =
+        &["none", "minimal", "low", "medium", "high", "xhigh", "max", "default", "thinking"];
+    let id = value.split_once('/').map_or(value, |(_, rest)| rest);
+    match id.rsplit_once('/') {
+        Some((model, variant)) if VARIANTS.contains(&variant) => model,
+        _ => id,
+    }
+}
+
+/// opencode's per-turn `usage` is its last assistant message, i.e. the turn's last model call
+/// (Anthropic-style: input without the cache, output without reasoning). That call tells the
+/// exact `used`; it is the turn's usage only when the turn made one call, which the visible
+/// content tells (a tool call means another model call followed).
+fn opencode_prompt_result(ledger: &mut Ledger, result: &Value) {
+    let Some(usage) = result.get("usage").filter(|u| u.is_object()) else { return };
+    let Ok(u) = serde_json::from_value::<AcpUsage>(usage.clone()) else { return };
+    let (Some(input), Some(output)) = (u.input_tokens, u.output_tokens) else { return };
+    let thought = u.thought_tokens.unwrap_or(0);
+    let read = u.cached_read_tokens.unwrap_or(0);
+    let write = u.cached_write_tokens.unwrap_or(0);
+    let mut rec = TokenRecord::from_anthropic(input, read, write, 0, output + thought);
+    rec.thought = thought;
+    if rec.total() == 0 {
+        // A cancelled turn or a local command: no model call finished.
+        return;
+    }
+    if estimated_calls(ledger) == Some(1) {
+        ledger.agent_used(rec.context_after(), true);
+        ledger.agent_turn(rec, TurnReport::Complete, Some(1));
+    }
+    // Several calls: the last one alone is not the turn; the turn stays estimated until the
+    // transcript (opencode's database) gives every call.
+}
+
+/// How many model calls the turn in progress made, by the shape of its visible content.
+fn estimated_calls(ledger: &Ledger) -> Option<u64> {
+    // The ledger keeps that shape to itself; ending a copy of the turn with nothing but the
+    // visible content reports it.
+    let mut probe = ledger.clone();
+    let catalog = acp_usage_core::Catalog::new();
+    let cx = acp_usage_core::ledger::Context {
+        catalog: &catalog,
+        default_window: 1,
+        window_percent: 100,
+        remembered_size: None,
+    };
+    probe.end_turn(&cx).and_then(|turn| turn.calls)
 }
 
 /// An ACP `Usage` as agents fill it: when `totalTokens` is the sum of all four counts, input
@@ -329,6 +417,11 @@ mod tests {
             Profile::Gemini
         );
         assert_eq!(Profile::detect(Some("my-agent"), &cmd("npx my-agent")), Profile::Generic);
+        assert_eq!(Profile::detect(Some("OpenCode"), &[]), Profile::Opencode);
+        assert_eq!(
+            Profile::detect(None, &cmd("/x/.bin/opencode acp -m anthropic/claude-sonnet-4-5")),
+            Profile::Opencode
+        );
     }
 
     #[test]
@@ -358,6 +451,64 @@ mod tests {
             Profile::Generic.resolve_model("anthropic/claude-sonnet-4-5"),
             (Some("claude-sonnet-4-5".into()), None)
         );
+        for (value, id) in [
+            ("anthropic/claude-sonnet-4-5", "claude-sonnet-4-5"),
+            ("anthropic/claude-opus-4-8/max", "claude-opus-4-8"),
+            ("openrouter/anthropic/claude-sonnet-4.5", "anthropic/claude-sonnet-4.5"),
+            ("openai/gpt-5.2-codex/high", "gpt-5.2-codex"),
+            ("claude-sonnet-4-5", "claude-sonnet-4-5"),
+        ] {
+            assert_eq!(Profile::Opencode.resolve_model(value), (Some(id.into()), None), "{value}");
+        }
+    }
+
+    fn opencode_turn(tool: bool) -> (Ledger, acp_usage_core::Snapshot) {
+        let catalog = acp_usage_core::Catalog::embedded();
+        let cx = acp_usage_core::ledger::Context {
+            catalog,
+            default_window: 1,
+            window_percent: 100,
+            remembered_size: None,
+        };
+        let mut ledger = Ledger::new();
+        ledger.select_model(Profile::Opencode.resolve_model("anthropic/claude-sonnet-4-5").0, None);
+        ledger.begin_turn();
+        ledger.prompt_tokens(10);
+        ledger.output_tokens(20, false);
+        if tool {
+            ledger.tool_call(5);
+            ledger.tool_output(30);
+            ledger.output_tokens(8, false);
+        }
+        // opencode 1.18.33 against the mock: the update before the result, then the result.
+        let update: AgentUpdate = serde_json::from_value(serde_json::json!({
+            "used": 12520, "size": 1_000_000, "cost": {"amount": 0.009615, "currency": "USD"}
+        }))
+        .unwrap();
+        Profile::Opencode.on_usage_update(&mut ledger, &update);
+        let result = serde_json::json!({"stopReason": "end_turn", "usage": {
+            "inputTokens": 20, "outputTokens": 42, "totalTokens": 12562,
+            "cachedReadTokens": 11000, "cachedWriteTokens": 1500}, "_meta": {}});
+        Profile::Opencode.on_prompt_result(&mut ledger, &result);
+        let turn = ledger.end_turn(&cx).unwrap();
+        assert_eq!(turn.calls, Some(if tool { 2 } else { 1 }));
+        (ledger.clone(), ledger.snapshot(&cx))
+    }
+
+    #[test]
+    fn opencode_numbers() {
+        let (_, snap) = opencode_turn(false);
+        // One call: `used` gets the output opencode leaves out; the window is the catalog's.
+        assert_eq!((snap.used, snap.used_exact), (12_562, true));
+        assert_eq!(snap.size, 200_000);
+        assert_eq!(snap.cost, Some(0.009615));
+        assert_eq!(snap.totals.input, 12_520);
+        assert!(snap.totals_exact);
+        // Two calls: the last call's counts are not the turn's; the turn stays estimated.
+        let (_, snap) = opencode_turn(true);
+        assert!(!snap.totals_exact);
+        assert_eq!(snap.size, 200_000);
+        assert_eq!(snap.cost, Some(0.009615));
     }
 
     #[test]

@@ -1,0 +1,209 @@
+//! opencode 1.18.33 (`opencode acp`, its Anthropic provider) against the Anthropic mock.
+//!
+//! What it sends by itself (`opencode_direct` pins this down; acp-usage's opencode profile relies
+//! on it): nothing after `session/new`/`load`/`resume`; exactly one `usage_update` per turn, just
+//! before the `session/prompt` result, with `used` = the turn's last model call's input + cache
+//! read + cache write WITHOUT its output, `size` = 1,000,000 for claude-sonnet-4-5 (copied from
+//! models.dev; the API runs it at 200,000) and `cost` = the catalog price of every main-agent
+//! call the session has stored, reloaded history included (the title call, made with
+//! claude-haiku-4-5, is left out); per-turn `usage` = the last call's counts only, Anthropic
+//! style (`inputTokens` without the cache, zero cache counts left out), `_meta: {}`.
+
+use acp_usage_tests::agents::{Agent, OPENCODE_MODEL};
+use acp_usage_tests::lab::{Lab, Turn, run_turn};
+use acp_usage_tests::mock_llm::{Call, CallKind, Usage};
+use serde_json::{Value, json};
+
+use crate::flows::{self, Expect, History, PLAIN_PROMPT, TOOL_PROMPT};
+use crate::support::{self, Checks, Known};
+
+const AGENT: Agent = Agent::Opencode;
+/// What opencode itself reports for claude-sonnet-4-5 (models.dev's `limit.context`).
+const AGENT_WINDOW: u64 = 1_000_000;
+/// claude-sonnet-4-5's window in the catalog, which the API enforces without the 1M beta.
+const WINDOW: u64 = 200_000;
+
+/// With opencode's database followed, every figure is exact per call.
+const EXPECT: Expect = Expect {
+    agent: AGENT,
+    size: WINDOW,
+    size_on_new: Some(WINDOW),
+    known: Known::Nothing,
+    turn_exact: true,
+    resume: true,
+};
+
+/// opencode's per-turn usage: the last call's Anthropic counters, zero cache counts left out.
+fn check_agent_usage(checks: &mut Checks, phase: &str, result: &Value, last: &Usage) {
+    let mut want = json!({
+        "inputTokens": last.input - last.cache_read - last.cache_write(),
+        "outputTokens": last.output,
+        "totalTokens": last.total(),
+    });
+    if last.cache_read > 0 {
+        want["cachedReadTokens"] = last.cache_read.into();
+    }
+    if last.cache_write() > 0 {
+        want["cachedWriteTokens"] = last.cache_write().into();
+    }
+    checks.check(result["usage"] == want, || {
+        format!("{phase}: opencode's usage {} != the last call's {want}", result["usage"])
+    });
+    checks.check(result["_meta"] == json!({}), || format!("{phase}: _meta {}", result["_meta"]));
+}
+
+/// opencode's one usage_update of a turn: `used` without output, its window, the cost of the
+/// session's main-agent calls.
+fn check_agent_turn(checks: &mut Checks, phase: &str, turn: &Turn, main_so_far: &[Call]) {
+    let calls = turn.main_calls();
+    let last = calls.last().and_then(|call| call.usage).unwrap_or_default();
+    check_agent_usage(checks, phase, &turn.result, &last);
+    let updates = turn.usage_updates();
+    checks.check(updates.len() == 1, || format!("{phase}: {} usage_updates", updates.len()));
+    checks.check(
+        turn.updates.last().is_some_and(|update| update["sessionUpdate"] == "usage_update"),
+        || format!("{phase}: the last update before the result is not the usage_update"),
+    );
+    let Some(update) = updates.last() else { return };
+    checks.check(support::u64_at(update, "used") == Some(last.input), || {
+        format!("{phase}: opencode's used {:?} != last call's input {}", update["used"], last.input)
+    });
+    checks.check(support::u64_at(update, "size") == Some(AGENT_WINDOW), || {
+        format!("{phase}: opencode's size {:?} != {AGENT_WINDOW}", update["size"])
+    });
+    let cost = support::catalog_cost(main_so_far).unwrap_or(-1.0);
+    let got = update["cost"]["amount"].as_f64().unwrap_or(-1.0);
+    checks.check(support::close(got, cost), || {
+        format!("{phase}: opencode's cost {got} != catalog price of the main calls {cost}")
+    });
+}
+
+#[test]
+fn opencode_direct() {
+    let _lock = support::agent_lock(AGENT);
+    let history = flows::direct_history(AGENT).expect("direct opencode session");
+    let mut checks = Checks::new(AGENT);
+    let History { init, turns, lab, updates_after_new, session_id, .. } = &history;
+    checks.check(init["agentInfo"]["name"] == "OpenCode", || format!("agentInfo: {init}"));
+    checks.check(init["agentInfo"]["version"] == "1.18.33", || format!("agentInfo: {init}"));
+    let caps = &init["agentCapabilities"];
+    checks.check(
+        caps["loadSession"] == true && caps["sessionCapabilities"]["resume"].is_object(),
+        || format!("opencode's capabilities: {caps}"),
+    );
+    checks.check(
+        !updates_after_new.iter().any(|update| update["sessionUpdate"] == "usage_update"),
+        || "opencode sent a usage_update after session/new".to_owned(),
+    );
+    let mut main_calls: Vec<Call> = Vec::new();
+    for (n, turn) in turns.iter().enumerate() {
+        main_calls.extend(turn.main_calls().into_iter().cloned());
+        check_agent_turn(&mut checks, &format!("direct turn {}", n + 1), turn, &main_calls);
+    }
+    // One title call with the small model, which no figure of opencode's includes.
+    let aux: Vec<Call> =
+        lab.mock.calls().into_iter().filter(|call| call.kind == CallKind::Auxiliary).collect();
+    checks.check(
+        aux.len() == 1 && aux[0].model.as_deref() == Some("claude-haiku-4-5-20251001"),
+        || format!("opencode's auxiliary calls: {aux:#?}"),
+    );
+
+    // Reopened in fresh processes: nothing on reopening; the cost afterwards still covers the
+    // whole session (opencode sums the stored messages), not just this process's calls.
+    let mut fixtures = Vec::new();
+    for method in ["session/load", "session/resume"] {
+        let (turn, transcript) = flows::reopen_direct(&mut checks, lab, session_id, method);
+        main_calls.extend(turn.main_calls().into_iter().cloned());
+        check_agent_turn(&mut checks, &format!("direct turn after {method}"), &turn, &main_calls);
+        fixtures.push(transcript);
+    }
+
+    support::save_fixture("opencode-direct.jsonl", &history.transcript);
+    support::save_fixture("opencode-direct-load.jsonl", &fixtures[0]);
+    support::save_fixture("opencode-direct-resume.jsonl", &fixtures[1]);
+    support::save_fixture("opencode-direct.mock.jsonl", &support::calls_jsonl(&lab.mock.calls()));
+    checks.finish();
+}
+
+/// Through the relay, what holds whether or not opencode's database is read: an update after
+/// `session/new` with the catalog's window, a per-turn `usage` on every result, the catalog's
+/// window (not opencode's 1,000,000) on every update, and an exact `used` after a one-call turn.
+#[test]
+fn opencode_relay_basics() {
+    let _lock = support::agent_lock(AGENT);
+    let lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
+    let client = lab.relayed().expect("start the relay");
+    let mut checks = Checks::new(AGENT);
+    client.initialize().expect("initialize through the relay");
+    let new_result = client.new_session(&lab.scratch.work()).expect("session/new");
+    let model = new_result["configOptions"]
+        .as_array()
+        .and_then(|options| options.iter().find(|option| option["category"] == "model"))
+        .map(|option| option["currentValue"].clone());
+    checks.check(model == Some(json!(OPENCODE_MODEL)), || {
+        format!("session/new's model option: {model:?}")
+    });
+    let session_id = flows::session_id(&new_result).expect("session id");
+    let new_id = support::last_request_id(&client, "session/new");
+    match support::update_after_response(&client, &new_id, &session_id) {
+        Ok(update) => checks.usage_update("after new", &update, None, Some(WINDOW), None),
+        Err(err) => checks.fail(format!("no usage_update after the session/new response: {err:#}")),
+    }
+    for (phase, prompt) in [("turn 1 (plain)", PLAIN_PROMPT), ("turn 2 (tool)", TOOL_PROMPT)] {
+        let turn = match run_turn(&client, &lab.mock, &session_id, prompt) {
+            Ok(turn) => turn,
+            Err(err) => {
+                checks.fail(format!("{phase}: session/prompt through the relay failed: {err:#}"));
+                break;
+            }
+        };
+        let usage = &turn.result["usage"];
+        checks
+            .check(usage["totalTokens"].is_u64() && usage["_meta"]["acpUsage"].is_object(), || {
+                format!("{phase}: no normalised usage on the result: {}", turn.result)
+            });
+        for update in turn.usage_updates() {
+            checks.check(support::u64_at(update, "size") == Some(WINDOW), || {
+                format!("{phase}: size {:?}, expected the catalog's {WINDOW}", update["size"])
+            });
+        }
+        let last = turn.main_calls().last().and_then(|call| call.usage);
+        match support::usage_update_before_result(&client) {
+            Some(update) => {
+                let one_call = turn.main_calls().len() == 1;
+                checks.usage_update(
+                    phase,
+                    &update,
+                    last.as_ref().filter(|_| one_call),
+                    Some(WINDOW),
+                    None,
+                );
+                if one_call {
+                    checks.check(update["_meta"]["acpUsage"]["used"]["exact"] == true, || {
+                        format!("{phase}: used should be exact after a one-call turn: {update}")
+                    });
+                }
+            }
+            None => checks.fail(format!("{phase}: the result is not preceded by a usage_update")),
+        }
+    }
+    drop(client);
+    checks.finish();
+}
+
+/// Every figure exact, from opencode's database. The title call is in no record of opencode's,
+/// so the cost check (which prices every billed call) needs the API tap or a catalog estimate of
+/// that call.
+#[test]
+#[ignore = "needs opencode's database wired into the relay"]
+fn opencode_relay_turns() {
+    let _lock = support::agent_lock(AGENT);
+    flows::relay_turns(EXPECT);
+}
+
+#[test]
+#[ignore = "needs opencode's database wired into the relay"]
+fn opencode_relay_load_and_resume() {
+    let _lock = support::agent_lock(AGENT);
+    flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
+}
