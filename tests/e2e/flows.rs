@@ -163,6 +163,7 @@ pub fn relay_turns(expect: Expect) {
     let lab = Lab::new(agent, support::script(agent)).expect("lab");
     let client = lab.relayed().expect("start the relay");
     let mut checks = Checks::new(agent);
+    checks.exact_everything = expect.known == Known::Everything;
     client.initialize().expect("initialize through the relay");
     let new_result =
         client.new_session(&lab.scratch.work()).expect("session/new through the relay");
@@ -272,6 +273,7 @@ pub fn relay_load_resume(
     let history = relayed_history(agent).expect("a session made through the relay, to reload");
     let lab = &history.lab;
     let mut checks = Checks::new(agent);
+    checks.exact_everything = expect.known == Known::Everything;
     let mut session_calls = history.billed();
     let methods: &[&str] =
         if expect.resume { &["session/load", "session/resume"] } else { &["session/load"] };

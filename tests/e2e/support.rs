@@ -137,6 +137,9 @@ pub enum Known {
     Total,
     /// The agent reports the turn's prompt tokens (Gemini's `_meta.quota`).
     Input,
+    /// acp-usage reads every call from the agent's transcript: every figure must be exact and
+    /// marked exact.
+    Everything,
 }
 
 /// Soft checks plus the figures table for the lead.
@@ -145,11 +148,13 @@ pub struct Checks {
     agent: Agent,
     failures: Vec<String>,
     rows: Vec<String>,
+    /// Every `used` and `cost` must be exact and marked exact ([`Known::Everything`]).
+    pub exact_everything: bool,
 }
 
 impl Checks {
     pub fn new(agent: Agent) -> Checks {
-        Checks { agent, failures: Vec::new(), rows: Vec::new() }
+        Checks { agent, failures: Vec::new(), rows: Vec::new(), exact_everything: false }
     }
 
     pub fn fail(&mut self, message: String) {
@@ -243,6 +248,11 @@ impl Checks {
             format!("{phase}: usage._meta.acpUsage.source missing: {usage}")
         });
         let exact = exact.unwrap_or(false);
+        if known == Known::Everything {
+            self.check(exact && meta["source"] == "transcript", || {
+                format!("{phase}: the turn's usage should be exact, from the transcript: {usage}")
+            });
+        }
         let cached_read = u64_at(usage, "cachedReadTokens");
         let cached_write = u64_at(usage, "cachedWriteTokens");
         let thought = u64_at(usage, "thoughtTokens");
@@ -295,7 +305,7 @@ impl Checks {
             Known::Input => self.check(input == served.input, || {
                 format!("{phase}: estimated usage must still have the exact inputTokens {} (from _meta.quota), got {input}", served.input)
             }),
-            Known::Nothing => {}
+            Known::Nothing | Known::Everything => {}
         }
         self.check(within(input, served.input, 0.5, 2.0), || {
             format!("{phase}: estimated input {input} too far from {}", served.input)
@@ -335,6 +345,11 @@ impl Checks {
         self.check(got_size > 0, || format!("{phase}: usage_update with size 0: {update}"));
         if let Some(last) = last_call {
             let exact = meta["used"]["exact"].as_bool();
+            if self.exact_everything {
+                self.check(exact == Some(true), || {
+                    format!("{phase}: used should be exact: {update}")
+                });
+            }
             self.row(phase, "used", Some(used as f64), last.in_context() as f64, exact);
             match exact {
                 Some(true) => self.check(used == last.in_context(), || {
@@ -361,6 +376,11 @@ impl Checks {
         if let Some(want) = cost {
             let got = update["cost"]["amount"].as_f64();
             let exact = meta["cost"]["exact"].as_bool();
+            if self.exact_everything {
+                self.check(exact == Some(true), || {
+                    format!("{phase}: cost should be exact: {update}")
+                });
+            }
             self.row(phase, "cost (USD)", got, want, exact);
             self.check(update["cost"]["currency"] == "USD" || got.is_none(), || {
                 format!("{phase}: cost currency is not USD: {update}")

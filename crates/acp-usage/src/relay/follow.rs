@@ -56,6 +56,11 @@ pub struct Follow {
     awaiting: Option<Awaiting>,
     /// A read reached the end of the files (the history is all in).
     read_to_end: bool,
+    /// A read reached the end of the files since the current wait began.
+    read_to_end_since_wait: bool,
+    /// Whether the format marks the end of a turn (Gemini CLI's chat records do not: a reply's
+    /// text is recorded before the tool call that follows it, so no record says "done").
+    marks_turn_end: bool,
     /// When traffic last asked for a read, in Unix ms.
     pub last_poll_ms: i64,
 }
@@ -78,7 +83,7 @@ pub struct Outside {
 
 impl Follow {
     /// A session followed from its creation (`history` false) or reopened with a history to read.
-    pub fn new(history: bool) -> Follow {
+    pub fn new(history: bool, marks_turn_end: bool) -> Follow {
         Follow {
             calls: HashMap::new(),
             order: Vec::new(),
@@ -91,6 +96,8 @@ impl Follow {
             timeouts_in_a_row: 0,
             awaiting: None,
             read_to_end: false,
+            read_to_end_since_wait: false,
+            marks_turn_end,
             last_poll_ms: 0,
         }
     }
@@ -106,6 +113,7 @@ impl Follow {
     pub fn events(&mut self, events: Vec<Event>, found: bool, at_end: bool) -> Vec<Outside> {
         self.found |= found;
         self.read_to_end |= at_end;
+        self.read_to_end_since_wait |= at_end && self.awaiting.is_some();
         let mut outside = Vec::new();
         for event in events {
             match event {
@@ -173,6 +181,7 @@ impl Follow {
     /// A result is being held for the transcript.
     pub fn await_(&mut self, what: Awaiting) {
         self.awaiting = Some(what);
+        self.read_to_end_since_wait = false;
     }
 
     /// What a held result waits for, if any.
@@ -186,6 +195,9 @@ impl Follow {
             return true;
         }
         match what {
+            // Without a mark, a read to the end after the result came is the best sign: the
+            // agent writes its records before it answers.
+            Awaiting::TurnEnd if !self.marks_turn_end => self.read_to_end_since_wait,
             Awaiting::TurnEnd => self.turn.as_ref().is_some_and(|t| t.end_seen),
             Awaiting::History => self.read_to_end,
         }
@@ -208,7 +220,8 @@ impl Follow {
     /// `None` when the turn must be accounted from the ACP numbers. Closes the turn.
     pub fn end_turn(&mut self, now_ms: i64) -> Option<Vec<(TokenRecord, bool)>> {
         let turn = self.turn.take()?;
-        if self.failed || !turn.end_seen {
+        let complete = if self.marks_turn_end { turn.end_seen } else { self.read_to_end };
+        if self.failed || !complete {
             self.fallback_until_ms = Some(now_ms);
             return None;
         }
@@ -250,7 +263,7 @@ mod tests {
 
     #[test]
     fn history_then_turns_then_between_turns() {
-        let mut f = Follow::new(true);
+        let mut f = Follow::new(true, true);
         f.await_(Awaiting::History);
         assert!(!f.ready(Awaiting::History));
         f.events(vec![call("a", 1_000, 100, true), call("b", 2_000, 200, false)], true, true);
@@ -292,7 +305,7 @@ mod tests {
 
     #[test]
     fn a_turn_without_its_end_falls_back_and_its_late_calls_are_not_counted_twice() {
-        let mut f = Follow::new(false);
+        let mut f = Follow::new(false, true);
         f.begin_turn(10_000);
         f.await_(Awaiting::TurnEnd);
         f.released(true, 10_500);
@@ -304,8 +317,23 @@ mod tests {
     }
 
     #[test]
+    fn without_turn_end_marks_a_read_to_the_end_after_the_result_will_do() {
+        let mut f = Follow::new(false, false);
+        f.begin_turn(10_000);
+        f.events(vec![call("a", 10_100, 5, true)], true, true);
+        f.await_(Awaiting::TurnEnd);
+        assert!(!f.ready(Awaiting::TurnEnd), "the read before the result does not count");
+        f.events(vec![], true, false);
+        assert!(!f.ready(Awaiting::TurnEnd), "a read that stopped short does not count");
+        f.events(vec![], true, true);
+        assert!(f.ready(Awaiting::TurnEnd));
+        f.released(false, 10_200);
+        assert_eq!(f.end_turn(10_200).map(|c| c.len()), Some(1));
+    }
+
+    #[test]
     fn a_turn_end_from_before_the_prompt_does_not_count() {
-        let mut f = Follow::new(false);
+        let mut f = Follow::new(false, true);
         f.begin_turn(100_000);
         f.events(vec![Event::TurnEnd { at_ms: Some(50_000) }], true, true);
         assert!(!f.ready(Awaiting::TurnEnd));

@@ -198,7 +198,8 @@ impl Observer {
             Profile::Claude => Some(Format::Claude),
             Profile::Codex => Some(Format::Codex),
             Profile::Gemini => Some(Format::Gemini),
-            _ => None,
+            Profile::Opencode => Some(Format::Opencode),
+            Profile::Generic => None,
         }
     }
 
@@ -210,13 +211,13 @@ impl Observer {
             // Reopened: its history is read again (the worker's offsets are where they were).
             if history {
                 let f = s.follow.as_mut().expect("checked");
-                *f = Follow::new(true);
+                *f = Follow::new(true, format.marks_turn_end());
                 self.commands.push(Command::Forget(id.to_string()));
             } else {
                 return;
             }
         } else {
-            s.follow = Some(Follow::new(history));
+            s.follow = Some(Follow::new(history, format.marks_turn_end()));
         }
         self.commands.push(Command::Track { session: id.to_string(), format });
     }

@@ -15,6 +15,8 @@ use std::collections::HashMap;
 use std::io::{BufRead, Read as _};
 use std::path::{Path, PathBuf};
 
+use acp_usage_core::transcript::gemini::session_id_of_first_line;
+
 use super::{Format, Locations};
 
 /// The files of one session found so far.
@@ -102,9 +104,14 @@ fn gemini(dir: &Path, session: &str) -> Found {
             if name.starts_with("session-")
                 && name.ends_with(&suffix)
                 && first_line(&path)
-                    .is_some_and(|l| gemini_session_id(&l).as_deref() == Some(session))
+                    .is_some_and(|l| session_id_of_first_line(&l).as_deref() == Some(session))
             {
-                found.main = Some(path);
+                // A process that loads the session first writes a stub file of the same id,
+                // then appends to the original: the larger file is the conversation.
+                let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+                if found.main.as_deref().is_none_or(|m| size(&path) > size(m)) {
+                    found.main = Some(path);
+                }
             }
         }
         if found.main.is_some() {
@@ -113,12 +120,6 @@ fn gemini(dir: &Path, session: &str) -> Found {
         }
     }
     found
-}
-
-/// The `sessionId` a Gemini chat file's first line (its metadata) names.
-fn gemini_session_id(line: &[u8]) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_slice(line).ok()?;
-    v.get("sessionId")?.as_str().map(String::from)
 }
 
 /// The parent thread a Codex rollout's `session_meta` names, if it is a subagent's.

@@ -12,6 +12,7 @@
 //! format changed, permission) is reported once as failed: the relay then uses the ACP numbers.
 
 pub mod locate;
+pub mod opencode;
 pub mod tail;
 pub mod worker;
 
@@ -43,6 +44,12 @@ impl Format {
             Format::Opencode => "opencode",
         }
     }
+
+    /// Whether the format records the end of a turn (see [`acp_usage_core::transcript::Event::TurnEnd`]).
+    pub fn marks_turn_end(self) -> bool {
+        // Gemini CLI records a reply's text before the tool call that follows it.
+        !matches!(self, Format::Gemini)
+    }
 }
 
 /// Where each agent keeps its transcripts, from the environment the agent runs in.
@@ -68,9 +75,7 @@ impl Locations {
             claude: set("CLAUDE_CONFIG_DIR").or_else(|| home.as_ref().map(|h| h.join(".claude"))),
             codex: set("CODEX_HOME").or_else(|| home.as_ref().map(|h| h.join(".codex"))),
             gemini: set("GEMINI_CLI_HOME").or_else(|| home.clone()).map(|h| h.join(".gemini")),
-            opencode: set("OPENCODE_DB")
-                .or_else(|| set("XDG_DATA_HOME").map(|d| d.join("opencode/opencode.db")))
-                .or_else(|| home.as_ref().map(|h| h.join(".local/share/opencode/opencode.db"))),
+            opencode: opencode::default_db_path(&env),
         }
     }
 

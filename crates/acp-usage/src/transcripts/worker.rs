@@ -11,10 +11,13 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
+use acp_usage_core::transcript::codex::CodexParser;
+use acp_usage_core::transcript::gemini::GeminiParser;
 use acp_usage_core::transcript::{Event, FileRole, Parser};
 use notify::Watcher as _;
 
 use super::locate::Locator;
+use super::opencode::OpencodeDb;
 use super::tail::Tail;
 use super::{Format, Locations};
 
@@ -136,18 +139,13 @@ impl Worker {
     }
 }
 
-// TEMPORARY while the parsers are being written (same session): no parser yet.
-fn parser_for(_format: Format) -> Option<Box<dyn Parser>> {
-    None
-}
-#[derive(Debug)]
-struct OpencodeDb;
-impl OpencodeDb {
-    fn open(_: &Path) -> anyhow::Result<OpencodeDb> {
-        anyhow::bail!("not yet")
-    }
-    fn read_new(&mut self, _: &str, _: &mut Vec<Event>) -> anyhow::Result<()> {
-        Ok(())
+/// A fresh parser of the format's lines.
+fn parser_for(format: Format) -> Option<Box<dyn Parser>> {
+    match format {
+        Format::Claude => None,
+        Format::Codex => Some(Box::new(CodexParser::default())),
+        Format::Gemini => Some(Box::new(GeminiParser::default())),
+        Format::Opencode => None,
     }
 }
 
@@ -162,9 +160,12 @@ struct State {
 
 struct Tracked {
     format: Format,
+    /// The session's parser (formats whose dedup spans files: a subagent's file may replay the
+    /// main file's calls).
     parser: Option<Box<dyn Parser>>,
     main: Option<Tail>,
-    subagents: Vec<Tail>,
+    /// Subagents' files, each with its own parser where the format keeps state per file.
+    subagents: Vec<(Tail, Option<Box<dyn Parser>>)>,
     db: Option<OpencodeDb>,
     held: bool,
     dirty: bool,
@@ -303,18 +304,28 @@ impl State {
                 }
             }
             for path in found.subagents {
-                if !s.subagents.iter().any(|t| t.path() == path) {
+                if !s.subagents.iter().any(|(t, _)| t.path() == path) {
                     tracing::debug!(session = id, path = %path.display(), "following a subagent's transcript");
                     self.watch(path.parent());
-                    s.subagents.push(Tail::new(path));
+                    // A Codex rollout does not say which thread a line belongs to: each file
+                    // needs a parser of its own.
+                    let own = (s.format == Format::Codex).then(|| parser_for(s.format)).flatten();
+                    s.subagents.push((Tail::new(path), own));
                 }
             }
         }
-        let Some(parser) = s.parser.as_mut() else { return Err("no parser".into()) };
+        let Some(shared) = s.parser.as_mut() else {
+            return Err(format!("no {} transcript parser", s.format.name()));
+        };
         let mut at_end = true;
-        let tails = s.main.iter_mut().map(|t| (FileRole::Main, t));
-        let tails = tails.chain(s.subagents.iter_mut().map(|t| (FileRole::Subagent, t)));
-        for (role, tail) in tails {
+        let tails = s.main.iter_mut().map(|t| (FileRole::Main, t, None));
+        let tails = tails
+            .chain(s.subagents.iter_mut().map(|(t, own)| (FileRole::Subagent, t, own.as_mut())));
+        for (role, tail, own) in tails {
+            let parser: &mut Box<dyn Parser> = match own {
+                Some(p) => p,
+                None => &mut *shared,
+            };
             let chunk = match tail.read() {
                 Ok(c) => c,
                 // A subagent's file that went away does not spoil the session.
