@@ -1,0 +1,15 @@
+//! The benchmark of acp-usage: a synthetic ACP agent and client of the project's own, a raw
+//! byte-copy relay, and the runner that puts acp-usage side by side with them.
+//!
+//! The binaries are thin: `bench-agent` ([`agent`]), `bench-raw-relay` (a byte copy that parses
+//! nothing), `bench-client` (one scenario against any command) and `acp-usage-bench` (the
+//! runner that prints the table). The client checks every chunk it receives, so a relay that
+//! loses, reorders or alters lines cannot post a good figure.
+
+pub mod agent;
+pub mod client;
+pub mod linebuf;
+pub mod procfs;
+pub mod scenario;
+pub mod stats;
+pub mod wire;

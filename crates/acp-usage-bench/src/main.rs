@@ -1,0 +1,556 @@
+//! `acp-usage-bench`: builds (or finds) the synthetic agent, the raw byte-copy relay, acp-usage
+//! and the official ACP conductor, runs every scenario through each of them side by side, and
+//! prints medians with ratios to the raw copy.
+//!
+//! `cargo run --release -p acp-usage-bench -- --help` lists the options.
+
+// The runner's job is to print its table on stdout (progress and notes go to stderr).
+#![allow(clippy::print_stdout)]
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+use acp_usage_bench::client::{self, Measurement, Target};
+use acp_usage_bench::scenario::{Kind, NAMES, Scenario};
+use acp_usage_bench::stats::{median, percentile};
+use clap::Parser;
+
+const CONDUCTOR: &str = "agent-client-protocol-conductor";
+const CONDUCTOR_VERSION: &str = "5.0.0";
+const RELAYS: [&str; 4] = ["direct", "raw-copy", "acp-usage", "conductor"];
+
+/// Side-by-side benchmark of acp-usage: a synthetic ACP agent streams through no relay
+/// ("direct", the client+agent ceiling), a raw byte copy (the physical limit of a relay),
+/// acp-usage, and the official ACP conductor when it can be installed. Every chunk is checked
+/// at the client (count, order, bytes). Prints medians over several runs, ratios to the raw
+/// copy, the relay's CPU time per message and its peak RSS.
+///
+/// Scenarios: small (200,000 chunks of 200 B), large-64k / large-1m / large-16m (256 MiB of
+/// lines), rtt (2,000 round trips), sessions (100 sessions interleaving prompts), load
+/// (session/load replaying 100,000 messages), slow (an editor reading a 64 MiB burst at 1 MB/s
+/// for its first 4 MB; run once).
+#[derive(Debug, Parser)]
+#[command(name = "acp-usage-bench", version)]
+struct Args {
+    /// Runs of each scenario; the table shows medians (the slow editor runs once).
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    runs: usize,
+    /// A fast smoke run: every scenario scaled down, one run (unless --runs is given).
+    #[arg(long)]
+    quick: bool,
+    /// Only these relays (comma-separated): direct, raw-copy, acp-usage, conductor. The raw copy
+    /// is always measured too, as the reference of the ratios.
+    #[arg(long, value_name = "RELAY", value_delimiter = ',')]
+    only: Vec<String>,
+    /// Only these scenarios (comma-separated): small, large-64k, large-1m, large-16m, rtt,
+    /// sessions, load, slow.
+    #[arg(long, value_name = "NAME", value_delimiter = ',')]
+    scenario: Vec<String>,
+    /// The acp-usage binary to measure (default: `cargo build --release -p acp-usage`, then
+    /// target/release/acp-usage).
+    #[arg(long, value_name = "PATH")]
+    acp_usage: Option<PathBuf>,
+    /// The conductor binary (default: target/bench-tools/bin/agent-client-protocol-conductor,
+    /// installed there with `cargo install --root target/bench-tools` when missing).
+    #[arg(long, value_name = "PATH")]
+    conductor: Option<PathBuf>,
+    /// Skip the conductor.
+    #[arg(long)]
+    no_conductor: bool,
+    /// Build and install nothing; use the binaries as they are.
+    #[arg(long)]
+    no_build: bool,
+    /// Seconds one scenario run may take before its relay is killed and the run failed.
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    timeout: u64,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("acp-usage-bench: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// One relay under test.
+#[derive(Debug)]
+struct Relay {
+    name: &'static str,
+    target: Target,
+}
+
+fn run(args: Args) -> anyhow::Result<bool> {
+    for r in &args.only {
+        anyhow::ensure!(
+            RELAYS.contains(&r.as_str()),
+            "unknown relay {r:?} (known: {})",
+            RELAYS.join(", ")
+        );
+    }
+    let quick = args.quick;
+    let runs = if quick && args.runs == 5 { 1 } else { args.runs.max(1) };
+    let names: Vec<&str> = if args.scenario.is_empty() {
+        NAMES.to_vec()
+    } else {
+        args.scenario.iter().map(String::as_str).collect()
+    };
+    let scenarios = names
+        .iter()
+        .map(|n| {
+            Scenario::by_name(n, quick).ok_or_else(|| {
+                anyhow::anyhow!("unknown scenario {n:?} (known: {})", NAMES.join(", "))
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let wanted = |name: &str| {
+        args.only.is_empty() || name == "raw-copy" || args.only.iter().any(|o| o == name)
+    };
+
+    let root = workspace_root();
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let bins = if cfg!(debug_assertions) {
+        eprintln!(
+            "note: this runner is a debug build; it measures the release binaries in target/release (use cargo run --release)"
+        );
+        target_dir.join("release")
+    } else {
+        std::env::current_exe()?
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| target_dir.join("release"))
+    };
+
+    if !args.no_build {
+        let mut cargo = vec!["build", "--release", "-p", "acp-usage-bench", "--bins"];
+        if args.acp_usage.is_none() && wanted("acp-usage") {
+            cargo.extend(["-p", "acp-usage"]);
+        }
+        eprintln!("building: cargo {}", cargo.join(" "));
+        let ok = Command::new(cargo_bin())
+            .args(&cargo)
+            .current_dir(&root)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("note: the build failed; using the binaries already in {}", bins.display());
+        }
+    }
+    let agent = existing(bins.join("bench-agent"))?;
+    let raw = existing(bins.join("bench-raw-relay"))?;
+    let logs = target_dir.join("bench-logs");
+    std::fs::create_dir_all(&logs)?;
+    let state = logs.join(format!("state-{}", std::process::id()));
+    let timeout = Duration::from_secs(args.timeout);
+    let target = |argv: Vec<OsString>, byte_exact: bool, measure: bool| Target {
+        argv,
+        env: Vec::new(),
+        stderr: None,
+        byte_exact,
+        measure,
+        timeout,
+    };
+
+    let mut relays = Vec::new();
+    if wanted("direct") {
+        relays.push(Relay {
+            name: "direct",
+            target: target(vec![agent.clone().into()], true, false),
+        });
+    }
+    relays.push(Relay {
+        name: "raw-copy",
+        target: target(vec![raw.into(), agent.clone().into()], true, true),
+    });
+    if wanted("acp-usage") {
+        let path = existing(args.acp_usage.clone().unwrap_or_else(|| bins.join("acp-usage")))?;
+        let mut t = target(vec![path.into(), "--".into(), agent.clone().into()], true, true);
+        // Learned state goes to a scratch directory, never the user's.
+        t.env.push(("ACP_USAGE_STATE_DIR".into(), state.clone().into()));
+        relays.push(Relay { name: "acp-usage", target: t });
+    }
+    if wanted("conductor") && !args.no_conductor {
+        match conductor(&args, &root, &target_dir) {
+            Some(path) => {
+                let t =
+                    target(vec![path.into(), "agent".into(), agent.clone().into()], false, true);
+                relays.push(Relay { name: "conductor", target: t });
+            }
+            None => eprintln!("note: the official conductor is skipped (see above)"),
+        }
+    }
+
+    println!("# acp-usage-bench: {runs} run(s) per figure, medians; ratios are to the raw copy\n");
+    for r in &relays {
+        let argv: Vec<_> = r.target.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        println!("- {:<10} `{}`", r.name, argv.join(" "));
+    }
+    println!();
+
+    let mut results: BTreeMap<(&str, &str), Vec<Measurement>> = BTreeMap::new();
+    let mut failed: BTreeMap<(&str, &str), String> = BTreeMap::new();
+    for run in 0..runs {
+        for sc in &scenarios {
+            let once = matches!(sc.kind, Kind::Slow { .. });
+            if once && run > 0 {
+                continue;
+            }
+            // Rotate the order each run so a noisy neighbour does not always hit the same relay.
+            let count = relays.len();
+            for i in 0..count {
+                let relay = &mut relays[(i + run) % count];
+                let key = (relay.name, sc.name);
+                if (once && relay.name == "direct") || failed.contains_key(&key) {
+                    continue;
+                }
+                let log = logs.join(format!("{}-{}.log", relay.name, sc.name));
+                relay.target.stderr = Some(log.clone());
+                let _ = std::fs::remove_dir_all(&state);
+                eprint!("run {}/{runs} {:<10} {:<10} ", run + 1, sc.name, relay.name);
+                match client::run(&relay.target, sc) {
+                    Ok(m) => {
+                        eprintln!("{}", brief(sc, &m));
+                        results.entry(key).or_default().push(m);
+                    }
+                    Err(e) => {
+                        eprintln!("FAILED: {e:#} (stderr in {})", log.display());
+                        failed.insert(key, format!("{e:#} (stderr: {})", log.display()));
+                    }
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&state);
+
+    let names: Vec<&str> = relays.iter().map(|r| r.name).collect();
+    let table = Table { relays: &names, results: &results, failed: &failed };
+    for sc in &scenarios {
+        table.scenario(sc);
+    }
+    table.summary(&scenarios);
+    if !failed.is_empty() {
+        println!("\nFailures:");
+        for ((relay, sc), e) in &failed {
+            println!("- {relay} / {sc}: {e}");
+        }
+    }
+    // The conductor failing is a finding; acp-usage or the reference failing is a failure.
+    Ok(!failed.keys().any(|(r, _)| *r != "conductor"))
+}
+
+fn workspace_root() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest.ancestors().nth(2).map(Path::to_path_buf).unwrap_or(manifest)
+}
+
+fn cargo_bin() -> OsString {
+    std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
+}
+
+fn existing(p: PathBuf) -> anyhow::Result<PathBuf> {
+    anyhow::ensure!(
+        p.is_file(),
+        "{} not found (build it with `cargo build --release -p acp-usage -p acp-usage-bench --bins`)",
+        p.display()
+    );
+    Ok(p)
+}
+
+/// The conductor's binary, installing it when missing; `None` (with a note) when unavailable.
+fn conductor(args: &Args, root: &Path, target_dir: &Path) -> Option<PathBuf> {
+    if let Some(p) = &args.conductor {
+        if p.is_file() {
+            return Some(p.clone());
+        }
+        eprintln!("note: {} does not exist", p.display());
+        return None;
+    }
+    let tools = target_dir.join("bench-tools");
+    let path = tools.join("bin").join(CONDUCTOR);
+    if path.is_file() {
+        return Some(path);
+    }
+    if args.no_build {
+        eprintln!("note: {} is not installed (--no-build)", path.display());
+        return None;
+    }
+    let root_arg = tools.to_string_lossy().into_owned();
+    let install =
+        ["install", CONDUCTOR, "--version", CONDUCTOR_VERSION, "--locked", "--root", &root_arg];
+    eprintln!("installing the official conductor: cargo {}", install.join(" "));
+    let ok = Command::new(cargo_bin())
+        .args(install)
+        .current_dir(root)
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok && path.is_file() {
+        Some(path)
+    } else {
+        eprintln!("note: cargo install {CONDUCTOR} {CONDUCTOR_VERSION} failed (offline?)");
+        None
+    }
+}
+
+fn msgs_per_s(m: &Measurement) -> f64 {
+    m.messages as f64 / m.elapsed.as_secs_f64()
+}
+
+fn mb_per_s(m: &Measurement) -> f64 {
+    m.bytes as f64 / m.elapsed.as_secs_f64() / 1e6
+}
+
+fn cpu_per_msg_us(m: &Measurement) -> Option<f64> {
+    Some(m.cpu?.as_secs_f64() * 1e6 / m.messages.max(1) as f64)
+}
+
+/// One line of progress.
+fn brief(sc: &Scenario, m: &Measurement) -> String {
+    let cpu = m.cpu.map(|c| format!(", cpu {:.2} s", c.as_secs_f64())).unwrap_or_default();
+    let rss = m.hwm_kib.map(|k| format!(", peak RSS {}", mib(k as f64))).unwrap_or_default();
+    let main = match sc.kind {
+        Kind::RoundTrip { .. } => format!(
+            "p50 {:.1} µs, p99 {:.1} µs",
+            percentile(&m.rtts_us, 50.0).unwrap_or(f64::NAN),
+            percentile(&m.rtts_us, 99.0).unwrap_or(f64::NAN)
+        ),
+        _ if sc.is_bulk() => format!("{:.0} MB/s", mb_per_s(m)),
+        Kind::Slow { .. } => format!("{} chunks, {:.1} s", m.messages, m.elapsed.as_secs_f64()),
+        _ => format!("{} msg/s", thousands(msgs_per_s(m))),
+    };
+    format!("{main}{cpu}{rss}, {} usage_update, {}", m.usage_updates, m.exit)
+}
+
+fn thousands(x: f64) -> String {
+    if !x.is_finite() {
+        return "-".into();
+    }
+    let s = format!("{:.0}", x);
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A ratio with enough digits to tell small ones apart.
+fn times(r: f64) -> String {
+    if r >= 0.095 { format!("{r:.2}x") } else { format!("{r:.4}x") }
+}
+
+fn mib(kib: f64) -> String {
+    format!("{:.1} MiB", kib / 1024.0)
+}
+
+/// One column of the summary: a title and the cell of a relay.
+type Column<'a> = Box<dyn Fn(&str) -> String + 'a>;
+
+/// Formats the medians.
+struct Table<'a> {
+    relays: &'a [&'a str],
+    results: &'a BTreeMap<(&'a str, &'a str), Vec<Measurement>>,
+    failed: &'a BTreeMap<(&'a str, &'a str), String>,
+}
+
+impl Table<'_> {
+    /// The median of `f` over the runs of `relay` in `sc`.
+    fn med(&self, relay: &str, sc: &str, f: impl Fn(&Measurement) -> Option<f64>) -> Option<f64> {
+        let runs = self.results.get(&(relay, sc))?;
+        median(&runs.iter().filter_map(f).collect::<Vec<_>>())
+    }
+
+    fn cell(
+        &self,
+        relay: &str,
+        sc: &str,
+        value: Option<f64>,
+        fmt: impl Fn(f64) -> String,
+    ) -> String {
+        match value {
+            Some(v) => fmt(v),
+            None if self.failed.contains_key(&(relay, sc)) => "FAILED".into(),
+            None => "–".into(),
+        }
+    }
+
+    /// A value with its ratio to the raw copy's.
+    fn ratio(
+        &self,
+        relay: &str,
+        sc: &str,
+        f: impl Fn(&Measurement) -> Option<f64> + Copy,
+        unit: &str,
+    ) -> String {
+        let v = self.med(relay, sc, f);
+        let raw = self.med("raw-copy", sc, f);
+        self.cell(relay, sc, v, |v| match raw {
+            Some(r) if r > 0.0 && relay != "raw-copy" => {
+                format!("{}{unit} ({})", thousands(v), times(v / r))
+            }
+            _ => format!("{}{unit}", thousands(v)),
+        })
+    }
+
+    fn rss(&self, relay: &str, sc: &str) -> String {
+        let v = self.med(relay, sc, |m| m.hwm_kib.map(|k| k as f64));
+        self.cell(relay, sc, v, mib)
+    }
+
+    fn cpu(&self, relay: &str, sc: &str) -> String {
+        let v = self.med(relay, sc, cpu_per_msg_us);
+        self.cell(relay, sc, v, |v| format!("{v:.2} µs"))
+    }
+
+    fn rtt(&self, relay: &str, sc: &str) -> String {
+        let p = |q: f64| self.med(relay, sc, move |m| percentile(&m.rtts_us, q));
+        let raw50 = self.med("raw-copy", sc, |m| percentile(&m.rtts_us, 50.0));
+        let (p50, p99) = (p(50.0), p(99.0));
+        self.cell(relay, sc, p50, |v| {
+            let diff = match raw50 {
+                Some(r) if relay != "raw-copy" => format!(" ({:+.1})", v - r),
+                _ => String::new(),
+            };
+            format!("{v:.1} µs{diff} / p99 {:.1} µs", p99.unwrap_or(f64::NAN))
+        })
+    }
+
+    fn scenario(&self, sc: &Scenario) {
+        let runs = self
+            .relays
+            .iter()
+            .filter_map(|r| self.results.get(&(*r, sc.name)))
+            .map(Vec::len)
+            .max()
+            .unwrap_or(0);
+        println!("## {sc} (median of {runs})\n");
+        match sc.kind {
+            Kind::RoundTrip { .. } => {
+                println!("| relay | round trip p50 (vs raw) / p99 | peak RSS |\n|---|---|---|");
+                for r in self.relays {
+                    println!("| {r} | {} | {} |", self.rtt(r, sc.name), self.rss(r, sc.name));
+                }
+            }
+            Kind::Slow { chunks, size, .. } => {
+                println!(
+                    "| relay | checked chunks | time | peak RSS | peak RSS / burst |\n|---|---|---|---|---|"
+                );
+                let burst = (chunks * size as u64) as f64 / 1024.0;
+                for r in self.relays.iter().filter(|r| **r != "direct") {
+                    let n = self.med(r, sc.name, |m| Some(m.messages as f64));
+                    let t = self.med(r, sc.name, |m| Some(m.elapsed.as_secs_f64()));
+                    let h = self.med(r, sc.name, |m| m.hwm_kib.map(|k| k as f64));
+                    println!(
+                        "| {r} | {} | {} | {} | {} |",
+                        self.cell(r, sc.name, n, thousands),
+                        self.cell(r, sc.name, t, |t| format!("{t:.1} s")),
+                        self.rss(r, sc.name),
+                        self.cell(r, sc.name, h, |h| format!("{:.0}%", 100.0 * h / burst)),
+                    );
+                }
+            }
+            _ => {
+                println!(
+                    "| relay | messages/s | MB/s | relay CPU/msg | peak RSS | usage_update |\n|---|---|---|---|---|---|"
+                );
+                for r in self.relays {
+                    let u = self.med(r, sc.name, |m| Some(m.usage_updates as f64));
+                    println!(
+                        "| {r} | {} | {} | {} | {} | {} |",
+                        self.ratio(r, sc.name, |m| Some(msgs_per_s(m)), ""),
+                        self.ratio(r, sc.name, |m| Some(mb_per_s(m)), ""),
+                        self.cpu(r, sc.name),
+                        self.rss(r, sc.name),
+                        self.cell(r, sc.name, u, thousands),
+                    );
+                }
+            }
+        }
+        let altered: Vec<String> = self
+            .relays
+            .iter()
+            .filter_map(|r| {
+                let n: u64 = self.results.get(&(*r, sc.name))?.iter().map(|m| m.altered).sum();
+                (n > 0).then(|| format!("{r}: {n} chunks re-serialised (not byte for byte)"))
+            })
+            .collect();
+        if !altered.is_empty() {
+            println!("\nnote: {}", altered.join("; "));
+        }
+        println!();
+    }
+
+    fn summary(&self, scenarios: &[Scenario]) {
+        let has = |n: &str| scenarios.iter().any(|s| s.name == n);
+        let mut cols: Vec<(&str, Column<'_>)> = Vec::new();
+        if has("small") {
+            cols.push((
+                "messages/s (200 B)",
+                Box::new(|r| self.ratio(r, "small", |m| Some(msgs_per_s(m)), "")),
+            ));
+        }
+        for (n, title) in [
+            ("large-64k", "MB/s 64 KiB lines"),
+            ("large-1m", "MB/s 1 MiB"),
+            ("large-16m", "MB/s 16 MiB"),
+        ] {
+            if has(n) {
+                cols.push((title, Box::new(move |r| self.ratio(r, n, |m| Some(mb_per_s(m)), ""))));
+            }
+        }
+        if has("rtt") {
+            cols.push(("round trip p50 (vs raw) / p99", Box::new(|r| self.rtt(r, "rtt"))));
+        }
+        cols.push((
+            "peak RSS (max over scenarios)",
+            Box::new(|r| {
+                let v = scenarios
+                    .iter()
+                    .filter(|s| !matches!(s.kind, Kind::Slow { .. }))
+                    .filter_map(|s| self.med(r, s.name, |m| m.hwm_kib.map(|k| k as f64)))
+                    .reduce(f64::max);
+                v.map(mib).unwrap_or_else(|| "–".into())
+            }),
+        ));
+        if has("small") {
+            cols.push(("CPU/msg (200 B)", Box::new(|r| self.cpu(r, "small"))));
+        }
+        if has("sessions") {
+            cols.push((
+                "100 sessions msgs/s",
+                Box::new(|r| self.ratio(r, "sessions", |m| Some(msgs_per_s(m)), "")),
+            ));
+        }
+        if has("load") {
+            cols.push((
+                "load replay msgs/s",
+                Box::new(|r| self.ratio(r, "load", |m| Some(msgs_per_s(m)), "")),
+            ));
+        }
+        if has("slow") {
+            cols.push(("slow editor peak RSS", Box::new(|r| self.rss(r, "slow"))));
+        }
+        println!("## Summary (medians; ratios to the raw copy)\n");
+        let head: Vec<&str> = cols.iter().map(|c| c.0).collect();
+        println!("| relay | {} |", head.join(" | "));
+        println!("|---|{}", "---|".repeat(cols.len()));
+        for r in self.relays {
+            let cells: Vec<String> = cols.iter().map(|c| (c.1)(r)).collect();
+            println!("| {r} | {} |", cells.join(" | "));
+        }
+        println!(
+            "\nscenario sizes: {}",
+            scenarios.iter().map(|s| s.to_string()).collect::<Vec<_>>().join("; ")
+        );
+    }
+}
