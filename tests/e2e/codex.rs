@@ -19,8 +19,8 @@ const EXPECT: Expect = Expect {
     agent: AGENT,
     size: WINDOW,
     size_on_new: Some(WINDOW),
-    known: Known::Total,
-    turn_exact: false,
+    known: Known::Everything,
+    turn_exact: true,
     resume: true,
 };
 
@@ -86,4 +86,10 @@ fn codex_relay_turns() {
 fn codex_relay_load_and_resume() {
     let _lock = support::agent_lock(AGENT);
     flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
+}
+
+#[test]
+fn codex_relay_reopen_unseen() {
+    let _lock = support::agent_lock(AGENT);
+    flows::relay_reopen_unseen(EXPECT, Some(WINDOW), Some(WINDOW));
 }

@@ -269,8 +269,29 @@ pub fn relay_load_resume(
     size_on_reopen: Option<u64>,
     size_after_turn: Option<u64>,
 ) {
+    let history =
+        relayed_history(expect.agent).expect("a session made through the relay, to reload");
+    reopen_through_relay(expect, history, size_on_reopen, size_after_turn);
+}
+
+/// Relay: a session made without acp-usage (directly), reopened through the relay: with the
+/// agent's transcript, the first update already has the exact `used` and the whole session's cost.
+pub fn relay_reopen_unseen(
+    expect: Expect,
+    size_on_reopen: Option<u64>,
+    size_after_turn: Option<u64>,
+) {
+    let history = direct_history(expect.agent).expect("a session made directly, to reload");
+    reopen_through_relay(expect, history, size_on_reopen, size_after_turn);
+}
+
+fn reopen_through_relay(
+    expect: Expect,
+    history: History,
+    size_on_reopen: Option<u64>,
+    size_after_turn: Option<u64>,
+) {
     let agent = expect.agent;
-    let history = relayed_history(agent).expect("a session made through the relay, to reload");
     let lab = &history.lab;
     let mut checks = Checks::new(agent);
     checks.exact_everything = expect.known == Known::Everything;

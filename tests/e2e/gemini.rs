@@ -20,8 +20,8 @@ const EXPECT: Expect = Expect {
     agent: AGENT,
     size: WINDOW,
     size_on_new: Some(WINDOW),
-    known: Known::Input,
-    turn_exact: false,
+    known: Known::Everything,
+    turn_exact: true,
     resume: false,
 };
 
@@ -91,4 +91,10 @@ fn gemini_relay_turns() {
 fn gemini_relay_load() {
     let _lock = support::agent_lock(AGENT);
     flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
+}
+
+#[test]
+fn gemini_relay_reopen_unseen() {
+    let _lock = support::agent_lock(AGENT);
+    flows::relay_reopen_unseen(EXPECT, Some(WINDOW), Some(WINDOW));
 }

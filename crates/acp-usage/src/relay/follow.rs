@@ -70,6 +70,8 @@ struct OpenTurn {
     number: u64,
     start_ms: i64,
     end_seen: bool,
+    /// Prompt tokens the agent says its main agent sent in the turn (gemini-cli's quota).
+    reported_input: Option<u64>,
 }
 
 /// A call that happened between turns, to count in the session at once.
@@ -106,7 +108,12 @@ impl Follow {
     pub fn begin_turn(&mut self, now_ms: i64) {
         self.history_open = false;
         self.turns += 1;
-        self.turn = Some(OpenTurn { number: self.turns, start_ms: now_ms, end_seen: false });
+        self.turn = Some(OpenTurn {
+            number: self.turns,
+            start_ms: now_ms,
+            end_seen: false,
+            reported_input: None,
+        });
     }
 
     /// Reads events; returns the calls that happened between turns, to count now.
@@ -184,6 +191,26 @@ impl Follow {
         self.read_to_end_since_wait = false;
     }
 
+    /// The agent's result says how many prompt tokens its main agent sent in the turn: the
+    /// transcript is complete only once its main calls add up to that.
+    pub fn reported_input(&mut self, tokens: u64) {
+        if let Some(t) = &mut self.turn {
+            t.reported_input = Some(tokens);
+        }
+    }
+
+    /// Whether the turn's main calls add up to what the agent reported (true when it did not).
+    fn adds_up(&self, t: &OpenTurn) -> bool {
+        let Some(want) = t.reported_input else { return true };
+        let got: u64 = self
+            .calls
+            .values()
+            .filter(|(c, b)| *b == Bucket::Turn(t.number) && c.main)
+            .map(|(c, _)| c.record.input)
+            .sum();
+        got >= want
+    }
+
     /// What a held result waits for, if any.
     pub fn awaiting(&self) -> Option<Awaiting> {
         self.awaiting
@@ -197,7 +224,9 @@ impl Follow {
         match what {
             // Without a mark, a read to the end after the result came is the best sign: the
             // agent writes its records before it answers.
-            Awaiting::TurnEnd if !self.marks_turn_end => self.read_to_end_since_wait,
+            Awaiting::TurnEnd if !self.marks_turn_end => {
+                self.read_to_end_since_wait && self.turn.as_ref().is_some_and(|t| self.adds_up(t))
+            }
             Awaiting::TurnEnd => self.turn.as_ref().is_some_and(|t| t.end_seen),
             Awaiting::History => self.read_to_end,
         }
@@ -220,7 +249,11 @@ impl Follow {
     /// `None` when the turn must be accounted from the ACP numbers. Closes the turn.
     pub fn end_turn(&mut self, now_ms: i64) -> Option<Vec<(TokenRecord, bool)>> {
         let turn = self.turn.take()?;
-        let complete = if self.marks_turn_end { turn.end_seen } else { self.read_to_end };
+        let complete = if self.marks_turn_end {
+            turn.end_seen
+        } else {
+            self.read_to_end && self.adds_up(&turn)
+        };
         if self.failed || !complete {
             self.fallback_until_ms = Some(now_ms);
             return None;

@@ -309,7 +309,19 @@ impl Observer {
             return None;
         }
         let (id, what) = match p.method {
-            Method::Prompt => (p.session.clone()?, Awaiting::TurnEnd),
+            Method::Prompt => {
+                let id = p.session.clone()?;
+                let reported = env
+                    .result
+                    .and_then(|r| serde_json::from_str::<Value>(r.get()).ok())
+                    .and_then(|r| self.profile.reported_turn_input(&r));
+                if let (Some(n), Some(f)) =
+                    (reported, self.sessions.get_mut(&id).and_then(|s| s.follow.as_mut()))
+                {
+                    f.reported_input(n);
+                }
+                (id, Awaiting::TurnEnd)
+            }
             Method::Load | Method::Resume => (p.session.clone()?, Awaiting::History),
             Method::Fork => {
                 // The fork's id is in the result: follow it now, so its history is read.

@@ -289,6 +289,12 @@ impl Profile {
         }
     }
 
+    /// The prompt tokens the agent says its main agent sent in the turn, when it says (gemini-cli's
+    /// `_meta.quota`): a transcript that shows fewer is not complete yet.
+    pub fn reported_turn_input(self, result: &Value) -> Option<u64> {
+        result.pointer("/_meta/quota/token_count/input_tokens").and_then(Value::as_u64)
+    }
+
     /// gemini-cli's (and codex-acp TS's) `_meta.quota`: per-turn input (cache included) and
     /// output without thoughts.
     fn on_quota(self, ledger: &mut Ledger, quota: &Value) {
