@@ -30,6 +30,7 @@ const EXPECT: Expect = Expect {
     known: Known::Nothing,
     turn_exact: true,
     resume: true,
+    unrecorded_auxiliary: false,
 };
 
 /// Claude's own per-turn usage: Anthropic's disjoint counters.

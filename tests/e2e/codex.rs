@@ -22,6 +22,7 @@ const EXPECT: Expect = Expect {
     known: Known::Everything,
     turn_exact: true,
     resume: true,
+    unrecorded_auxiliary: false,
 };
 
 /// One usage_update per call, `used` = the call's total, in call order.

@@ -23,6 +23,7 @@ const EXPECT: Expect = Expect {
     known: Known::Everything,
     turn_exact: true,
     resume: false,
+    unrecorded_auxiliary: false,
 };
 
 fn check_agent_turn(checks: &mut Checks, phase: &str, turn: &Turn) {

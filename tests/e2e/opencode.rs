@@ -28,9 +28,10 @@ const EXPECT: Expect = Expect {
     agent: AGENT,
     size: WINDOW,
     size_on_new: Some(WINDOW),
-    known: Known::Nothing,
+    known: Known::Everything,
     turn_exact: true,
     resume: true,
+    unrecorded_auxiliary: true,
 };
 
 /// opencode's per-turn usage: the last call's Anthropic counters, zero cache counts left out.
@@ -191,19 +192,22 @@ fn opencode_relay_basics() {
     checks.finish();
 }
 
-/// Every figure exact, from opencode's database. The title call is in no record of opencode's,
-/// so the cost check (which prices every billed call) needs the API tap or a catalog estimate of
-/// that call.
+/// Every figure exact, from opencode's database. The title call is in no record of opencode's
+/// (only the API tap could count it): the checks leave it out.
 #[test]
-#[ignore = "needs opencode's database wired into the relay"]
 fn opencode_relay_turns() {
     let _lock = support::agent_lock(AGENT);
     flows::relay_turns(EXPECT);
 }
 
 #[test]
-#[ignore = "needs opencode's database wired into the relay"]
 fn opencode_relay_load_and_resume() {
     let _lock = support::agent_lock(AGENT);
     flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
+}
+
+#[test]
+fn opencode_relay_reopen_unseen() {
+    let _lock = support::agent_lock(AGENT);
+    flows::relay_reopen_unseen(EXPECT, Some(WINDOW), Some(WINDOW));
 }
