@@ -77,8 +77,12 @@ pub trait Parser: std::fmt::Debug + Send {
     /// says to `out`. Lines of types the format has but usage does not need are skipped
     /// silently; a line that is not valid JSON, or a usage record missing its counters, is a
     /// [`FormatError`] (the caller logs it once and falls back).
-    fn line(&mut self, role: FileRole, line: &[u8], out: &mut Vec<Event>)
-    -> Result<(), FormatError>;
+    fn line(
+        &mut self,
+        role: FileRole,
+        line: &[u8],
+        out: &mut Vec<Event>,
+    ) -> Result<(), FormatError>;
 }
 
 /// Parses an RFC 3339 UTC timestamp as transcripts write it (`2026-11-22T01:23:12.749Z`, also
