@@ -6,7 +6,7 @@ use std::path::Path;
 use acp_usage_tests::agents::Agent;
 use acp_usage_tests::client::AcpClient;
 use acp_usage_tests::lab::{Lab, Turn, run_turn};
-use acp_usage_tests::mock_llm::{Call, CallKind};
+use acp_usage_tests::mock_llm::{Call, CallKind, Script};
 use serde_json::{Value, json};
 
 use crate::support::{self, Checks, Known};
@@ -224,6 +224,7 @@ pub fn relay_turns(expect: Expect) {
         check_turn(&mut checks, phase, &client, &turn, &session_calls, expect, Some(expect.size));
     }
     drop(client);
+    checks.transcript_waits("results held", lab.scratch.root());
     checks.finish();
 }
 
@@ -385,5 +386,63 @@ fn reopen_through_relay(
             format!("session/resume should pass the agent's -32601 through: {response}")
         });
     }
+    checks.transcript_waits("results held", lab.scratch.root());
     checks.finish();
+}
+
+/// How to make an agent run a subagent in one turn.
+#[derive(Debug)]
+pub struct SubagentTurn {
+    /// The mock's replies, in the order the agent and its subagent make their calls.
+    pub script: Script,
+    /// Settings to change in the lab before the agent starts.
+    pub prepare: fn(&Lab) -> anyhow::Result<()>,
+    /// Requests to send after `session/new` (e.g. a permission mode).
+    pub after_new: fn(&AcpClient, &str) -> anyhow::Result<()>,
+    /// Main-agent calls among the turn's calls (the rest are the subagent's).
+    pub main_calls: usize,
+}
+
+/// Relay: one turn in which the agent runs a subagent. The per-turn usage and the cost include
+/// the subagent's calls; `used` is the main agent's last call (the turn's last call: the main
+/// agent answers after its subagent is done).
+pub fn relay_subagent_turn(expect: Expect, sub: SubagentTurn) {
+    let agent = expect.agent;
+    let lab = Lab::new(agent, sub.script).expect("lab");
+    (sub.prepare)(&lab).expect("prepare the lab");
+    let client = lab.relayed().expect("start the relay");
+    let mut checks = Checks::new(agent);
+    checks.exact_everything = expect.known == Known::Everything;
+    client.initialize().expect("initialize through the relay");
+    let new_result = client.new_session(&lab.scratch.work()).expect("session/new");
+    let session_id = session_id(&new_result).expect("session id");
+    (sub.after_new)(&client, &session_id).expect("set up the session");
+    let phase = "turn with a subagent";
+    let turn = run_turn(&client, &lab.mock, &session_id, SUBAGENT_PROMPT).expect("the turn");
+    let billed = expect.accountable(turn.billed_calls());
+    let main = turn.main_calls();
+    assert!(
+        main.len() > sub.main_calls,
+        "{phase}: the subagent made no call of its own; calls: {:#?}",
+        turn.calls
+    );
+    checks.check(lab.mock.steps_left() == 0, || {
+        format!("{phase}: {} scripted step(s) left unused", lab.mock.steps_left())
+    });
+    check_turn(&mut checks, phase, &client, &turn, &billed, expect, Some(expect.size));
+    drop(client);
+    checks.transcript_waits("results held", lab.scratch.root());
+    checks.finish();
+}
+
+pub const SUBAGENT_PROMPT: &str = "Ask a helper to look at the project, then sum up.";
+
+/// Nothing to prepare or send.
+pub fn nothing(_: &Lab) -> anyhow::Result<()> {
+    Ok(())
+}
+
+/// Nothing to send after `session/new`.
+pub fn no_requests(_: &AcpClient, _: &str) -> anyhow::Result<()> {
+    Ok(())
 }

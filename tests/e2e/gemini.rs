@@ -99,3 +99,43 @@ fn gemini_relay_reopen_unseen() {
     let _lock = support::agent_lock(AGENT);
     flows::relay_reopen_unseen(EXPECT, Some(WINDOW), Some(WINDOW));
 }
+
+/// gemini-cli's `invoke_agent` runs the `generalist` subagent (its own chat file under
+/// `chats/<session>/`); `_meta.quota` leaves the subagent's tokens out, the transcript has them.
+/// The tool needs an untrusted-folder check off and the `yolo` mode.
+#[test]
+fn gemini_relay_subagent() {
+    use acp_usage_tests::mock_llm::{Script, Step, ToolCall, Usage};
+    let _lock = support::agent_lock(AGENT);
+    let delegate = ToolCall::named(
+        "invoke_agent",
+        serde_json::json!({"agent_name": "generalist", "prompt": "Say hi from the subagent. Reply with one word."}),
+    );
+    let script = Script::new(vec![
+        Step::text("Delegating.", Usage::gemini(8000, 6000, 9, 24)).with_tool(delegate),
+        // The subagent ends without `complete_task`: gemini-cli gives it a grace turn.
+        Step::text("Sub reply one.", Usage::gemini(3000, 0, 14, 40)),
+        Step::text("Sub reply two.", Usage::gemini(3100, 1024, 31, 0)),
+        Step::text("Main reply three.", Usage::gemini(9000, 8192, 5, 11)),
+    ]);
+    fn trust_all(lab: &acp_usage_tests::lab::Lab) -> anyhow::Result<()> {
+        let path = lab.scratch.home().join(".gemini/settings.json");
+        let mut settings: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+        settings["security"]["folderTrust"] = serde_json::json!({"enabled": false});
+        std::fs::write(&path, settings.to_string())?;
+        Ok(())
+    }
+    fn yolo(client: &acp_usage_tests::client::AcpClient, session: &str) -> anyhow::Result<()> {
+        let r = client.request_response(
+            "session/set_mode",
+            serde_json::json!({"sessionId": session, "modeId": "yolo"}),
+        )?;
+        anyhow::ensure!(r.get("error").is_none(), "set_mode yolo: {r}");
+        Ok(())
+    }
+    flows::relay_subagent_turn(
+        EXPECT,
+        flows::SubagentTurn { script, prepare: trust_all, after_new: yolo, main_calls: 2 },
+    );
+}

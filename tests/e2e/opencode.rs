@@ -211,3 +211,30 @@ fn opencode_relay_reopen_unseen() {
     let _lock = support::agent_lock(AGENT);
     flows::relay_reopen_unseen(EXPECT, Some(WINDOW), Some(WINDOW));
 }
+
+/// opencode's `task` tool runs the `general` subagent in a child session (`parent_id` = the
+/// session); its calls are in the database under that child, and count in the turn and the cost.
+#[test]
+fn opencode_relay_subagent() {
+    use acp_usage_tests::mock_llm::{Script, Step, ToolCall, Usage};
+    let _lock = support::agent_lock(AGENT);
+    let task = ToolCall::named(
+        "task",
+        json!({"description": "look", "prompt": "Say hi", "subagent_type": "general"}),
+    );
+    let mut script = Script::new(vec![
+        Step::text("Asking a helper.", Usage::anthropic(20, 1500, 11000, 42)).with_tool(task),
+        Step::text("Hi from the helper.", Usage::anthropic(300, 2000, 0, 17)),
+        Step::text("The helper said hi.", Usage::anthropic(12, 400, 12900, 9)),
+    ]);
+    script.auxiliary = Usage::anthropic(150, 0, 0, 12);
+    flows::relay_subagent_turn(
+        EXPECT,
+        flows::SubagentTurn {
+            script,
+            prepare: flows::nothing,
+            after_new: flows::no_requests,
+            main_calls: 2,
+        },
+    );
+}

@@ -492,3 +492,50 @@ pub fn usage_update_before_result(client: &AcpClient) -> Option<Value> {
         _ => None,
     }
 }
+
+/// How long the relays of a lab held turn results for the agent's transcript: `(ms, timed out)`
+/// per held result, read from the relays' debug logs (`held result released`).
+pub fn transcript_waits(scratch: &std::path::Path) -> Vec<(f64, bool)> {
+    let mut waits = Vec::new();
+    let Ok(entries) = std::fs::read_dir(scratch) else { return waits };
+    let mut logs: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.to_string_lossy().contains("-relay-") && p.extension().is_some_and(|e| e == "stderr")
+        })
+        .collect();
+    logs.sort();
+    for log in logs {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        for line in text.lines().filter(|l| l.contains("held result released")) {
+            let field = |name: &str| {
+                line.split_whitespace()
+                    .find_map(|w| w.strip_prefix(name))
+                    .map(|v| v.trim_matches(|c: char| c == ',' || c == '"').to_owned())
+            };
+            if let Some(ms) = field("waited_ms=").and_then(|v| v.parse::<f64>().ok()) {
+                waits.push((ms, field("timed_out=").as_deref() == Some("true")));
+            }
+        }
+    }
+    waits
+}
+
+impl Checks {
+    /// Figures rows for the time results waited for the transcript (reported, never asserted:
+    /// a late transcript shows up as figures that are not exact).
+    pub fn transcript_waits(&mut self, phase: &str, scratch: &std::path::Path) {
+        let waits = transcript_waits(scratch);
+        if waits.is_empty() {
+            return;
+        }
+        let n = waits.len() as f64;
+        let mean = waits.iter().map(|(ms, _)| ms).sum::<f64>() / n;
+        let max = waits.iter().map(|(ms, _)| *ms).fold(0.0, f64::max);
+        let timed_out = waits.iter().filter(|(_, t)| *t).count();
+        self.row(phase, "held ms (mean)", Some((mean * 100.0).round() / 100.0), f64::NAN, None);
+        self.row(phase, "held ms (max)", Some((max * 100.0).round() / 100.0), f64::NAN, None);
+        self.row(phase, "held, timed out", Some(timed_out as f64), 0.0, None);
+    }
+}
