@@ -43,6 +43,8 @@ fn check(window_percent: u64, script: &str, expect: Expect) {
     let cx = Context { catalog, default_window: 200_000, window_percent, remembered_size: None };
     let mut ledger = Ledger::new();
     let mut out = String::new();
+    // Transcript calls gathered for `tturn`/`thistory`.
+    let mut tcalls: Vec<(TokenRecord, bool)> = Vec::new();
     for line in script.lines().map(str::trim).filter(|l| !l.is_empty()) {
         let mut it = line.split_whitespace();
         let cmd = it.next().unwrap();
@@ -66,6 +68,17 @@ fn check(window_percent: u64, script: &str, expect: Expect) {
             "agent_used" => {
                 let used = n(&mut it);
                 ledger.agent_used(used, it.next() != Some("inexact"))
+            }
+            "follow" => ledger.follow_transcript(),
+            "tcall" => {
+                let main = it.next() == Some("main");
+                tcalls.push((record(&mut it), main));
+            }
+            "tturn" => ledger.transcript_turn(std::mem::take(&mut tcalls)),
+            "thistory" => ledger.transcript_history(&std::mem::take(&mut tcalls), &cx),
+            "outside" => {
+                let main = it.next() == Some("main");
+                ledger.record_outside_turn(record(&mut it), Source::Transcript, main, &cx)
             }
             "baseline" => ledger.set_baseline(n(&mut it)),
             "agent_window" => ledger.agent_window(n(&mut it)),
@@ -369,6 +382,41 @@ fn long_context_tier_is_per_request() {
             learned baseline=250000
             turn: in=250000 cr=0 cw=0 out=1000 th=0 total=251000 calls=Some(1) src=tap cache=true cost=0.640000
             turn: in=150000 cr=0 cw=0 out=1000 th=0 total=151000 calls=Some(1) src=tap cache=true cost=0.197500
+        "#]],
+    );
+}
+
+#[test]
+fn transcript_calls_make_every_figure_exact() {
+    // A claude turn with a subagent call between the main agent's two calls; the agent's stated
+    // cost is ignored once the transcript is followed; a title call after the result counts at
+    // once; a reload's history replaces whatever was accounted.
+    check(
+        100,
+        "select claude-sonnet-4-5
+         agent_cost 9.0
+         follow
+         turn
+         prompt 10
+         tcall main anthropic 12 9000 3000 0 61 claude-sonnet-4-5
+         tcall sub anthropic 500 0 2000 0 40 claude-haiku-4-5
+         tcall main anthropic 80 12000 0 0 7 claude-sonnet-4-5
+         tturn
+         end
+         snap
+         outside sub anthropic 150 0 0 0 12 claude-haiku-4-5
+         snap
+         restored
+         tcall main anthropic 12 9000 3000 0 61 claude-sonnet-4-5
+         tcall main anthropic 80 12000 0 0 7 claude-sonnet-4-5
+         thistory
+         snap",
+        expect![[r#"
+            learned baseline=12002
+            turn: in=26592 cr=21000 cw=5000 out=108 th=0 total=26700 calls=Some(3) src=transcript cache=true cost=0.022046
+            snap: used=12087 (transcript) split=Some((12080, 7)) size=200000 (catalog) cost=0.022046 (catalog) model=Some("claude-sonnet-4-5") total=26700 exact=true
+            snap: used=12087 (transcript) split=Some((12080, 7)) size=200000 (catalog) cost=0.022256 (catalog) model=Some("claude-sonnet-4-5") total=26862 exact=true
+            snap: used=12087 (transcript) split=Some((12080, 7)) size=200000 (catalog) cost=0.018846 (catalog) model=Some("claude-sonnet-4-5") total=24160 exact=true
         "#]],
     );
 }
