@@ -27,7 +27,7 @@ const EXPECT: Expect = Expect {
     agent: AGENT,
     size: WINDOW,
     size_on_new: None,
-    known: Known::Nothing,
+    known: Known::Everything,
     turn_exact: true,
     resume: true,
     unrecorded_auxiliary: false,
@@ -135,4 +135,44 @@ fn claude_relay_load_and_resume() {
     // Right after reopening nobody knows yet that Claude Code will run the reloaded session
     // without the 1M-context beta; after the first turn the relay must follow the agent's 200,000.
     flows::relay_load_resume(EXPECT, None, Some(WINDOW_AFTER_RELOAD));
+}
+
+#[test]
+fn claude_relay_reopen_unseen() {
+    let _lock = support::agent_lock(AGENT);
+    flows::relay_reopen_unseen(EXPECT, None, Some(WINDOW_AFTER_RELOAD));
+}
+
+/// Claude Code's `Agent` tool runs a subagent whose calls go to
+/// `<session>/subagents/agent-*.jsonl`: they count in the turn and the cost; the ACP-reported
+/// usage leaves them out.
+#[test]
+fn claude_relay_subagent() {
+    use acp_usage_tests::mock_llm::{Script, Step, ToolCall, Usage};
+    let _lock = support::agent_lock(AGENT);
+    let delegate = ToolCall::named(
+        "Agent",
+        serde_json::json!({"description": "look", "prompt": "Say hi", "subagent_type": "general-purpose"}),
+    );
+    let script = Script::new(vec![
+        Step::text("Let me ask a subagent.", Usage::anthropic(24, 3000, 9000, 61))
+            .with_tool(delegate),
+        Step::text("Hi from the subagent.", Usage::anthropic_split(16, 0, 2000, 0, 9)),
+        Step::text("The subagent said hi.", Usage::anthropic(30, 150, 12100, 12)),
+    ]);
+    flows::relay_subagent_turn(
+        EXPECT,
+        flows::SubagentTurn {
+            script,
+            prepare: flows::nothing,
+            after_new: flows::no_requests,
+            main_calls: 2,
+        },
+    );
+}
+
+#[test]
+fn claude_relay_fork() {
+    let _lock = support::agent_lock(AGENT);
+    flows::relay_fork(EXPECT);
 }

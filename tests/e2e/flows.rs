@@ -446,3 +446,52 @@ pub fn nothing(_: &Lab) -> anyhow::Result<()> {
 pub fn no_requests(_: &AcpClient, _: &str) -> anyhow::Result<()> {
     Ok(())
 }
+
+/// Relay: a session with one turn, forked (`session/fork`), then a turn in the fork. The fork
+/// starts from its parent's context and cost (as agents do); its turn counts only its own calls,
+/// although the agent copies the parent's history into the fork's transcript.
+pub fn relay_fork(expect: Expect) {
+    let agent = expect.agent;
+    let lab = Lab::new(agent, support::script(agent)).expect("lab");
+    let client = lab.relayed().expect("start the relay");
+    let mut checks = Checks::new(agent);
+    checks.exact_everything = expect.known == Known::Everything;
+    client.initialize().expect("initialize");
+    let new_result = client.new_session(&lab.scratch.work()).expect("session/new");
+    let parent = session_id(&new_result).expect("session id");
+    let first = run_turn(&client, &lab.mock, &parent, PLAIN_PROMPT).expect("parent turn");
+    let mut calls = expect.accountable(first.billed_calls());
+    let response = client
+        .request_response(
+            "session/fork",
+            json!({"sessionId": parent, "cwd": lab.scratch.work(), "mcpServers": []}),
+        )
+        .expect("session/fork");
+    let Some(fork) = response["result"]["sessionId"].as_str().map(str::to_owned) else {
+        checks.fail(format!("session/fork failed: {response}"));
+        checks.finish();
+        return;
+    };
+    let id = support::last_request_id(&client, "session/fork");
+    match support::update_after_response(&client, &id, &fork) {
+        Ok(update) => {
+            let last = calls.iter().rev().find(|c| c.kind == CallKind::Main).and_then(|c| c.usage);
+            let cost = support::catalog_cost(calls.iter());
+            checks.usage_update("after fork", &update, last.as_ref(), None, cost);
+        }
+        Err(err) => {
+            checks.fail(format!("no usage_update after the session/fork response: {err:#}"))
+        }
+    }
+    let phase = "turn in the fork";
+    match run_turn(&client, &lab.mock, &fork, PLAIN_PROMPT) {
+        Ok(turn) => {
+            calls.extend(expect.accountable(turn.billed_calls()));
+            check_turn(&mut checks, phase, &client, &turn, &calls, expect, None);
+        }
+        Err(err) => checks.fail(format!("{phase}: session/prompt failed: {err:#}")),
+    }
+    drop(client);
+    checks.transcript_waits("results held", lab.scratch.root());
+    checks.finish();
+}

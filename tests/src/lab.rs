@@ -62,6 +62,10 @@ impl Lab {
         let level = std::env::var("ACP_USAGE_LOG").unwrap_or_else(|_| "debug".to_owned());
         spec.set_env("ACP_USAGE_LOG", level);
         spec.set_env("RUST_BACKTRACE", "1");
+        // Claude Code writes its transcript up to ~0.5 s after answering on a loaded machine; a
+        // wait that runs out makes the turn's figures the agent's, which the tests would call
+        // wrong. The waits actually taken are reported in the figures.
+        spec.set_env("ACP_USAGE_TRANSCRIPT_WAIT_MS", "10000");
         AcpClient::spawn(&spec, self.options)
     }
 

@@ -71,7 +71,7 @@ pub struct RelayArgs {
     pub transcripts: Transcripts,
 
     /// Longest a turn's result waits for the agent's transcript to catch up, in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 500)]
+    #[arg(long, value_name = "MS", env = "ACP_USAGE_TRANSCRIPT_WAIT_MS", default_value_t = 1000)]
     pub transcript_wait_ms: u64,
 
     /// The agent command and its arguments.

@@ -15,9 +15,10 @@ use std::collections::HashMap;
 use acp_usage_core::TokenRecord;
 use acp_usage_core::transcript::{Call, Event};
 
-/// How far before the prompt a call's timestamp may be and still be the turn's (timestamps of
-/// whole seconds, a clock that steps).
-const SLACK_MS: i64 = 1500;
+/// How far before the prompt a call's timestamp may be and still be the turn's (the agent's
+/// clock is this machine's; this only absorbs rounding). Small, because a fork's transcript
+/// carries its parent's calls and turn ends with their old timestamps.
+const SLACK_MS: i64 = 250;
 
 /// What kind of answer is waiting for the transcript.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +64,8 @@ pub struct Follow {
     marks_turn_end: bool,
     /// When traffic last asked for a read, in Unix ms.
     pub last_poll_ms: i64,
+    /// When acp-usage started following the session, in Unix ms.
+    created_ms: i64,
 }
 
 #[derive(Debug)]
@@ -85,7 +88,7 @@ pub struct Outside {
 
 impl Follow {
     /// A session followed from its creation (`history` false) or reopened with a history to read.
-    pub fn new(history: bool, marks_turn_end: bool) -> Follow {
+    pub fn new(history: bool, marks_turn_end: bool, now_ms: i64) -> Follow {
         Follow {
             calls: HashMap::new(),
             order: Vec::new(),
@@ -101,6 +104,20 @@ impl Follow {
             read_to_end_since_wait: false,
             marks_turn_end,
             last_poll_ms: 0,
+            created_ms: now_ms,
+        }
+    }
+
+    /// Calls this session's transcript will repeat from another's (a fork's copy of its parent's
+    /// history): they are history, never new usage.
+    pub fn inherit(&mut self, parent: &Follow) {
+        for key in &parent.order {
+            if let Some((call, _)) = parent.calls.get(key)
+                && !self.calls.contains_key(key)
+            {
+                self.calls.insert(key.clone(), (call.clone(), Bucket::Outside));
+                self.order.push(key.clone());
+            }
         }
     }
 
@@ -171,11 +188,21 @@ impl Follow {
             Bucket::Outside
         };
         self.order.push(call.key.clone());
+        // Calls written before the session was followed are history, whenever they show up:
+        // a fork's file appears at its first prompt with the parent's calls copied into it.
+        let copied = bucket == Bucket::Outside
+            && call.at_ms.is_some_and(|at| at < self.created_ms - SLACK_MS);
         let late = bucket == Bucket::Outside
-            && self.fallback_until_ms.is_some_and(|f| call.at_ms.is_none_or(|at| at <= f));
+            && (copied
+                || self.fallback_until_ms.is_some_and(|f| call.at_ms.is_none_or(|at| at <= f)));
         let outside = (bucket == Bucket::Outside && !late)
             .then(|| Outside { record: call.record.clone(), main: call.main });
-        if late {
+        if copied {
+            tracing::debug!(
+                key = call.key,
+                "a call from before the session was followed (copied history); not counted"
+            );
+        } else if late {
             tracing::debug!(
                 key = call.key,
                 "a late call of a turn accounted from the ACP numbers; not counted again"
@@ -296,7 +323,7 @@ mod tests {
 
     #[test]
     fn history_then_turns_then_between_turns() {
-        let mut f = Follow::new(true, true);
+        let mut f = Follow::new(true, true, 0);
         f.await_(Awaiting::History);
         assert!(!f.ready(Awaiting::History));
         f.events(vec![call("a", 1_000, 100, true), call("b", 2_000, 200, false)], true, true);
@@ -338,7 +365,7 @@ mod tests {
 
     #[test]
     fn a_turn_without_its_end_falls_back_and_its_late_calls_are_not_counted_twice() {
-        let mut f = Follow::new(false, true);
+        let mut f = Follow::new(false, true, 0);
         f.begin_turn(10_000);
         f.await_(Awaiting::TurnEnd);
         f.released(true, 10_500);
@@ -351,7 +378,7 @@ mod tests {
 
     #[test]
     fn without_turn_end_marks_a_read_to_the_end_after_the_result_will_do() {
-        let mut f = Follow::new(false, false);
+        let mut f = Follow::new(false, false, 0);
         f.begin_turn(10_000);
         f.events(vec![call("a", 10_100, 5, true)], true, true);
         f.await_(Awaiting::TurnEnd);
@@ -365,8 +392,26 @@ mod tests {
     }
 
     #[test]
+    fn calls_from_before_the_session_was_followed_are_not_new_usage() {
+        // A fork: followed from 50 s; its file shows up later with the parent's calls in it.
+        let mut f = Follow::new(true, true, 50_000);
+        f.events(vec![], false, true);
+        assert_eq!(f.take_history(), None, "no file yet: the fork keeps its parent's accounting");
+        f.begin_turn(60_000);
+        let out = f.events(
+            vec![call("parent", 10_000, 100, true), call("new", 60_100, 5, true)],
+            true,
+            true,
+        );
+        assert!(out.is_empty(), "the copied call is not counted again");
+        f.events(vec![Event::TurnEnd { at_ms: Some(60_200) }], true, true);
+        let t = f.end_turn(60_300).unwrap();
+        assert_eq!(t.iter().map(|(r, _)| r.input).collect::<Vec<_>>(), vec![5]);
+    }
+
+    #[test]
     fn a_turn_end_from_before_the_prompt_does_not_count() {
-        let mut f = Follow::new(false, true);
+        let mut f = Follow::new(false, true, 0);
         f.begin_turn(100_000);
         f.events(vec![Event::TurnEnd { at_ms: Some(50_000) }], true, true);
         assert!(!f.ready(Awaiting::TurnEnd));

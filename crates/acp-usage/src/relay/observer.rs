@@ -211,13 +211,13 @@ impl Observer {
             // Reopened: its history is read again (the worker's offsets are where they were).
             if history {
                 let f = s.follow.as_mut().expect("checked");
-                *f = Follow::new(true, format.marks_turn_end());
+                *f = Follow::new(true, format.marks_turn_end(), now_ms());
                 self.commands.push(Command::Forget(id.to_string()));
             } else {
                 return;
             }
         } else {
-            s.follow = Some(Follow::new(history, format.marks_turn_end()));
+            s.follow = Some(Follow::new(history, format.marks_turn_end(), now_ms()));
         }
         self.commands.push(Command::Track { session: id.to_string(), format });
     }
@@ -335,6 +335,18 @@ impl Observer {
                 };
                 self.sessions.entry(id.clone()).or_insert_with(|| Session::new(ledger));
                 self.follow(&id, true);
+                // The fork's transcript repeats its parent's calls: they are history.
+                let inherited = p.session.as_ref().and_then(|parent| {
+                    let f = self.sessions.get(parent)?.follow.as_ref()?;
+                    let mut copy = Follow::new(false, true, 0);
+                    copy.inherit(f);
+                    Some(copy)
+                });
+                if let (Some(copy), Some(f)) =
+                    (inherited, self.sessions.get_mut(&id).and_then(|s| s.follow.as_mut()))
+                {
+                    f.inherit(&copy);
+                }
                 (id, Awaiting::History)
             }
             _ => return None,

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
+use acp_usage_core::transcript::claude::ClaudeParser;
 use acp_usage_core::transcript::codex::CodexParser;
 use acp_usage_core::transcript::gemini::GeminiParser;
 use acp_usage_core::transcript::{Event, FileRole, Parser};
@@ -142,7 +143,7 @@ impl Worker {
 /// A fresh parser of the format's lines.
 fn parser_for(format: Format) -> Option<Box<dyn Parser>> {
     match format {
-        Format::Claude => None,
+        Format::Claude => Some(Box::new(ClaudeParser::default())),
         Format::Codex => Some(Box::new(CodexParser::default())),
         Format::Gemini => Some(Box::new(GeminiParser::default())),
         Format::Opencode => None,
