@@ -11,9 +11,9 @@ use std::borrow::Cow;
 use acp_usage_core::estimate::Family;
 use serde::Deserialize;
 use serde_json::Value;
-use serde_json::value::RawValue;
 
-use acp_usage_core::estimate::count as tokens;
+use super::envelope::{Invalid, Raw, Scanner, Str};
+use acp_usage_core::estimate::{by_bytes, count as tokens};
 
 /// The estimate for one image or audio block: a mid-size screenshot is about 1,500 tokens with
 /// Anthropic's (width × height / 750) rule.
@@ -32,7 +32,7 @@ pub struct UpdateParams<'a> {
 }
 
 /// The fields of a session update acp-usage reads; the rest stays raw.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Update<'a> {
     /// The discriminator (`agent_message_chunk`, `tool_call`, `usage_update`, ...).
@@ -40,16 +40,16 @@ pub struct Update<'a> {
     pub session_update: Option<Cow<'a, str>>,
     /// A chunk's content block, or a tool call's content list.
     #[serde(default, borrow)]
-    pub content: Option<&'a RawValue>,
+    pub content: Option<Raw<'a>>,
     /// A tool call's raw input.
     #[serde(default, borrow)]
-    pub raw_input: Option<&'a RawValue>,
+    pub raw_input: Option<Raw<'a>>,
     /// A tool call's raw output.
     #[serde(default, borrow)]
-    pub raw_output: Option<&'a RawValue>,
+    pub raw_output: Option<Raw<'a>>,
     /// A compaction's complete summary.
     #[serde(default, borrow)]
-    pub summary: Option<&'a RawValue>,
+    pub summary: Option<Raw<'a>>,
     /// A tool call's (or compaction's) status.
     #[serde(default, borrow)]
     pub status: Option<Cow<'a, str>>,
@@ -86,7 +86,7 @@ fn block_tokens(v: &Value, family: Family) -> u64 {
     }
 }
 
-fn raw_tokens(raw: Option<&RawValue>, family: Family) -> u64 {
+fn raw_tokens(raw: Option<Raw<'_>>, family: Family) -> u64 {
     match raw {
         Some(r) if r.get() != "null" => tokens(r.get(), family),
         _ => 0,
@@ -94,11 +94,99 @@ fn raw_tokens(raw: Option<&RawValue>, family: Family) -> u64 {
 }
 
 fn content_tokens(update: &Update<'_>, family: Family) -> u64 {
-    update
-        .content
-        .and_then(|c| serde_json::from_str::<Value>(c.get()).ok())
-        .map(|v| block_tokens(&v, family))
-        .unwrap_or(0)
+    update.content.map_or(0, |c| json_block_tokens(c.get(), family))
+}
+
+/// [`blocks_tokens`]/`block_tokens` over JSON text, without building a `Value`: one walk that
+/// counts the text strings in place. For the bytes-per-token families a string's decoded length
+/// is all the estimate needs, so nothing is decoded or copied. Objects whose reading would
+/// depend on `Value`'s rules for odd input (a repeated or escaped member name, an escaped
+/// `type`) take the `Value` path, so both always agree.
+pub fn json_block_tokens(json: &str, family: Family) -> u64 {
+    let mut p = Scanner::new(json);
+    // `Value` decodes every string, so one surrogate escape that pairs with nothing fails it
+    // whole; the walk skips most strings, so content with surrogate escapes takes that path.
+    let surrogates = memchr::memmem::find_iter(json.as_bytes(), b"\\u").any(|at| {
+        let h = &json.as_bytes()[at + 2..];
+        matches!(h.first(), Some(b'd' | b'D'))
+            && matches!(h.get(1), Some(b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F'))
+    });
+    let walked = if surrogates { Err(Invalid) } else { walk(&mut p, family, 0) };
+    match walked {
+        Ok(n) => n,
+        Err(_) => serde_json::from_str::<Value>(json).map_or(0, |v| block_tokens(&v, family)),
+    }
+}
+
+/// Member names remembered per object to notice a repeated one; more members take the
+/// `Value` path.
+const WALK_MEMBERS: usize = 16;
+/// Nesting followed by the walk; deeper content takes the `Value` path.
+const WALK_DEPTH: u32 = 64;
+
+fn walk(p: &mut Scanner<'_>, family: Family, depth: u32) -> Result<u64, Invalid> {
+    if depth > WALK_DEPTH {
+        return Err(Invalid);
+    }
+    match p.peek()? {
+        b'{' => {
+            let mut names: [&str; WALK_MEMBERS] = [""; WALK_MEMBERS];
+            let mut n_names = 0;
+            let mut media = false;
+            let mut sum = 0u64;
+            p.object(|p, key| {
+                if key.escaped || n_names == WALK_MEMBERS || names[..n_names].contains(&key.raw) {
+                    return Err(Invalid);
+                }
+                names[n_names] = key.raw;
+                n_names += 1;
+                match (key.raw, p.peek()?) {
+                    ("type", b'"') => {
+                        let t = p.string()?;
+                        if t.escaped {
+                            return Err(Invalid);
+                        }
+                        media = matches!(t.raw, "image" | "audio");
+                    }
+                    ("text", b'"') => sum += text_tokens(p.string()?, family)?,
+                    ("_meta" | "annotations" | "data", _) => {
+                        p.value()?;
+                    }
+                    (_, b'{' | b'[') => sum += walk(p, family, depth + 1)?,
+                    _ => {
+                        p.value()?;
+                    }
+                }
+                Ok(())
+            })?;
+            Ok(if media { MEDIA_TOKENS } else { sum })
+        }
+        b'[' => {
+            let mut sum = 0u64;
+            p.array(|p| {
+                sum += walk(p, family, depth + 1)?;
+                Ok(())
+            })?;
+            Ok(sum)
+        }
+        _ => {
+            // Every string is decoded by `Value`, so one that cannot be decoded fails it.
+            if p.peek()? == b'"' {
+                p.string()?.decoded_len().ok_or(Invalid)?;
+            } else {
+                p.value()?;
+            }
+            Ok(0)
+        }
+    }
+}
+
+/// Tokens of one JSON string: o200k needs the text; the other families only its length.
+fn text_tokens(s: Str<'_>, family: Family) -> Result<u64, Invalid> {
+    if family == Family::OpenAi {
+        return Ok(tokens(&s.decode().ok_or(Invalid)?, family));
+    }
+    Ok(by_bytes(s.decoded_len().ok_or(Invalid)? as u64, family))
 }
 
 /// Tokens of a chunk's content (or, for replayed history, of any update's content).
@@ -136,6 +224,33 @@ mod tests {
         ]);
         assert_eq!(blocks_tokens(Some(&blocks), Family::OpenAi), 4 + MEDIA_TOKENS + 4);
         assert_eq!(blocks_tokens(None, Family::OpenAi), 0);
+    }
+
+    #[test]
+    fn walk_agrees_with_value() {
+        let cases = [
+            r#"{"type":"text","text":"Hello from mock."}"#,
+            r#"{"type":"text","text":"a\nb \u00e9\ud83d\ude00"}"#,
+            r#"{"type":"image","data":"aGVsbG8=","text":"ignored"}"#,
+            r#"{"text":"first","type":"audio"}"#,
+            r#"[{"type":"content","content":{"type":"text","text":"x y z"}},{"type":"diff","path":"/a","newText":"n"}]"#,
+            r#"{"type":"resource","resource":{"uri":"file:///a","text":"Hello from mock."},"_meta":{"text":"no"}}"#,
+            r#"{"text":"a","text":"bbbbbbbbbbbbb"}"#,
+            r#"{"t\u0065xt":"aaaaaaaaaa"}"#,
+            r#"{"type":"im\u0061ge"}"#,
+            r#"{"text":{"text":"nested"}}"#,
+            r#"{"text":"\ud800"}"#,
+            r#"{"other":"\ud800","text":"abc"}"#,
+            r#""just a string""#,
+            r#"{"text":""}"#,
+            r#"{"annotations":{"text":"no"},"text":12}"#,
+        ];
+        for c in cases {
+            for f in [Family::OpenAi, Family::Anthropic, Family::Other] {
+                let want = serde_json::from_str::<Value>(c).map_or(0, |v| block_tokens(&v, f));
+                assert_eq!(json_block_tokens(c, f), want, "{c} {f:?}");
+            }
+        }
     }
 
     #[test]

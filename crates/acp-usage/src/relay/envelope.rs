@@ -1,31 +1,64 @@
 //! A borrowed view of a JSON-RPC envelope, parsed only to observe a line.
 //!
-//! The view borrows from the line and keeps `params`/`result`/`error` as raw JSON, so observing a
-//! message costs one pass over it and no copies; the line itself is forwarded untouched. An `id`
-//! that is present but `null` is kept apart from an absent one: in ACP v1 a request may carry
-//! `"id": null`, and only a missing id makes a notification.
+//! The view borrows from the line and keeps `params`/`result`/`error` as raw JSON text, so
+//! observing a message costs one pass over it and no copies; the line itself is forwarded
+//! untouched. An `id` that is present but `null` is kept apart from an absent one: in ACP v1 a
+//! request may carry `"id": null`, and only a missing id makes a notification.
+//!
+//! The pass is a hand-written validating scanner rather than serde: the relay runs it on every
+//! line, and one scan that validates the whole line while it picks out the envelope members and
+//! the `session/update` fields (`sessionId`, `update.sessionUpdate`, `update.content`, ...) is
+//! several times cheaper than serde's passes (envelope, then params, then content). It accepts
+//! exactly strict JSON (what `serde_json` accepts: no trailing commas, no control characters in
+//! strings, valid escapes, nothing after the object) and mirrors the serde view it replaced:
+//! `method` must be a string or `null`, a repeated envelope member makes the line unreadable,
+//! an `error` of `null` is no error.
+
+use std::borrow::Cow;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::content::{Update, UpdateParams};
+
+/// The text of one JSON value as it is on the wire (leading whitespace excluded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Raw<'a>(&'a str);
+
+impl<'a> Raw<'a> {
+    /// The JSON text.
+    pub fn get(&self) -> &'a str {
+        self.0
+    }
+
+    /// Whether the value is `null`.
+    pub fn is_null(&self) -> bool {
+        self.0 == "null"
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Raw<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Raw<'a>, D::Error> {
+        <&RawValue>::deserialize(de).map(|r| Raw(r.get()))
+    }
+}
+
 /// The envelope of one JSON-RPC message.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default)]
 pub struct Envelope<'a> {
     /// The id as it is on the wire (`1`, `"1"` and `null` all differ); `None` when absent.
-    #[serde(default, borrow, deserialize_with = "present")]
-    pub id: Option<&'a RawValue>,
+    pub id: Option<Raw<'a>>,
     /// The method of a request or notification.
-    #[serde(default, borrow)]
-    pub method: Option<std::borrow::Cow<'a, str>>,
+    pub method: Option<Cow<'a, str>>,
     /// Request or notification parameters.
-    #[serde(default, borrow)]
-    pub params: Option<&'a RawValue>,
+    pub params: Option<Raw<'a>>,
     /// A success response's result.
-    #[serde(default, borrow, deserialize_with = "present")]
-    pub result: Option<&'a RawValue>,
+    pub result: Option<Raw<'a>>,
     /// An error response's error object.
-    #[serde(default, borrow)]
-    pub error: Option<&'a RawValue>,
+    pub error: Option<Raw<'a>>,
+    /// `params` read as `session/update` parameters, in the same pass (whatever the method);
+    /// `None` when they do not have that shape.
+    pub update: Option<UpdateParams<'a>>,
 }
 
 /// What kind of message an envelope is.
@@ -43,13 +76,19 @@ pub enum Kind {
 
 impl<'a> Envelope<'a> {
     /// Parses the envelope of a line; `None` for anything that is not a JSON object (malformed
-    /// lines, arrays, garbage), which the relay forwards without looking further.
+    /// lines, arrays, garbage, invalid UTF-8), which the relay forwards without looking further.
     pub fn parse(line: &'a [u8]) -> Option<Envelope<'a>> {
         let first = line.iter().find(|b| !b.is_ascii_whitespace())?;
         if *first != b'{' {
             return None;
         }
-        serde_json::from_slice(line).ok()
+        // Once the line is known to be UTF-8, every byte offset the scanner stops at (quotes,
+        // brackets, commas) is a character boundary.
+        let text = std::str::from_utf8(line).ok()?;
+        let mut p = Scanner::new(text);
+        let env = p.envelope().ok()?;
+        p.end().ok()?;
+        Some(env)
     }
 
     /// The message kind.
@@ -67,7 +106,9 @@ impl<'a> Envelope<'a> {
     /// wire text).
     pub fn id_key(&self) -> Option<String> {
         let raw = self.id?.get();
+        // A string without escapes is already in the form serde_json would write it.
         if raw.starts_with('"')
+            && raw.contains('\\')
             && let Ok(s) = serde_json::from_str::<String>(raw)
         {
             return Some(serde_json::to_string(&s).expect("strings serialise"));
@@ -76,16 +117,554 @@ impl<'a> Envelope<'a> {
     }
 }
 
-fn present<'de, D>(de: D) -> Result<Option<&'de RawValue>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-{
-    <&RawValue as Deserialize>::deserialize(de).map(Some)
+/// The scan failed: the text is not strict JSON (or not of the shape asked for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Invalid;
+
+type Res<T> = Result<T, Invalid>;
+
+/// One JSON string as it is on the wire.
+#[derive(Debug, Clone, Copy)]
+pub struct Str<'a> {
+    /// The text between the quotes, escapes as they are.
+    pub raw: &'a str,
+    /// With its quotes.
+    pub quoted: &'a str,
+    /// Whether it holds a `\` escape.
+    pub escaped: bool,
+}
+
+impl<'a> Str<'a> {
+    /// The decoded text; `None` for an escape that is no character (a lone surrogate), which
+    /// serde_json refuses as well.
+    pub fn decode(&self) -> Option<Cow<'a, str>> {
+        if self.escaped {
+            serde_json::from_str::<String>(self.quoted).ok().map(Cow::Owned)
+        } else {
+            Some(Cow::Borrowed(self.raw))
+        }
+    }
+
+    /// Whether the decoded text is `s` (`s` has no characters that need escaping).
+    pub fn is(&self, s: &str) -> bool {
+        if self.escaped { self.decode().is_some_and(|d| d == s) } else { self.raw == s }
+    }
+
+    /// Length in bytes of the decoded text, without decoding it; `None` as for
+    /// [`Str::decode`].
+    pub fn decoded_len(&self) -> Option<usize> {
+        if !self.escaped {
+            return Some(self.raw.len());
+        }
+        let b = self.raw.as_bytes();
+        let mut n = 0;
+        let mut i = 0;
+        while i < b.len() {
+            let Some(at) = memchr::memchr(b'\\', &b[i..]) else {
+                n += b.len() - i;
+                break;
+            };
+            n += at;
+            i += at + 1;
+            if b[i] != b'u' {
+                n += 1;
+                i += 1;
+                continue;
+            }
+            let cp = hex4(&b[i + 1..i + 5]);
+            i += 5;
+            n += match cp {
+                0..0x80 => 1,
+                0x80..0x800 => 2,
+                0xD800..0xDC00 => {
+                    // A leading surrogate must be followed by a trailing one.
+                    if b.get(i) != Some(&b'\\') || b.get(i + 1) != Some(&b'u') {
+                        return None;
+                    }
+                    let low = hex4(&b[i + 2..i + 6]);
+                    if !(0xDC00..0xE000).contains(&low) {
+                        return None;
+                    }
+                    i += 6;
+                    4
+                }
+                0xDC00..0xE000 => return None,
+                _ => 3,
+            };
+        }
+        Some(n)
+    }
+}
+
+/// The value of four hex digits (already checked by the scanner).
+fn hex4(h: &[u8]) -> u32 {
+    h.iter().fold(0, |acc, &c| {
+        let d = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            _ => c - b'A' + 10,
+        };
+        acc * 16 + u32::from(d)
+    })
+}
+
+/// Nesting the skipper follows; deeper values are refused (never seen in ACP traffic).
+const MAX_DEPTH: usize = 1024;
+
+/// A strict JSON scanner over UTF-8 text.
+#[derive(Debug)]
+pub struct Scanner<'a> {
+    text: &'a str,
+    i: usize,
+}
+
+impl<'a> Scanner<'a> {
+    /// A scanner at the start of `text`.
+    pub fn new(text: &'a str) -> Scanner<'a> {
+        Scanner { text, i: 0 }
+    }
+
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
+    /// The next byte after whitespace.
+    pub fn peek(&mut self) -> Res<u8> {
+        let b = self.bytes();
+        while let Some(&c) = b.get(self.i) {
+            if !matches!(c, b' ' | b'\n' | b'\t' | b'\r') {
+                return Ok(c);
+            }
+            self.i += 1;
+        }
+        Err(Invalid)
+    }
+
+    /// Only whitespace is left.
+    pub fn end(&mut self) -> Res<()> {
+        match self.peek() {
+            Err(_) => Ok(()),
+            Ok(_) => Err(Invalid),
+        }
+    }
+
+    fn eat(&mut self, c: u8) -> Res<()> {
+        if self.peek()? == c {
+            self.i += 1;
+            Ok(())
+        } else {
+            Err(Invalid)
+        }
+    }
+
+    /// A string (the cursor is at its opening quote after whitespace).
+    pub fn string(&mut self) -> Res<Str<'a>> {
+        let b = self.bytes();
+        let open = self.i;
+        if b.get(open) != Some(&b'"') {
+            return Err(Invalid);
+        }
+        let mut i = open + 1;
+        let mut escaped = false;
+        loop {
+            i = plain_run(b, i);
+            match b.get(i) {
+                Some(b'"') => {
+                    self.i = i + 1;
+                    return Ok(Str {
+                        raw: &self.text[open + 1..i],
+                        quoted: &self.text[open..=i],
+                        escaped,
+                    });
+                }
+                Some(b'\\') => {
+                    escaped = true;
+                    match b.get(i + 1) {
+                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => i += 2,
+                        Some(b'u') => {
+                            let hex = b.get(i + 2..i + 6).ok_or(Invalid)?;
+                            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                                return Err(Invalid);
+                            }
+                            i += 6;
+                        }
+                        _ => return Err(Invalid),
+                    }
+                }
+                // A control character, or the end.
+                _ => return Err(Invalid),
+            }
+        }
+    }
+
+    /// Any value, skipped; its text.
+    pub fn value(&mut self) -> Res<Raw<'a>> {
+        self.peek()?;
+        let start = self.i;
+        self.skip()?;
+        Ok(Raw(&self.text[start..self.i]))
+    }
+
+    /// Skips one value, iteratively (no recursion however deep).
+    fn skip(&mut self) -> Res<()> {
+        // Bit i: whether the container at depth i is an object.
+        let mut objects = [0u64; MAX_DEPTH / 64];
+        let mut depth = 0usize;
+        let is_object = |o: &[u64; MAX_DEPTH / 64], d: usize| o[d / 64] >> (d % 64) & 1 == 1;
+        loop {
+            // A value.
+            match self.peek()? {
+                b'"' => {
+                    self.string()?;
+                }
+                c @ (b'{' | b'[') => {
+                    self.i += 1;
+                    let close = if c == b'{' { b'}' } else { b']' };
+                    if self.peek()? == close {
+                        self.i += 1;
+                    } else {
+                        if depth == MAX_DEPTH {
+                            return Err(Invalid);
+                        }
+                        let bit = 1u64 << (depth % 64);
+                        if c == b'{' {
+                            objects[depth / 64] |= bit;
+                            self.key()?;
+                        } else {
+                            objects[depth / 64] &= !bit;
+                        }
+                        depth += 1;
+                        continue;
+                    }
+                }
+                _ => self.scalar()?,
+            }
+            // After a value: a comma, or closing brackets.
+            loop {
+                if depth == 0 {
+                    return Ok(());
+                }
+                let obj = is_object(&objects, depth - 1);
+                match self.peek()? {
+                    b',' => {
+                        self.i += 1;
+                        if obj {
+                            self.key()?;
+                        }
+                        break;
+                    }
+                    b'}' if obj => self.i += 1,
+                    b']' if !obj => self.i += 1,
+                    _ => return Err(Invalid),
+                }
+                depth -= 1;
+            }
+        }
+    }
+
+    /// A member's key and its colon.
+    fn key(&mut self) -> Res<Str<'a>> {
+        self.peek()?;
+        let k = self.string()?;
+        self.eat(b':')?;
+        Ok(k)
+    }
+
+    /// A number or a literal.
+    fn scalar(&mut self) -> Res<()> {
+        let b = self.bytes();
+        let rest = &b[self.i..];
+        for lit in [&b"true"[..], b"false", b"null"] {
+            if rest.starts_with(lit) {
+                self.i += lit.len();
+                return Ok(());
+            }
+        }
+        let mut i = self.i;
+        let digits = |i: &mut usize| {
+            let s = *i;
+            while b.get(*i).is_some_and(u8::is_ascii_digit) {
+                *i += 1;
+            }
+            *i > s
+        };
+        if b.get(i) == Some(&b'-') {
+            i += 1;
+        }
+        match b.get(i) {
+            Some(b'0') => i += 1,
+            Some(b'1'..=b'9') => {
+                digits(&mut i);
+            }
+            _ => return Err(Invalid),
+        }
+        if b.get(i) == Some(&b'.') {
+            i += 1;
+            if !digits(&mut i) {
+                return Err(Invalid);
+            }
+        }
+        if matches!(b.get(i), Some(b'e' | b'E')) {
+            i += 1;
+            if matches!(b.get(i), Some(b'+' | b'-')) {
+                i += 1;
+            }
+            if !digits(&mut i) {
+                return Err(Invalid);
+            }
+        }
+        self.i = i;
+        Ok(())
+    }
+
+    /// The members of an object (the cursor is at `{`): `f` gets each key with the cursor at
+    /// its value and must consume the value.
+    pub fn object(&mut self, mut f: impl FnMut(&mut Self, Str<'a>) -> Res<()>) -> Res<()> {
+        self.eat(b'{')?;
+        if self.peek()? == b'}' {
+            self.i += 1;
+            return Ok(());
+        }
+        loop {
+            let k = self.key()?;
+            f(self, k)?;
+            match self.peek()? {
+                b',' => self.i += 1,
+                b'}' => {
+                    self.i += 1;
+                    return Ok(());
+                }
+                _ => return Err(Invalid),
+            }
+        }
+    }
+
+    /// The items of an array (the cursor is at `[`): `f` must consume each.
+    pub fn array(&mut self, mut f: impl FnMut(&mut Self) -> Res<()>) -> Res<()> {
+        self.eat(b'[')?;
+        if self.peek()? == b']' {
+            self.i += 1;
+            return Ok(());
+        }
+        loop {
+            f(self)?;
+            match self.peek()? {
+                b',' => self.i += 1,
+                b']' => {
+                    self.i += 1;
+                    return Ok(());
+                }
+                _ => return Err(Invalid),
+            }
+        }
+    }
+
+    /// A string or `null` (`None`); `Shape` for anything else.
+    fn opt_string(&mut self) -> Res<Result<Option<Str<'a>>, Shape>> {
+        match self.peek()? {
+            b'"' => Ok(Ok(Some(self.string()?))),
+            b'n' => {
+                self.scalar()?;
+                Ok(Ok(None))
+            }
+            _ => {
+                self.skip()?;
+                Ok(Err(Shape))
+            }
+        }
+    }
+
+    /// A value, `None` when it is `null` (serde's `Option<&RawValue>`).
+    fn opt_value(&mut self) -> Res<Option<Raw<'a>>> {
+        let v = self.value()?;
+        Ok((!v.is_null()).then_some(v))
+    }
+
+    fn envelope(&mut self) -> Res<Envelope<'a>> {
+        let mut env = Envelope::default();
+        let mut seen = 0u8;
+        self.object(|p, key| {
+            let bit = match key.raw {
+                "id" => 1,
+                "method" => 2,
+                "params" => 4,
+                "result" => 8,
+                "error" => 16,
+                _ if key.escaped => {
+                    // Rare: an escaped member name; read as the name it decodes to.
+                    match key.decode().as_deref() {
+                        Some("id") => 1,
+                        Some("method") => 2,
+                        Some("params") => 4,
+                        Some("result") => 8,
+                        Some("error") => 16,
+                        _ => 0,
+                    }
+                }
+                _ => 0,
+            };
+            if seen & bit != 0 {
+                // serde refused a repeated field; so does this view.
+                return Err(Invalid);
+            }
+            seen |= bit;
+            match bit {
+                1 => env.id = Some(p.value()?),
+                2 => {
+                    env.method = match p.opt_string()? {
+                        Ok(Some(s)) => Some(s.decode().ok_or(Invalid)?),
+                        Ok(None) => None,
+                        Err(Shape) => return Err(Invalid),
+                    }
+                }
+                4 => {
+                    p.peek()?;
+                    let start = p.i;
+                    env.update = if p.peek()? == b'{' {
+                        p.update_params()?.ok()
+                    } else {
+                        p.skip()?;
+                        None
+                    };
+                    env.params = Some(Raw(&p.text[start..p.i])).filter(|r| !r.is_null());
+                }
+                8 => env.result = Some(p.value()?),
+                16 => env.error = p.opt_value()?,
+                _ => p.skip()?,
+            }
+            Ok(())
+        })?;
+        Ok(env)
+    }
+
+    /// `session/update` params: `{"sessionId": string, "update": {...}}`. The outer error is
+    /// invalid JSON; the inner one a valid value of another shape.
+    fn update_params(&mut self) -> Res<Result<UpdateParams<'a>, Shape>> {
+        let mut session: Option<Cow<'a, str>> = None;
+        let mut update: Option<Update<'a>> = None;
+        let mut shape = Ok(());
+        self.object(|p, key| {
+            match key.raw {
+                "sessionId" if session.is_none() => match p.opt_string()? {
+                    Ok(Some(s)) => match s.decode() {
+                        Some(d) => session = Some(d),
+                        None => shape = Err(Shape),
+                    },
+                    _ => shape = Err(Shape),
+                },
+                "update" if update.is_none() => {
+                    if p.peek()? == b'{' {
+                        match p.update()? {
+                            Ok(u) => update = Some(u),
+                            Err(s) => shape = Err(s),
+                        }
+                    } else {
+                        p.skip()?;
+                        shape = Err(Shape);
+                    }
+                }
+                "sessionId" | "update" => {
+                    // Repeated.
+                    p.skip()?;
+                    shape = Err(Shape);
+                }
+                _ if key.escaped && (key.is("sessionId") || key.is("update")) => {
+                    // Too rare to read: treated as not a session update.
+                    p.skip()?;
+                    shape = Err(Shape);
+                }
+                _ => p.skip()?,
+            }
+            Ok(())
+        })?;
+        Ok(match (shape, session, update) {
+            (Ok(()), Some(session_id), Some(update)) => Ok(UpdateParams { session_id, update }),
+            _ => Err(Shape),
+        })
+    }
+
+    /// The `update` object of `session/update` params.
+    fn update(&mut self) -> Res<Result<Update<'a>, Shape>> {
+        let mut u = Update::default();
+        let mut seen = 0u8;
+        let mut shape = Ok(());
+        const NAMES: [&str; 6] =
+            ["sessionUpdate", "content", "rawInput", "rawOutput", "summary", "status"];
+        self.object(|p, key| {
+            let which = if key.escaped {
+                NAMES.iter().position(|n| key.is(n))
+            } else {
+                NAMES.iter().position(|n| key.raw == *n)
+            };
+            let Some(which) = which else { return p.skip() };
+            if seen & (1 << which) != 0 {
+                p.skip()?;
+                shape = Err(Shape);
+                return Ok(());
+            }
+            seen |= 1 << which;
+            let mut text = |p: &mut Self| -> Res<Option<Cow<'a, str>>> {
+                Ok(match p.opt_string()? {
+                    Ok(Some(s)) => s.decode().or_else(|| {
+                        shape = Err(Shape);
+                        None
+                    }),
+                    Ok(None) => None,
+                    Err(s) => {
+                        shape = Err(s);
+                        None
+                    }
+                })
+            };
+            match which {
+                0 => u.session_update = text(p)?,
+                1 => u.content = p.opt_value()?,
+                2 => u.raw_input = p.opt_value()?,
+                3 => u.raw_output = p.opt_value()?,
+                4 => u.summary = p.opt_value()?,
+                _ => u.status = text(p)?,
+            }
+            Ok(())
+        })?;
+        Ok(shape.map(|()| u))
+    }
+}
+
+/// A valid value that is not of the shape read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape;
+
+/// Index of the first byte from `i` that ends a plain run inside a string: `"`, `\` or a control
+/// character. Eight bytes at a time: the text of chunks is the bulk of the traffic.
+#[inline]
+fn plain_run(b: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    while let Some(chunk) = b.get(i..i + 8) {
+        let x = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+        let hit = zero(x ^ (ONES * u64::from(b'"')))
+            | zero(x ^ (ONES * u64::from(b'\\')))
+            | (x.wrapping_sub(ONES * 0x20) & !x & HIGH);
+        if hit != 0 {
+            // The lowest flagged byte is a real one (a false flag only follows a real one).
+            return i + (hit.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&c) = b.get(i) {
+        if c == b'"' || c == b'\\' || c < 0x20 {
+            break;
+        }
+        i += 1;
+    }
+    i
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     #[test]
     fn kinds_and_ids() {
@@ -110,5 +689,82 @@ mod tests {
         assert!(Envelope::parse(b"garbage").is_none());
         assert!(Envelope::parse(b"{\"id\":").is_none());
         assert!(Envelope::parse(b"").is_none());
+    }
+
+    #[test]
+    fn session_update_view() {
+        let line = br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s\u0031","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"},"status":null,"rawOutput":null}}}"#;
+        let e = Envelope::parse(line).unwrap();
+        let u = e.update.unwrap();
+        assert_eq!(u.session_id, "s1");
+        assert_eq!(u.update.session_update.as_deref(), Some("agent_message_chunk"));
+        assert_eq!(u.update.content.unwrap().get(), r#"{"type":"text","text":"hi"}"#);
+        assert_eq!((u.update.status, u.update.raw_output), (None, None));
+        // Other shapes are envelopes without an update view.
+        for params in [r#"{"sessionId":1,"update":{}}"#, r#"{"update":{}}"#, r#"[1]"#] {
+            let line = format!(r#"{{"method":"session/update","params":{params}}}"#);
+            let e = Envelope::parse(line.as_bytes()).unwrap();
+            assert!(e.update.is_none(), "{params}");
+        }
+    }
+
+    #[test]
+    fn decoded_lengths() {
+        for s in [r#""plain""#, r#""a\nb\"c\\""#, r#""\u00e9\u20ac\ud83d\ude00x""#, r#""""#] {
+            let mut p = Scanner::new(s);
+            let st = p.string().unwrap();
+            let want: String = serde_json::from_str(s).unwrap();
+            assert_eq!(st.decoded_len(), Some(want.len()), "{s}");
+        }
+        let mut p = Scanner::new(r#""\ud83d x""#);
+        assert_eq!(p.string().unwrap().decoded_len(), None);
+    }
+
+    /// The scanner accepts exactly what serde_json accepts as an object.
+    #[test]
+    fn agrees_with_serde_on_validity() {
+        let cases = [
+            r#"{}"#,
+            r#"{"a":1,}"#,
+            r#"{"a":[1,2,]}"#,
+            r#"{"a":01}"#,
+            r#"{"a":-0.5e+3}"#,
+            r#"{"a":1.}"#,
+            r#"{"a":.5}"#,
+            r#"{"a":-}"#,
+            r#"{"a":tru}"#,
+            r#"{"a":true} x"#,
+            r#"{"a":true} "#,
+            "{\"a\":\"tab\there\"}",
+            r#"{"a":"\x"}"#,
+            r#"{"a":"\u12"}"#,
+            r#"{"a":"\u12G4"}"#,
+            r#"{"a":{"b":[{"c":null}]}}"#,
+            r#"{"a":{"b":[{"c":null}]]}"#,
+            r#"{"a":{"b":[{"c":null}}}"#,
+            r#"{"a" 1}"#,
+            r#"{"a":1 "b":2}"#,
+            r#"{1:2}"#,
+            r#"{"a":[]," b":{}}"#,
+            r#"{"a":"é ü 漢字"}"#,
+            r#"{"a":"x"}}"#,
+            "{\"a\":1}\r",
+        ];
+        for c in cases {
+            let serde = serde_json::from_str::<Value>(c).is_ok_and(|v| v.is_object());
+            let mut p = Scanner::new(c);
+            let ours = p.skip().and_then(|()| p.end()).is_ok();
+            assert_eq!(ours, serde, "{c}");
+        }
+    }
+
+    #[test]
+    fn plain_runs() {
+        let s = b"abcdefghijklmnop\"qrs";
+        assert_eq!(plain_run(s, 0), 16);
+        assert_eq!(plain_run(s, 3), 16);
+        assert_eq!(plain_run(b"abc\x01", 0), 3);
+        assert_eq!(plain_run("ééééééé\\".as_bytes(), 0), 14);
+        assert_eq!(plain_run(b"abcdefgh", 0), 8);
     }
 }

@@ -114,6 +114,9 @@ struct Session {
     queued: VecDeque<(String, u64)>,
     /// The session's transcript, when it is followed.
     follow: Option<Follow>,
+    /// The tokenizer family of the session's model, for the profile it was resolved with
+    /// (resolving a model per chunk would cost two allocations).
+    family: Option<(Profile, Family)>,
 }
 
 impl Session {
@@ -127,6 +130,19 @@ impl Session {
             turn_owner: None,
             queued: VecDeque::new(),
             follow: None,
+            family: None,
+        }
+    }
+
+    /// The tokenizer family of the session's model, cached until the model or profile changes.
+    fn family(&mut self, profile: Profile) -> Family {
+        match self.family {
+            Some((p, f)) if p == profile => f,
+            _ => {
+                let f = family_of(profile, self.model_value.as_deref());
+                self.family = Some((profile, f));
+                f
+            }
         }
     }
 
@@ -136,6 +152,24 @@ impl Session {
         if let Some(f) = &mut self.follow {
             f.begin_turn(now_ms());
         }
+    }
+}
+
+/// Whether a prompt result says the turn made no model call (all its usage is zero).
+fn no_model_call(result: &Value) -> bool {
+    let zero = |v: Option<&Value>| v.and_then(Value::as_u64) == Some(0);
+    zero(result.pointer("/usage/totalTokens"))
+        || zero(result.pointer("/_meta/quota/token_count/input_tokens"))
+}
+
+/// The tokenizer family of a model option value under a profile.
+fn family_of(profile: Profile, model_value: Option<&str>) -> Family {
+    match model_value.and_then(|m| profile.resolve_model(m).0) {
+        Some(m) => match Family::of(Some(&m)) {
+            Family::Other => profile.default_family(),
+            f => f,
+        },
+        None => profile.default_family(),
     }
 }
 
@@ -311,10 +345,12 @@ impl Observer {
         let (id, what) = match p.method {
             Method::Prompt => {
                 let id = p.session.clone()?;
-                let reported = env
-                    .result
-                    .and_then(|r| serde_json::from_str::<Value>(r.get()).ok())
-                    .and_then(|r| self.profile.reported_turn_input(&r));
+                let result = env.result.and_then(|r| serde_json::from_str::<Value>(r.get()).ok());
+                if result.as_ref().is_some_and(no_model_call) {
+                    // A local command (`/clear`, `/context`): nothing will be written to wait for.
+                    return None;
+                }
+                let reported = result.and_then(|r| self.profile.reported_turn_input(&r));
                 if let (Some(n), Some(f)) =
                     (reported, self.sessions.get_mut(&id).and_then(|s| s.follow.as_mut()))
                 {
@@ -433,6 +469,18 @@ impl Observer {
                     let family = self.family(id);
                     let blocks = params.as_ref().and_then(|p| p.get("prompt"));
                     let tokens = content::blocks_tokens(blocks, family);
+                    let first_text = blocks
+                        .and_then(|b| b.get(0))
+                        .and_then(|b| b.get("text"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    if self.profile == Profile::Claude
+                        && first_text.split_whitespace().next() == Some("/clear")
+                        && self.sessions.get(id).is_some_and(|s| s.follow.is_some())
+                    {
+                        // Claude Code starts a new inner transcript for the same ACP session.
+                        self.commands.push(Command::Restarted(id.to_string(), now_ms()));
+                    }
                     self.session(id, Ledger::restored);
                     self.sync_baseline(id);
                     let s = self.session(id, Ledger::restored);
@@ -655,18 +703,31 @@ impl Observer {
         out
     }
 
+    /// The hot path: every chunk of every stream comes through here, so it reads the update
+    /// from the view parsed with the envelope (no second pass), looks its session up once,
+    /// uses the session's cached family, and counts tokens only when the ledger will use them.
     fn on_session_update(&mut self, line: &[u8], env: &Envelope<'_>) -> Outcome {
-        let Some(params) = env.params else { return Outcome::default() };
-        let Ok(n) = serde_json::from_str::<content::UpdateParams<'_>>(params.get()) else {
+        let (Some(params), Some(n)) = (env.params, env.update.as_ref()) else {
             return Outcome::default();
         };
         let id = n.session_id.as_ref();
-        if self.sessions.get(id).is_some_and(|s| s.ledger.in_turn()) {
-            self.poll(id);
-        }
-        let family = self.family(id);
         let profile = self.profile;
-        let s = self.session(id, Ledger::restored);
+        if !self.sessions.contains_key(id) {
+            self.sessions.insert(id.to_string(), Session::new(Ledger::restored()));
+        }
+        let s = self.sessions.get_mut(id).expect("just made");
+        if s.ledger.in_turn()
+            && let Some(f) = &mut s.follow
+        {
+            // The session's traffic says its transcript is growing: ask for a read, now and
+            // then.
+            let now = now_ms();
+            if !f.failed && now - f.last_poll_ms >= POLL_EVERY_MS {
+                f.last_poll_ms = now;
+                self.commands.push(Command::Poll(id.to_string()));
+            }
+        }
+        let family = s.family(profile);
         let update = &n.update;
         let kind = update.session_update.as_deref().unwrap_or("");
         let content_kind = matches!(
@@ -683,6 +744,11 @@ impl Observer {
             if !s.ledger.has_turns() {
                 s.ledger.replayed(content::update_tokens(update, family));
             }
+            return Outcome::default();
+        }
+        if content_kind && !s.ledger.in_turn() {
+            // Outside a turn the ledger ignores content (and a user message resets nothing):
+            // nothing to count.
             return Outcome::default();
         }
         match kind {
@@ -800,6 +866,7 @@ impl Observer {
         }
         tracing::debug!(session = id, value, ?model, ?window, "model selected");
         s.model_value = Some(value.to_string());
+        s.family = None;
         s.ledger.select_model(model, window);
         true
     }
@@ -822,17 +889,11 @@ impl Observer {
         self.sessions.entry(id.to_string()).or_insert_with(|| Session::new(make()))
     }
 
-    fn family(&self, id: &str) -> Family {
-        let model = self.sessions.get(id).and_then(|s| {
-            let snap_model = s.model_value.as_deref();
-            snap_model.map(|m| self.profile.resolve_model(m).0)
-        });
-        match model.flatten() {
-            Some(m) => match Family::of(Some(&m)) {
-                Family::Other => self.profile.default_family(),
-                f => f,
-            },
-            None => self.profile.default_family(),
+    fn family(&mut self, id: &str) -> Family {
+        let profile = self.profile;
+        match self.sessions.get_mut(id) {
+            Some(s) => s.family(profile),
+            None => family_of(profile, None),
         }
     }
 
