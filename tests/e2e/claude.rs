@@ -176,3 +176,9 @@ fn claude_relay_fork() {
     let _lock = support::agent_lock(AGENT);
     flows::relay_fork(EXPECT);
 }
+
+#[test]
+fn claude_relay_clear() {
+    let _lock = support::agent_lock(AGENT);
+    flows::relay_clear(EXPECT);
+}

@@ -495,3 +495,34 @@ pub fn relay_fork(expect: Expect) {
     checks.transcript_waits("results held", lab.scratch.root());
     checks.finish();
 }
+
+/// Relay: a turn, then `/clear` (Claude Code starts a new inner transcript for the same ACP
+/// session), then a turn: the second turn's figures come from the new transcript, exact.
+pub fn relay_clear(expect: Expect) {
+    let agent = expect.agent;
+    let lab = Lab::new(agent, support::script(agent)).expect("lab");
+    let client = lab.relayed().expect("start the relay");
+    let mut checks = Checks::new(agent);
+    checks.exact_everything = expect.known == Known::Everything;
+    client.initialize().expect("initialize");
+    let new_result = client.new_session(&lab.scratch.work()).expect("session/new");
+    let session = session_id(&new_result).expect("session id");
+    let first = run_turn(&client, &lab.mock, &session, PLAIN_PROMPT).expect("first turn");
+    let mut calls = expect.accountable(first.billed_calls());
+    check_turn(&mut checks, "turn before /clear", &client, &first, &calls, expect, None);
+    let clear = run_turn(&client, &lab.mock, &session, "/clear").expect("/clear");
+    checks.check(clear.billed_calls().is_empty(), || {
+        format!("/clear made model calls: {:#?}", clear.calls)
+    });
+    let phase = "turn after /clear";
+    match run_turn(&client, &lab.mock, &session, PLAIN_PROMPT) {
+        Ok(turn) => {
+            calls.extend(expect.accountable(turn.billed_calls()));
+            check_turn(&mut checks, phase, &client, &turn, &calls, expect, None);
+        }
+        Err(err) => checks.fail(format!("{phase}: session/prompt failed: {err:#}")),
+    }
+    drop(client);
+    checks.transcript_waits("results held", lab.scratch.root());
+    checks.finish();
+}

@@ -605,8 +605,12 @@ impl Ledger {
     ) -> Option<f64> {
         let mut cost = None;
         let mut calls = 0;
-        for rec in records {
-            self.totals += rec;
+        // A record without a token is no model call (a local command's turn): nothing to count
+        // or price.
+        let records: Vec<&TokenRecord> =
+            records.iter().filter(|r| r.input > 0 || r.output > 0).collect();
+        for rec in &records {
+            self.totals += *rec;
             calls += 1;
         }
         if !source.is_exact() {

@@ -122,6 +122,34 @@ fn gemini(dir: &Path, session: &str) -> Found {
     found
 }
 
+/// A transcript Claude Code started beside `main` for the same session after a `/clear`: a
+/// `.jsonl` in the same project directory, changed since `since_ms`, not one of `known`, whose
+/// first records are the `/clear` command.
+pub fn claude_restart(main: &Path, known: &[&Path], since_ms: i64) -> Option<PathBuf> {
+    let dir = main.parent()?;
+    let since = std::time::UNIX_EPOCH + std::time::Duration::from_millis(since_ms.max(0) as u64)
+        - std::time::Duration::from_secs(1);
+    files(dir).into_iter().find(|path| {
+        path.extension().is_some_and(|e| e == "jsonl")
+            && path != main
+            && !known.contains(&path.as_path())
+            && std::fs::metadata(path).and_then(|m| m.modified()).is_ok_and(|t| t >= since)
+            && starts_with_clear(path)
+    })
+}
+
+/// Whether one of a Claude transcript's first records is the `/clear` command.
+fn starts_with_clear(path: &Path) -> bool {
+    const CLEAR: &[u8] = b"<command-name>/clear</command-name>";
+    let Ok(file) = std::fs::File::open(path) else { return false };
+    std::io::BufReader::new(file)
+        .take(1 << 20)
+        .split(b'\n')
+        .take(8)
+        .filter_map(Result::ok)
+        .any(|line| line.windows(CLEAR.len()).any(|w| w == CLEAR))
+}
+
 /// The parent thread a Codex rollout's `session_meta` names, if it is a subagent's.
 fn codex_parent(path: &Path) -> Option<String> {
     if path.extension().is_some_and(|e| e == "zst") {

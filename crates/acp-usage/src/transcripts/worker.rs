@@ -49,6 +49,9 @@ pub enum Command {
     Hold(String),
     /// The held result went on.
     Release(String),
+    /// The agent started a new transcript for the session at this time, in Unix ms (Claude
+    /// Code's `/clear`): find it beside the old one.
+    Restarted(String, i64),
     /// Stop following the session.
     Forget(String),
 }
@@ -165,6 +168,10 @@ struct Tracked {
     /// main file's calls).
     parser: Option<Box<dyn Parser>>,
     main: Option<Tail>,
+    /// Transcripts the agent started later for the same session (after a `/clear`).
+    restarts: Vec<Tail>,
+    /// A restart announced and not found yet: since when to look, in Unix ms.
+    restart_since: Option<i64>,
     /// Subagents' files, each with its own parser where the format keeps state per file.
     subagents: Vec<(Tail, Option<Box<dyn Parser>>)>,
     db: Option<OpencodeDb>,
@@ -218,6 +225,8 @@ impl State {
                     format,
                     parser,
                     main: None,
+                    restarts: Vec::new(),
+                    restart_since: None,
                     subagents: Vec::new(),
                     db: None,
                     held: false,
@@ -245,6 +254,12 @@ impl State {
             Msg::Cmd(Command::Release(id)) => {
                 if let Some(s) = self.sessions.get_mut(&id) {
                     s.held = false;
+                }
+            }
+            Msg::Cmd(Command::Restarted(id, since)) => {
+                if let Some(s) = self.sessions.get_mut(&id) {
+                    s.restart_since = Some(since);
+                    s.dirty = true;
                 }
             }
             Msg::Cmd(Command::Forget(id)) => {
@@ -315,11 +330,20 @@ impl State {
                 }
             }
         }
+        if let (Some(since), Some(main)) = (s.restart_since, s.main.as_ref()) {
+            let known: Vec<&Path> = s.restarts.iter().map(Tail::path).collect();
+            if let Some(path) = super::locate::claude_restart(main.path(), &known, since) {
+                tracing::info!(session = id, path = %path.display(), "the agent started a new transcript for the session (/clear); following it");
+                s.restarts.push(Tail::new(path));
+                s.restart_since = None;
+            }
+        }
         let Some(shared) = s.parser.as_mut() else {
             return Err(format!("no {} transcript parser", s.format.name()));
         };
         let mut at_end = true;
-        let tails = s.main.iter_mut().map(|t| (FileRole::Main, t, None));
+        let tails =
+            s.main.iter_mut().chain(s.restarts.iter_mut()).map(|t| (FileRole::Main, t, None));
         let tails = tails
             .chain(s.subagents.iter_mut().map(|(t, own)| (FileRole::Subagent, t, own.as_mut())));
         for (role, tail, own) in tails {
