@@ -1,0 +1,175 @@
+//! The transcript worker against real files on disk: it finds a session's transcript and its
+//! subagents' files, reads only what was appended (a half-written line waits for its end), and
+//! gives up a transcript it cannot read with one `Failed` update, never more.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use acp_usage::transcripts::{Command, Format, Locations, Update, UpdateKind, Worker};
+use acp_usage_core::TokenRecord;
+use acp_usage_core::transcript::claude::ClaudeParser;
+use acp_usage_core::transcript::{Event, FileRole, Parser};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+const SESSION: &str = "bc7341c5-8dda-4e7a-b1a8-d2ade5970368";
+
+fn fixture_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../acp-usage-core/tests/fixtures/transcripts/claude/session")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = support::scratch_dir().join(format!("transcripts-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn start(config: &Path) -> (Worker, UnboundedReceiver<Update>) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let locs = Locations { claude: Some(config.to_path_buf()), ..Locations::default() };
+    (Worker::start(locs, tx).unwrap(), rx)
+}
+
+/// Calls by key, the last word on each winning (as the relay reads them).
+type Calls = BTreeMap<String, (TokenRecord, bool)>;
+
+fn fold(calls: &mut Calls, events: &[Event]) {
+    for e in events {
+        if let Event::Call(c) = e {
+            calls.insert(c.key.clone(), (c.record.clone(), c.main));
+        }
+    }
+}
+
+/// What the parser makes of the fixture files read whole, in one go.
+fn expected(main: &str, subagents: &[String]) -> Calls {
+    let mut parser = ClaudeParser::default();
+    let mut events = Vec::new();
+    for (role, text) in std::iter::once((FileRole::Main, main))
+        .chain(subagents.iter().map(|s| (FileRole::Subagent, s.as_str())))
+    {
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            parser.line(role, line.as_bytes(), &mut events).unwrap();
+        }
+    }
+    let mut calls = Calls::new();
+    fold(&mut calls, &events);
+    calls
+}
+
+/// Reads updates into `calls` until `done` says so; fails the test after 20 s.
+async fn read_until(
+    rx: &mut UnboundedReceiver<Update>,
+    calls: &mut Calls,
+    failed: &mut Vec<String>,
+    mut done: impl FnMut(&Calls, &Update) -> bool,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let u = tokio::time::timeout_at(deadline, rx.recv())
+            .await
+            .unwrap_or_else(|_| {
+                panic!("no update came that ends the wait; calls so far {calls:#?}")
+            })
+            .expect("the worker is alive");
+        match &u.kind {
+            UpdateKind::Events { events, .. } => fold(calls, events),
+            UpdateKind::Failed(why) => failed.push(why.clone()),
+        }
+        if done(calls, &u) {
+            return;
+        }
+    }
+}
+
+#[tokio::test]
+async fn follows_a_growing_claude_transcript_and_its_subagent() {
+    let config = scratch("grow");
+    let project = config.join("projects/-tmp-work");
+    std::fs::create_dir_all(&project).unwrap();
+    let main_text =
+        std::fs::read_to_string(fixture_dir().join(format!("{SESSION}.jsonl"))).unwrap();
+    let sub_src = fixture_dir().join(SESSION).join("subagents");
+    let sub_files: Vec<PathBuf> = std::fs::read_dir(&sub_src)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    let sub_texts: Vec<String> =
+        sub_files.iter().map(|p| std::fs::read_to_string(p).unwrap()).collect();
+    let want = expected(&main_text, &sub_texts);
+    assert!(want.values().any(|(_, main)| !main), "the fixture has a subagent call");
+
+    let (worker, mut rx) = start(&config);
+    worker.send(Command::Track { session: SESSION.into(), format: Format::Claude });
+    // The file shows up with its first part, cut inside a line.
+    let cut = main_text[..main_text.len() / 2].rfind('\n').unwrap() + 20;
+    let path = project.join(format!("{SESSION}.jsonl"));
+    std::fs::write(&path, &main_text[..cut]).unwrap();
+    worker.send(Command::Hold(SESSION.into()));
+    let (mut calls, mut failed) = (Calls::new(), Vec::new());
+    read_until(&mut rx, &mut calls, &mut failed, |_, u| {
+        matches!(u.kind, UpdateKind::Events { found: true, at_end: true, .. })
+    })
+    .await;
+    // Only the complete lines were read: the half line waits for its end.
+    let complete = &main_text[..main_text[..cut].rfind('\n').unwrap()];
+    assert_eq!(calls, expected(complete, &[]));
+    assert!(calls.len() < want.len(), "only part of the session so far");
+
+    // The rest of the main file, and the subagent's file.
+    let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    f.write_all(main_text[cut..].as_bytes()).unwrap();
+    let sub_dst = project.join(SESSION).join("subagents");
+    std::fs::create_dir_all(&sub_dst).unwrap();
+    for p in &sub_files {
+        std::fs::copy(p, sub_dst.join(p.file_name().unwrap())).unwrap();
+    }
+    worker.send(Command::Poll(SESSION.into()));
+    let want_len = want.len();
+    read_until(&mut rx, &mut calls, &mut failed, |c, _| c.len() == want_len).await;
+    assert_eq!(calls, want, "read in pieces, the session's calls are those of the whole files");
+    assert!(failed.is_empty(), "{failed:?}");
+    worker.send(Command::Release(SESSION.into()));
+}
+
+#[tokio::test]
+async fn an_unreadable_transcript_is_given_up_once() {
+    let config = scratch("broken");
+    let project = config.join("projects/-tmp-work");
+    std::fs::create_dir_all(&project).unwrap();
+    let garbage: String = (0..40).map(|n| format!("not json {n}\n")).collect();
+    std::fs::write(project.join(format!("{SESSION}.jsonl")), garbage).unwrap();
+    let (worker, mut rx) = start(&config);
+    worker.send(Command::Track { session: SESSION.into(), format: Format::Claude });
+    worker.send(Command::Hold(SESSION.into()));
+    let (mut calls, mut failed) = (Calls::new(), Vec::new());
+    read_until(&mut rx, &mut calls, &mut failed, |_, u| matches!(u.kind, UpdateKind::Failed(_)))
+        .await;
+    assert_eq!(failed.len(), 1);
+    assert!(failed[0].contains("unreadable lines"), "{failed:?}");
+    // Asked again, the worker stays quiet about it: the relay already falls back.
+    worker.send(Command::Poll(SESSION.into()));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(rx.try_recv().is_err(), "a given-up transcript is not reported again");
+    assert!(calls.is_empty());
+}
+
+#[tokio::test]
+async fn a_transcript_not_written_yet_is_no_failure() {
+    let config = scratch("missing");
+    let (worker, mut rx) = start(&config);
+    worker.send(Command::Track { session: SESSION.into(), format: Format::Claude });
+    worker.send(Command::Hold(SESSION.into()));
+    let (mut calls, mut failed) = (Calls::new(), Vec::new());
+    read_until(&mut rx, &mut calls, &mut failed, |_, u| {
+        matches!(u.kind, UpdateKind::Events { found: false, at_end: true, .. })
+    })
+    .await;
+    assert!(failed.is_empty() && calls.is_empty());
+}
