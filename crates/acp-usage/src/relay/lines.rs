@@ -5,8 +5,20 @@
 //! so a last line without one is written back the same way. Lines longer than the limit are
 //! skipped up to their newline and reported, so one oversized message cannot exhaust memory or
 //! end the session.
+//!
+//! [`Framer`] does the splitting without I/O over whatever a read brought (the relay hands a
+//! whole read buffer over and gets ranges back: no copy or allocation per line);
+//! [`LineReader`] is the same framing as owned lines from an async reader. [`stdin`]/[`stdout`]
+//! give the relay the process's own pipes as non-blocking fds driven by the runtime's poller,
+//! instead of tokio's `Stdin`/`Stdout`, which run every read and write on the blocking pool.
 
-use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+use std::ops::Range;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, ReadBuf};
 
 /// One line as it crossed the wire.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,59 +40,307 @@ pub enum Read {
     Eof,
 }
 
+/// One piece of the stream, found by [`Framer::split`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    /// A complete line: its bytes are `range` of the buffer split (without the `\n`).
+    Line {
+        /// Where the line is in the buffer.
+        range: Range<usize>,
+        /// Whether a `\n` follows it (false only for a last, unterminated line).
+        newline: bool,
+    },
+    /// A line over the limit was dropped; its length in bytes.
+    TooLong(usize),
+}
+
+/// Splits a stream into lines, one buffer at a time.
+#[derive(Debug)]
+pub struct Framer {
+    max: usize,
+    /// Bytes of an over-long line dropped so far.
+    dropping: Option<usize>,
+}
+
+impl Framer {
+    /// A framer that accepts lines up to `max` bytes.
+    pub fn new(max: usize) -> Framer {
+        Framer { max, dropping: None }
+    }
+
+    /// Finds the pieces that start at `buf[0]`, appends them to `out`, and returns how many
+    /// bytes of `buf` they took. What is left is the start of a line that is still arriving:
+    /// keep it at the front of the next buffer. At `eof` everything is taken. A line over the
+    /// limit is taken as it arrives and only counted.
+    pub fn split(&mut self, buf: &[u8], eof: bool, out: &mut Vec<Piece>) -> usize {
+        let mut start = 0;
+        for nl in memchr::memchr_iter(b'\n', buf) {
+            let len = nl - start;
+            out.push(match self.dropping.take() {
+                Some(dropped) => Piece::TooLong(dropped + len),
+                None if len > self.max => Piece::TooLong(len),
+                None => Piece::Line { range: start..nl, newline: true },
+            });
+            start = nl + 1;
+        }
+        let rest = buf.len() - start;
+        if let Some(dropped) = &mut self.dropping {
+            *dropped += rest;
+        } else if rest > self.max {
+            self.dropping = Some(rest);
+        } else if eof && rest > 0 {
+            out.push(Piece::Line { range: start..buf.len(), newline: false });
+        } else if !eof {
+            return start;
+        }
+        if eof && let Some(dropped) = self.dropping.take() {
+            out.push(Piece::TooLong(dropped));
+        }
+        buf.len()
+    }
+
+    /// Whether an over-long line is being dropped.
+    pub fn dropping(&self) -> bool {
+        self.dropping.is_some()
+    }
+}
+
 /// Reads lines of at most `max` bytes from a buffered reader.
 #[derive(Debug)]
 pub struct LineReader<R> {
     inner: R,
-    max: usize,
+    framer: Framer,
+    /// The start of a line still arriving.
+    partial: Vec<u8>,
+    pieces: std::collections::VecDeque<Read>,
+    eof: bool,
 }
 
 impl<R: AsyncBufRead + Unpin> LineReader<R> {
     /// A reader that accepts lines up to `max` bytes.
     pub fn new(inner: R, max: usize) -> LineReader<R> {
-        LineReader { inner, max }
+        LineReader {
+            inner,
+            framer: Framer::new(max),
+            partial: Vec::new(),
+            pieces: std::collections::VecDeque::new(),
+            eof: false,
+        }
     }
 
     /// The next line.
     pub async fn next(&mut self) -> std::io::Result<Read> {
-        let mut bytes = Vec::new();
-        let mut dropped = 0usize;
+        let mut out = Vec::new();
         loop {
+            if let Some(r) = self.pieces.pop_front() {
+                return Ok(r);
+            }
+            if self.eof {
+                return Ok(Read::Eof);
+            }
             let buf = self.inner.fill_buf().await?;
-            if buf.is_empty() {
-                if dropped > 0 {
-                    return Ok(Read::TooLong(dropped));
-                }
-                if bytes.is_empty() {
-                    return Ok(Read::Eof);
-                }
-                return Ok(Read::Line(Line { bytes, newline: false }));
+            let eof = buf.is_empty();
+            self.partial.extend_from_slice(buf);
+            let n = buf.len();
+            self.inner.consume(n);
+            let taken = self.framer.split(&self.partial, eof, &mut out);
+            for p in out.drain(..) {
+                self.pieces.push_back(match p {
+                    Piece::Line { range, newline } => {
+                        Read::Line(Line { bytes: self.partial[range].to_vec(), newline })
+                    }
+                    Piece::TooLong(n) => Read::TooLong(n),
+                });
             }
-            let (chunk, found) = match memchr(buf) {
-                Some(i) => (&buf[..i], true),
-                None => (buf, false),
-            };
-            let taken = chunk.len() + usize::from(found);
-            if dropped > 0 || bytes.len() + chunk.len() > self.max {
-                // Over the limit: stop buffering, only count until the newline.
-                dropped += bytes.len() + chunk.len();
-                bytes = Vec::new();
-            } else {
-                bytes.extend_from_slice(chunk);
-            }
-            self.inner.consume(taken);
-            if found {
-                if dropped > 0 {
-                    return Ok(Read::TooLong(dropped));
-                }
-                return Ok(Read::Line(Line { bytes, newline: true }));
+            self.partial.drain(..taken);
+            self.eof = eof;
+        }
+    }
+}
+
+/// The process's stdin for the relay: its fd polled by the runtime when it is a pipe or a
+/// socket, else (a file, a terminal) tokio's `Stdin`.
+pub fn stdin() -> Input {
+    match FdIo::new(0) {
+        Some(fd) => Input::Fd(fd),
+        None => Input::Tokio(tokio::io::stdin()),
+    }
+}
+
+/// The process's stdout for the relay, as [`stdin`].
+pub fn stdout() -> Output {
+    match FdIo::new(1) {
+        Some(fd) => Output::Fd(fd),
+        None => Output::Tokio(tokio::io::stdout()),
+    }
+}
+
+/// See [`stdin`].
+#[derive(Debug)]
+pub enum Input {
+    /// A non-blocking pipe or socket.
+    Fd(FdIo),
+    /// Anything else.
+    Tokio(tokio::io::Stdin),
+}
+
+/// See [`stdout`].
+#[derive(Debug)]
+pub enum Output {
+    /// A non-blocking pipe or socket.
+    Fd(FdIo),
+    /// Anything else.
+    Tokio(tokio::io::Stdout),
+}
+
+/// A duplicate of a standard fd, set non-blocking and registered with the runtime's poller;
+/// the original flags are put back when it is dropped (the fd's description may outlive us).
+#[derive(Debug)]
+pub struct FdIo {
+    fd: AsyncFd<OwnedFd>,
+    flags: libc::c_int,
+}
+
+impl FdIo {
+    fn new(std_fd: libc::c_int) -> Option<FdIo> {
+        // SAFETY: fds 0 and 1 are open for the life of the process.
+        let fd = unsafe { BorrowedFd::borrow_raw(std_fd) };
+        // SAFETY: fstat on a valid fd into a zeroed stat.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+            return None;
+        }
+        // Terminals are shared with the shell and with our stderr: leave them blocking.
+        let kind = st.st_mode & libc::S_IFMT;
+        if kind != libc::S_IFIFO && kind != libc::S_IFSOCK {
+            return None;
+        }
+        let owned = fd.try_clone_to_owned().ok()?;
+        // SAFETY: fcntl on a valid fd.
+        let flags = unsafe { libc::fcntl(owned.as_raw_fd(), libc::F_GETFL) };
+        if flags < 0
+            || unsafe { libc::fcntl(owned.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) }
+                < 0
+        {
+            return None;
+        }
+        // SAFETY: `owned` is a valid fd that the AsyncFd owns and closes after deregistering.
+        match unsafe { AsyncFd::register(owned) } {
+            Ok(fd) => Some(FdIo { fd, flags }),
+            Err(_) => {
+                // SAFETY: restoring the flags read above on the same fd.
+                unsafe { libc::fcntl(std_fd, libc::F_SETFL, flags) };
+                None
             }
         }
     }
 }
 
-fn memchr(buf: &[u8]) -> Option<usize> {
-    buf.iter().position(|&b| b == b'\n')
+impl Drop for FdIo {
+    fn drop(&mut self) {
+        // SAFETY: fcntl on the fd this owns.
+        unsafe { libc::fcntl(self.fd.get_ref().as_raw_fd(), libc::F_SETFL, self.flags) };
+    }
+}
+
+fn io_result(n: isize) -> std::io::Result<usize> {
+    if n < 0 { Err(std::io::Error::last_os_error()) } else { Ok(n as usize) }
+}
+
+impl AsyncRead for FdIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        loop {
+            let mut guard = ready!(self.fd.poll_read_ready(cx))?;
+            let unfilled = buf.initialize_unfilled();
+            let res = guard.try_io(|fd| {
+                // SAFETY: reading into an initialised buffer of that length.
+                io_result(unsafe {
+                    libc::read(fd.as_raw_fd(), unfilled.as_mut_ptr().cast(), unfilled.len())
+                })
+            });
+            match res {
+                Ok(Ok(n)) => {
+                    buf.advance(n);
+                    return Poll::Ready(Ok(()));
+                }
+                Ok(Err(e)) => return Poll::Ready(Err(e)),
+                Err(_would_block) => continue,
+            }
+        }
+    }
+}
+
+impl AsyncWrite for FdIo {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        loop {
+            let mut guard = ready!(self.fd.poll_write_ready(cx))?;
+            let res = guard.try_io(|fd| {
+                // SAFETY: writing from a valid buffer of that length.
+                io_result(unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) })
+            });
+            match res {
+                Ok(r) => return Poll::Ready(r),
+                Err(_would_block) => continue,
+            }
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        // Nothing is buffered here.
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncRead for Input {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Input::Fd(f) => Pin::new(f).poll_read(cx, buf),
+            Input::Tokio(t) => Pin::new(t).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Output {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Output::Fd(f) => Pin::new(f).poll_write(cx, buf),
+            Output::Tokio(t) => Pin::new(t).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Output::Fd(f) => Pin::new(f).poll_flush(cx),
+            Output::Tokio(t) => Pin::new(t).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Output::Fd(f) => Pin::new(f).poll_shutdown(cx),
+            Output::Tokio(t) => Pin::new(t).poll_shutdown(cx),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -122,6 +382,19 @@ mod tests {
                 "buffer capacity {cap}"
             );
         }
+    }
+
+    #[test]
+    fn framer_keeps_partial_lines() {
+        let mut f = Framer::new(4);
+        let mut out = Vec::new();
+        assert_eq!(f.split(b"ab\ncd", false, &mut out), 3);
+        assert_eq!(out, vec![Piece::Line { range: 0..2, newline: true }]);
+        out.clear();
+        assert_eq!(f.split(b"cdefgh", false, &mut out), 6);
+        assert!(out.is_empty() && f.dropping());
+        assert_eq!(f.split(b"ij\nk", true, &mut out), 4);
+        assert_eq!(out, vec![Piece::TooLong(8), Piece::Line { range: 3..4, newline: false }]);
     }
 
     #[tokio::test]

@@ -1,14 +1,24 @@
 //! The relay: spawn the agent, forward lines both ways, observe them, and add usage.
 //!
 //! ```text
-//! editor stdin --[reader task]--> Event::Editor --+                 +--> to_agent  --[writer]--> agent stdin
-//!                                                 +--> main loop ---+
-//! agent stdout --[reader task]--> Event::Agent ---+   (Observer)    +--> to_editor --[writer]--> editor stdout
+//! editor stdin --[editor pump: read, observe, write]--> agent stdin
+//! agent stdout --[agent pump:  read, write, observe]--> editor stdout
+//!                      \____ Core (Observer, taps) ____/        main loop: exit, signals,
+//!                                                              transcripts, held results
 //! ```
-//! One loop owns the [`observer::Observer`], so the order of what reaches the editor is decided
-//! in one place: an injected `usage_update` goes right before a prompt result or right after a
-//! session response. All channels are bounded: a slow editor fills `to_editor`, the loop waits,
-//! the agent's stdout pipe fills and the agent waits, instead of memory growing.
+//! Each direction is one task that reads a large buffer, splits it into lines in place
+//! ([`lines::Framer`]) and writes what it forwards straight from that buffer: one read and one
+//! write per batch of lines, no copy, allocation or thread hand-off per line. The agent pump
+//! writes every line acp-usage does not own first and observes it after
+//! ([`observer::Observer::owns`]); only the lines it owns (responses to tracked requests, the
+//! agent's `usage_update`) are observed before they are written, with what is added around them.
+//! The observer is shared under one lock taken once per batch. Nothing queues between reading
+//! and writing: a slow editor stops the agent pump's writes, so it stops reading, the agent's
+//! stdout pipe fills and the agent waits, instead of memory growing.
+//!
+//! A prompt result may be held until the session's transcript catches up: the agent pump hands
+//! the line to the main loop and waits (reading nothing more from the agent, so order is kept);
+//! the main loop releases it when the transcript arrives or the wait runs out.
 //!
 //! `--record` and `--validate` see the lines through [`Taps`]: a copy of each line as it is
 //! forwarded, handed over with `try_send`, so neither can ever hold the relay up.
@@ -23,29 +33,29 @@ pub mod observer;
 pub mod profiles;
 pub mod splice;
 
-use std::collections::VecDeque;
+use std::ops::Range;
 use std::process::{ExitCode, ExitStatus};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use jsonrpsee_types::ErrorObjectOwned;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::signal::unix::{SignalKind, signal};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::cli::{AgentUsage, RelayArgs};
 use crate::record::{Dir, Recorder, Tapped};
 use crate::transcripts::Worker;
 use crate::validate_cmd::Live;
-use lines::{Line, LineReader, Read};
-use observer::{Observer, Settings};
+use envelope::Envelope;
+use lines::{Framer, Piece};
+use observer::{Observer, Outcome, Settings};
 use profiles::Profile;
 
-/// Depth of every channel, in lines.
-const CHANNEL_DEPTH: usize = 64;
-/// Buffer of each reader.
-const READ_BUFFER: usize = 64 * 1024;
+/// Bytes read at a time from either side: a batch of lines. A line still arriving when the
+/// buffer is full makes it grow, up to the line limit.
+const READ_BUFFER: usize = 256 * 1024;
 /// JSON-RPC "internal error", used to answer requests the agent can no longer answer.
 const INTERNAL_ERROR: i32 = -32603;
 
@@ -99,7 +109,10 @@ pub fn run(args: RelayArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let res = rt.block_on(relay_tapped(tokio::io::stdin(), tokio::io::stdout(), opts, taps));
+    let res = rt.block_on(async {
+        // Inside the runtime: the fds are registered with its poller.
+        relay_tapped(lines::stdin(), lines::stdout(), opts, taps).await
+    });
     // The stdin reader may still sit in a blocking read on an editor that keeps its side open;
     // don't wait for it.
     rt.shutdown_background();
@@ -166,50 +179,72 @@ where
     relay_tapped(editor_in, editor_out, opts, Taps::default()).await
 }
 
+/// What both pumps and the main loop share: one lock, taken once per batch of lines.
+#[derive(Debug)]
+struct Core {
+    observer: Observer,
+    taps: Taps,
+    worker: Option<Worker>,
+    state_path: Option<std::path::PathBuf>,
+    /// Whether anything learned was saved during the run (the last save is made at the end).
+    learned_changed: bool,
+}
+
+impl Core {
+    /// Hands the observer's transcript commands to the worker.
+    fn send_commands(&mut self) {
+        let commands = self.observer.take_commands();
+        if let Some(w) = &self.worker {
+            for c in commands {
+                w.send(c);
+            }
+        }
+    }
+
+    /// Saves what the observer learned from an agent line, off the relay's path.
+    fn save_learned(&mut self) {
+        if let (Some(learned), Some(path)) = (self.observer.take_learned(), &self.state_path) {
+            // Rare (a turn's end, a new window).
+            self.learned_changed = true;
+            let path = path.clone();
+            tokio::task::spawn_blocking(move || save_state(&path, &learned));
+        }
+    }
+}
+
+type Shared = Arc<Mutex<Core>>;
+
+fn lock(core: &Shared) -> MutexGuard<'_, Core> {
+    // A panic elsewhere while holding the lock leaves the observer as it was; keep relaying.
+    core.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What the pumps tell the main loop.
+#[derive(Debug)]
+enum Event {
+    /// The editor closed its side (the agent's stdin is being closed).
+    EditorClosed,
+    /// The agent's stdout ended.
+    AgentClosed,
+    /// An agent line waits for its session's transcript.
+    Held(Held),
+}
+
 /// [`relay`], with every line that is sent on also copied to `taps`.
 pub async fn relay_tapped<I, O>(
     editor_in: I,
     editor_out: O,
     opts: Options,
-    mut taps: Taps,
+    taps: Taps,
 ) -> anyhow::Result<u8>
 where
     I: AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
 {
     let (mut agent, pipes) = agent::spawn(&opts.argv)?;
-    let mut observer = Observer::new(opts.settings.clone());
+    let observer = Observer::new(opts.settings.clone());
     tracing::info!(agent = ?opts.argv, pgid = agent.pgid, profile = observer.profile().name(), "agent started");
 
-    // One channel per source, so the loop can stop reading a side whose destination is full
-    // while it keeps draining the other (a shared channel deadlocks when the agent echoes a
-    // flood: the loop waits on the agent's stdin, the agent waits on its stdout).
-    let (ed_tx, mut ed_rx) = mpsc::channel::<std::io::Result<Read>>(CHANNEL_DEPTH);
-    let (ag_tx, mut ag_rx) = mpsc::channel::<std::io::Result<Read>>(CHANNEL_DEPTH);
-    tokio::spawn(read_lines(editor_in, opts.max_line, ed_tx));
-    tokio::spawn(read_lines(pipes.stdout, opts.max_line, ag_tx));
-    let (to_agent, agent_rx) = mpsc::channel::<Vec<u8>>(CHANNEL_DEPTH);
-    let (to_editor, editor_rx) = mpsc::channel::<Vec<u8>>(CHANNEL_DEPTH);
-    let agent_writer = tokio::spawn(write_lines(pipes.stdin, agent_rx, "agent"));
-    let editor_writer = tokio::spawn(write_lines(editor_out, editor_rx, "editor"));
-
-    let mut sigint = signal(SignalKind::interrupt()).context("SIGINT handler")?;
-    let mut sigterm = signal(SignalKind::terminate()).context("SIGTERM handler")?;
-    let mut to_agent = Some(to_agent);
-    // Lines decided but not yet handed to a writer; the loop never waits on a writer while
-    // holding them, and stops reading a side while its destination's queue is full.
-    let mut to_agent_q: VecDeque<Vec<u8>> = VecDeque::new();
-    let mut to_editor_q: VecDeque<Vec<u8>> = VecDeque::new();
-    let mut editor_open = true;
-    let mut editor_closed_at: Option<tokio::time::Instant> = None;
-    let mut agent_stdout_open = true;
-    let mut status: Option<ExitStatus> = None;
-    // Once the agent has exited, its stdout gets a short while to drain (a grandchild may hold
-    // it open forever).
-    let mut drain_deadline: Option<tokio::time::Instant> = None;
-
-    let mut agent_stdin_gone = false;
-    let mut learned_changed = false;
     // The transcript worker, and an agent line held until the session's transcript caught up.
     let (tr_tx, mut tr_rx) = mpsc::unbounded_channel();
     let worker = match &opts.transcripts {
@@ -222,16 +257,45 @@ where
         },
         None => None,
     };
+    let core: Shared = Arc::new(Mutex::new(Core {
+        observer,
+        taps,
+        worker,
+        state_path: opts.state_path.clone(),
+        learned_changed: false,
+    }));
+    let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<Event>();
+    let editor_pump = tokio::spawn(editor_pump(
+        editor_in,
+        pipes.stdin,
+        core.clone(),
+        opts.max_line,
+        ev_tx.clone(),
+    ));
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let agent_pump = tokio::spawn(agent_pump(
+        pipes.stdout,
+        editor_out,
+        core.clone(),
+        opts.max_line,
+        opts.transcript_wait,
+        ev_tx,
+        stop_rx,
+    ));
+
+    let mut sigint = signal(SignalKind::interrupt()).context("SIGINT handler")?;
+    let mut sigterm = signal(SignalKind::terminate()).context("SIGTERM handler")?;
+    let mut editor_closed_at: Option<tokio::time::Instant> = None;
+    let mut agent_stdout_open = true;
+    let mut status: Option<ExitStatus> = None;
+    // Once the agent has exited, its stdout gets a short while to drain (a grandchild may hold
+    // it open forever).
+    let mut drain_deadline: Option<tokio::time::Instant> = None;
     let mut held: Option<Held> = None;
     let mut holds = HoldStats::default();
     loop {
         if status.is_some() && !agent_stdout_open {
             break;
-        }
-        if agent_stdin_gone || (!editor_open && to_agent_q.is_empty() && to_agent.is_some()) {
-            // Everything the editor sent is handed over: dropping the sender lets the writer
-            // finish, then close the agent's stdin.
-            to_agent = None;
         }
         let grace_deadline = editor_closed_at.map(|t| t + opts.grace);
         let deadline = match (grace_deadline, drain_deadline) {
@@ -239,64 +303,22 @@ where
             (a, b) => a.or(b),
         };
         tokio::select! {
-            ev = ed_rx.recv(), if editor_open && to_agent_q.len() < CHANNEL_DEPTH => match ev {
-                Some(Ok(Read::Line(line))) => {
-                    observer.from_editor(&line.bytes);
-                    send_commands(&mut observer, worker.as_ref());
-                    taps.line(Dir::EditorToAgent, &line.bytes, false);
-                    if to_agent.is_some() {
-                        to_agent_q.push_back(frame(line));
-                    }
-                }
-                Some(Ok(Read::TooLong(n))) => {
-                    tracing::warn!(bytes = n, limit = opts.max_line, "dropped an over-long line from the editor");
-                }
-                Some(Ok(Read::Eof) | Err(_)) | None => {
+            Some(ev) = ev_rx.recv() => match ev {
+                Event::EditorClosed => {
                     tracing::info!("the editor closed its side; closing the agent's stdin");
-                    editor_open = false;
                     editor_closed_at = Some(tokio::time::Instant::now());
                 }
-            },
-            ev = ag_rx.recv(), if agent_stdout_open && held.is_none() && to_editor_q.len() < CHANNEL_DEPTH => match ev {
-                Some(Ok(Read::Line(line))) => {
-                    let out = observer.from_agent(&line.bytes);
-                    if let Some(session) = out.hold {
-                        // Everything after this line waits with it, so the editor sees the
-                        // agent's lines in their order.
-                        let now = tokio::time::Instant::now();
-                        held = Some(Held { line, session, since: now, deadline: now + opts.transcript_wait });
+                Event::AgentClosed => agent_stdout_open = false,
+                Event::Held(h) => {
+                    let mut c = lock(&core);
+                    // The transcript may have caught up while the line was on its way here.
+                    if c.observer.hold_ready(&h.session) {
+                        release(h, false, &mut c, &mut holds);
                     } else {
-                        queue_outcome(out, line, &mut to_editor_q, &mut taps);
-                    }
-                    send_commands(&mut observer, worker.as_ref());
-                    if let (Some(learned), Some(path)) = (observer.take_learned(), &opts.state_path) {
-                        // Rare (a turn's end, a new window) and off the relay's path.
-                        learned_changed = true;
-                        let path = path.clone();
-                        tokio::task::spawn_blocking(move || save_state(&path, &learned));
+                        held = Some(h);
                     }
                 }
-                Some(Ok(Read::TooLong(n))) => {
-                    tracing::warn!(bytes = n, limit = opts.max_line, "dropped an over-long line from the agent");
-                }
-                Some(Ok(Read::Eof) | Err(_)) | None => agent_stdout_open = false,
             },
-            permit = reserve(&to_agent), if !to_agent_q.is_empty() => match permit {
-                Some(permit) => permit.send(to_agent_q.pop_front().expect("not empty")),
-                None => {
-                    // The agent's stdin is gone: it is exiting, and its exit ends the relay.
-                    to_agent_q.clear();
-                    agent_stdin_gone = true;
-                }
-            },
-            permit = to_editor.reserve(), if !to_editor_q.is_empty() => {
-                // The editor writer keeps receiving even after a write error, so this only
-                // fails if it panicked; then nothing can reach the editor anyway.
-                match permit {
-                    Ok(permit) => permit.send(to_editor_q.pop_front().expect("not empty")),
-                    Err(_) => to_editor_q.clear(),
-                }
-            }
             res = &mut agent.exited, if status.is_none() => {
                 let st = res.ok().and_then(Result::ok).context("waiting for the agent")?;
                 tracing::info!("the agent exited with {}", agent::describe(st));
@@ -314,16 +336,16 @@ where
                 }
             }
             Some(update) = tr_rx.recv() => {
-                observer.transcript_update(update);
-                if let Some(h) = held.take_if(|h| observer.hold_ready(&h.session)) {
-                    release(h, false, &mut observer, &mut to_editor_q, &mut taps, &mut holds);
+                let mut c = lock(&core);
+                c.observer.transcript_update(update);
+                if let Some(h) = held.take_if(|h| c.observer.hold_ready(&h.session)) {
+                    release(h, false, &mut c, &mut holds);
                 }
-                send_commands(&mut observer, worker.as_ref());
+                c.send_commands();
             }
             _ = sleep_until(held.as_ref().map(|h| h.deadline)), if held.is_some() => {
                 let h = held.take().expect("guarded");
-                release(h, true, &mut observer, &mut to_editor_q, &mut taps, &mut holds);
-                send_commands(&mut observer, worker.as_ref());
+                release(h, true, &mut lock(&core), &mut holds);
             }
             _ = sigint.recv() => agent.signal_group(libc::SIGINT),
             _ = sigterm.recv() => agent.signal_group(libc::SIGTERM),
@@ -333,47 +355,59 @@ where
     agent.signal_group(libc::SIGKILL);
     if let Some(h) = held.take() {
         // The agent is gone: what was held goes on as it is.
-        release(h, true, &mut observer, &mut to_editor_q, &mut taps, &mut holds);
+        release(h, true, &mut lock(&core), &mut holds);
     }
     holds.log();
     let status = status.expect("loop ends with a status");
-    // What the agent wrote before it went still reaches the editor.
-    for line in to_editor_q {
-        let _ = to_editor.send(line).await;
-    }
+    // What the agent wrote before it went still reaches the editor: the pump stops at its next
+    // read, never within a batch.
+    let _ = stop_tx.send(());
+    let mut out = agent_pump.await.context("the agent pump")?;
 
     // Requests the agent will never answer get an error, so the editor does not hang.
-    for id in observer.pending_ids() {
-        let err = ErrorObjectOwned::owned(
-            INTERNAL_ERROR,
-            format!("the agent exited ({}) before answering", agent::describe(status)),
-            None::<()>,
-        );
-        let msg = format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"error":{}}}"#,
-            serde_json::to_string(&err).expect("error object serialises")
-        );
-        taps.line(Dir::Injected, msg.as_bytes(), false);
-        let _ = to_editor.send(terminated(msg.into_bytes())).await;
+    let answers: Vec<String> = {
+        let mut c = lock(&core);
+        let ids = c.observer.pending_ids();
+        ids.into_iter()
+            .map(|id| {
+                let err = ErrorObjectOwned::owned(
+                    INTERNAL_ERROR,
+                    format!("the agent exited ({}) before answering", agent::describe(status)),
+                    None::<()>,
+                );
+                let msg = format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"error":{}}}"#,
+                    serde_json::to_string(&err).expect("error object serialises")
+                );
+                c.taps.line(Dir::Injected, msg.as_bytes(), false);
+                msg
+            })
+            .collect()
+    };
+    for msg in answers {
+        out.line(msg.as_bytes()).await;
     }
-    let c = observer.counters;
-    tracing::info!(
-        not_objects = c.not_objects,
-        other_methods = c.other_methods,
-        extensions = c.extensions,
-        untracked_responses = c.untracked_responses,
-        "passed through without reading"
-    );
-    // A save still in flight may be cut short when the process exits: the last word is written
-    // here, whole, whatever changed during the run.
-    learned_changed |= observer.take_learned().is_some();
-    if let (true, Some(path)) = (learned_changed, &opts.state_path) {
-        save_state(path, observer.learned());
-    }
-    drop(to_agent);
-    drop(to_editor);
-    let _ = editor_writer.await;
-    agent_writer.abort();
+    out.finish().await;
+    let taps = {
+        let mut c = lock(&core);
+        let counters = c.observer.counters;
+        tracing::info!(
+            not_objects = counters.not_objects,
+            other_methods = counters.other_methods,
+            extensions = counters.extensions,
+            untracked_responses = counters.untracked_responses,
+            "passed through without reading"
+        );
+        // A save still in flight may be cut short when the process exits: the last word is written
+        // here, whole, whatever changed during the run.
+        let learned_changed = c.learned_changed | c.observer.take_learned().is_some();
+        if let (true, Some(path)) = (learned_changed, &opts.state_path) {
+            save_state(path, c.observer.learned());
+        }
+        std::mem::take(&mut c.taps)
+    };
+    // The editor pump may sit in a read on an editor that keeps its side open.
+    editor_pump.abort();
     taps.finish().await;
     Ok(agent::exit_code(status))
 }
@@ -381,10 +415,12 @@ where
 /// An agent line waiting for its session's transcript.
 #[derive(Debug)]
 struct Held {
-    line: Line,
+    line: Vec<u8>,
     session: String,
     since: tokio::time::Instant,
     deadline: tokio::time::Instant,
+    /// Where the agent pump waits for what to write in the line's place.
+    resume: oneshot::Sender<Outcome>,
 }
 
 /// How long results waited for transcripts.
@@ -411,14 +447,7 @@ impl HoldStats {
 }
 
 /// Lets a held line go on, with whatever the observer now adds to it.
-fn release(
-    h: Held,
-    timed_out: bool,
-    observer: &mut Observer,
-    to_editor_q: &mut VecDeque<Vec<u8>>,
-    taps: &mut Taps,
-    stats: &mut HoldStats,
-) {
+fn release(h: Held, timed_out: bool, core: &mut Core, stats: &mut HoldStats) {
     let waited = h.since.elapsed();
     stats.count += 1;
     stats.timed_out += u64::from(timed_out);
@@ -430,46 +459,12 @@ fn release(
         timed_out,
         "held result released"
     );
-    observer.release(&h.session, timed_out);
-    let out = observer.from_agent_released(&h.line.bytes);
-    queue_outcome(out, h.line, to_editor_q, taps);
-}
-
-/// Queues an agent line for the editor, with what the observer adds before and after it.
-fn queue_outcome(
-    out: observer::Outcome,
-    line: Line,
-    to_editor_q: &mut VecDeque<Vec<u8>>,
-    taps: &mut Taps,
-) {
-    for extra in out.before {
-        taps.line(Dir::Injected, &extra, false);
-        to_editor_q.push_back(terminated(extra));
-    }
-    match out.replace {
-        Some(new) => {
-            taps.line(Dir::AgentToEditor, &new, true);
-            to_editor_q.push_back(terminated(new));
-        }
-        None => {
-            taps.line(Dir::AgentToEditor, &line.bytes, false);
-            to_editor_q.push_back(frame(line));
-        }
-    }
-    for extra in out.after {
-        taps.line(Dir::Injected, &extra, false);
-        to_editor_q.push_back(terminated(extra));
-    }
-}
-
-/// Hands the observer's transcript commands to the worker.
-fn send_commands(observer: &mut Observer, worker: Option<&Worker>) {
-    let commands = observer.take_commands();
-    if let Some(w) = worker {
-        for c in commands {
-            w.send(c);
-        }
-    }
+    core.observer.release(&h.session, timed_out);
+    let out = core.observer.from_agent_released(&h.line);
+    core.save_learned();
+    core.send_commands();
+    // The pump is gone only if it panicked; then nothing reaches the editor anyway.
+    let _ = h.resume.send(out);
 }
 
 fn save_state(path: &std::path::Path, learned: &crate::state::Learned) {
@@ -485,56 +480,323 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     }
 }
 
-/// A forwarded line with its terminator as it came.
-fn frame(line: Line) -> Vec<u8> {
-    let mut bytes = line.bytes;
-    if line.newline {
-        bytes.push(b'\n');
-    }
-    bytes
+/// One side's writer: after a write error it logs once and discards what follows, so the relay
+/// never blocks on a peer that is gone.
+#[derive(Debug)]
+struct Sink<W> {
+    out: W,
+    peer: &'static str,
+    failed: bool,
+    /// The last byte written was not a `\n`: the agent's last line came without one.
+    open_line: bool,
 }
 
-/// A line acp-usage wrote, with its terminator.
-fn terminated(mut bytes: Vec<u8>) -> Vec<u8> {
-    bytes.push(b'\n');
-    bytes
-}
-
-async fn read_lines<R>(input: R, max: usize, tx: mpsc::Sender<std::io::Result<Read>>)
-where
-    R: AsyncRead + Unpin,
-{
-    let mut lines = LineReader::new(BufReader::with_capacity(READ_BUFFER, input), max);
-    loop {
-        let res = lines.next().await;
-        let end = matches!(res, Ok(Read::Eof) | Err(_));
-        if tx.send(res).await.is_err() || end {
+impl<W: AsyncWrite + Unpin> Sink<W> {
+    async fn write(&mut self, bytes: &[u8]) {
+        if self.failed || bytes.is_empty() {
             return;
+        }
+        self.open_line = bytes.last() != Some(&b'\n');
+        if let Err(err) = self.out.write_all(bytes).await {
+            self.fail(err);
+        }
+    }
+
+    /// A line acp-usage wrote, with its terminator; after a peer's line that came without
+    /// one (the agent died mid-line), that line is ended first so this one stays whole.
+    async fn line(&mut self, bytes: &[u8]) {
+        if self.open_line {
+            self.write(b"\n").await;
+        }
+        self.write(bytes).await;
+        self.write(b"\n").await;
+    }
+
+    /// Writes what is buffered; called once per batch (a no-op on the raw fds).
+    async fn flush(&mut self) {
+        if !self.failed
+            && let Err(err) = self.out.flush().await
+        {
+            self.fail(err);
+        }
+    }
+
+    async fn finish(&mut self) {
+        self.flush().await;
+        let _ = self.out.shutdown().await;
+    }
+
+    fn fail(&mut self, err: std::io::Error) {
+        tracing::info!("cannot write to the {} ({err}); discarding what follows", self.peer);
+        self.failed = true;
+    }
+}
+
+/// A read buffer and the framing of what it holds.
+#[derive(Debug)]
+struct Batches {
+    buf: Vec<u8>,
+    filled: usize,
+    framer: Framer,
+    max: usize,
+}
+
+impl Batches {
+    fn new(max: usize) -> Batches {
+        Batches { buf: vec![0; READ_BUFFER], filled: 0, framer: Framer::new(max), max }
+    }
+
+    /// Reads once and splits what is there into `pieces`; returns whether the input ended.
+    /// Call [`Batches::consumed`] with the returned count once the pieces are handled.
+    async fn read<R: AsyncRead + Unpin>(
+        &mut self,
+        input: &mut R,
+        pieces: &mut Vec<Piece>,
+    ) -> (bool, usize) {
+        if self.filled == self.buf.len() {
+            // A line longer than the buffer: grow towards the limit (beyond it the framer
+            // drops the line and the buffer empties).
+            let len = (self.buf.len() * 2).min(self.max + 1).max(self.buf.len() + 1);
+            self.buf.resize(len, 0);
+        }
+        let eof = match input.read(&mut self.buf[self.filled..]).await {
+            Ok(0) => true,
+            Ok(n) => {
+                self.filled += n;
+                false
+            }
+            Err(err) => {
+                tracing::debug!("read error: {err}");
+                true
+            }
+        };
+        let taken = self.framer.split(&self.buf[..self.filled], eof, pieces);
+        (eof, taken)
+    }
+
+    /// The first `taken` bytes were handled.
+    fn consumed(&mut self, taken: usize) {
+        self.buf.copy_within(taken..self.filled, 0);
+        self.filled -= taken;
+        if self.buf.len() > READ_BUFFER && self.filled <= READ_BUFFER {
+            // A long line went through: give its memory back.
+            self.buf.truncate(READ_BUFFER);
+            self.buf.shrink_to_fit();
         }
     }
 }
 
-/// A permit to send to the agent, or `None` when its stdin is closed (or was dropped).
-async fn reserve(tx: &Option<mpsc::Sender<Vec<u8>>>) -> Option<mpsc::Permit<'_, Vec<u8>>> {
-    tx.as_ref()?.reserve().await.ok()
-}
-
-async fn write_lines<W>(mut out: W, mut rx: mpsc::Receiver<Vec<u8>>, peer: &'static str)
-where
+/// Editor to agent: each line is observed (a request must be tracked before the agent can
+/// answer it), then the batch is written.
+async fn editor_pump<R, W>(
+    mut input: R,
+    agent_in: W,
+    core: Shared,
+    max: usize,
+    events: mpsc::UnboundedSender<Event>,
+) where
+    R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    while let Some(buf) = rx.recv().await {
-        let mut res = out.write_all(&buf).await;
-        // Flush when nothing else is queued: batches writes under load, no delay when idle.
-        if res.is_ok() && rx.is_empty() {
-            res = out.flush().await;
+    let mut batches = Batches::new(max);
+    let mut pieces = Vec::new();
+    let mut sink = Sink { out: agent_in, peer: "agent", failed: false, open_line: false };
+    loop {
+        let (eof, taken) = batches.read(&mut input, &mut pieces).await;
+        let buf = &batches.buf;
+        let mut runs: Vec<Range<usize>> = Vec::new();
+        {
+            let mut c = lock(&core);
+            for p in pieces.drain(..) {
+                match p {
+                    Piece::Line { range, newline } => {
+                        let line = &buf[range.clone()];
+                        c.observer.from_editor(line);
+                        c.taps.line(Dir::EditorToAgent, line, false);
+                        extend_run(&mut runs, range.start..range.end + usize::from(newline));
+                    }
+                    Piece::TooLong(n) => {
+                        tracing::warn!(
+                            bytes = n,
+                            limit = max,
+                            "dropped an over-long line from the editor"
+                        );
+                    }
+                }
+            }
+            c.send_commands();
         }
-        if let Err(err) = res {
-            tracing::info!("cannot write to the {peer} ({err}); discarding what follows");
-            // Keep receiving so the relay never blocks on a peer that is gone.
-            while rx.recv().await.is_some() {}
+        for r in runs {
+            sink.write(&buf[r]).await;
+        }
+        sink.flush().await;
+        batches.consumed(taken);
+        if eof {
+            let _ = events.send(Event::EditorClosed);
+            sink.finish().await;
             return;
         }
     }
-    let _ = out.shutdown().await;
+}
+
+/// Appends a line's bytes to the runs to write, merging it with the previous run when they
+/// touch (consecutive forwarded lines are one write).
+fn extend_run(runs: &mut Vec<Range<usize>>, r: Range<usize>) {
+    match runs.last_mut() {
+        Some(last) if last.end == r.start => last.end = r.end,
+        _ => runs.push(r),
+    }
+}
+
+/// Agent to editor. Per batch: the lines acp-usage does not own are written first, straight
+/// from the read buffer, then observed; a line it owns is handled in order, with what it adds.
+async fn agent_pump<R, W>(
+    mut input: R,
+    editor_out: W,
+    core: Shared,
+    max: usize,
+    hold_wait: Duration,
+    events: mpsc::UnboundedSender<Event>,
+    mut stop: oneshot::Receiver<()>,
+) -> Sink<W>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut batches = Batches::new(max);
+    let mut pieces = Vec::new();
+    let mut sink = Sink { out: editor_out, peer: "editor", failed: false, open_line: false };
+    loop {
+        let (eof, taken) = tokio::select! {
+            biased;
+            _ = &mut stop => return sink,
+            r = batches.read(&mut input, &mut pieces) => r,
+        };
+        let buf = &batches.buf;
+        let mut at = 0;
+        while at < pieces.len() {
+            // Lines up to the next owned one: forwarded as they are, then observed.
+            let mut unowned: Vec<(Range<usize>, Option<Envelope<'_>>)> = Vec::new();
+            let mut runs: Vec<Range<usize>> = Vec::new();
+            let mut owned = None;
+            {
+                let c = lock(&core);
+                while at < pieces.len() {
+                    let p = &pieces[at];
+                    at += 1;
+                    match p {
+                        Piece::Line { range, newline } => {
+                            let env = Envelope::parse(&buf[range.clone()]);
+                            if c.observer.owns(env.as_ref()) {
+                                owned = Some((range.clone(), *newline, env));
+                                break;
+                            }
+                            extend_run(&mut runs, range.start..range.end + usize::from(*newline));
+                            unowned.push((range.clone(), env));
+                        }
+                        Piece::TooLong(n) => {
+                            tracing::warn!(
+                                bytes = n,
+                                limit = max,
+                                "dropped an over-long line from the agent"
+                            );
+                        }
+                    }
+                }
+            }
+            for r in runs {
+                sink.write(&buf[r]).await;
+            }
+            if !unowned.is_empty() {
+                sink.flush().await;
+            }
+            let owned = {
+                let mut c = lock(&core);
+                for (range, env) in unowned {
+                    let line = &buf[range];
+                    c.taps.line(Dir::AgentToEditor, line, false);
+                    c.observer.account(line, env);
+                }
+                let owned = owned.map(|(range, newline, env)| {
+                    let out = c.observer.from_agent_parsed(&buf[range.clone()], env);
+                    c.save_learned();
+                    (range, newline, out)
+                });
+                c.send_commands();
+                owned
+            };
+            let Some((range, newline, out)) = owned else { break };
+            let line = &buf[range];
+            let out = match out.hold {
+                Some(session) => {
+                    // Everything after this line waits with it, so the editor sees the agent's
+                    // lines in their order; nothing more is read from the agent meanwhile.
+                    let (resume, resumed) = oneshot::channel();
+                    let now = tokio::time::Instant::now();
+                    let h = Held {
+                        line: line.to_vec(),
+                        session,
+                        since: now,
+                        deadline: now + hold_wait,
+                        resume,
+                    };
+                    if events.send(Event::Held(h)).is_err() {
+                        return sink;
+                    }
+                    match resumed.await {
+                        Ok(out) => out,
+                        Err(_) => return sink,
+                    }
+                }
+                None => out,
+            };
+            write_outcome(&mut sink, &core, out, line, newline).await;
+        }
+        pieces.clear();
+        sink.flush().await;
+        batches.consumed(taken);
+        if eof {
+            let _ = events.send(Event::AgentClosed);
+            return sink;
+        }
+    }
+}
+
+/// Writes an owned agent line with what the observer adds before and after it.
+async fn write_outcome<W: AsyncWrite + Unpin>(
+    sink: &mut Sink<W>,
+    core: &Shared,
+    out: Outcome,
+    line: &[u8],
+    newline: bool,
+) {
+    {
+        let mut c = lock(core);
+        for extra in &out.before {
+            c.taps.line(Dir::Injected, extra, false);
+        }
+        match &out.replace {
+            Some(new) => c.taps.line(Dir::AgentToEditor, new, true),
+            None => c.taps.line(Dir::AgentToEditor, line, false),
+        }
+        for extra in &out.after {
+            c.taps.line(Dir::Injected, extra, false);
+        }
+    }
+    for extra in &out.before {
+        sink.line(extra).await;
+    }
+    match &out.replace {
+        Some(new) => sink.line(new).await,
+        None => {
+            sink.write(line).await;
+            if newline {
+                sink.write(b"\n").await;
+            }
+        }
+    }
+    for extra in &out.after {
+        sink.line(extra).await;
+    }
+    sink.flush().await;
 }

@@ -516,7 +516,46 @@ impl Observer {
 
     /// Observes a line from the agent and says what to write to the editor.
     pub fn from_agent(&mut self, line: &[u8]) -> Outcome {
-        let Some(env) = Envelope::parse(line) else {
+        self.from_agent_parsed(line, Envelope::parse(line))
+    }
+
+    /// Whether acp-usage may change, add to or hold an agent line with this envelope (`None`:
+    /// not a JSON object): a response to a tracked editor request, or a `session/update` that
+    /// is rewritten (`usage_update`) or followed by an update of ours (a model change, a
+    /// compaction's end). Every other line is forwarded as it came, so the relay writes it
+    /// first and observes it after ([`Observer::account`]).
+    pub fn owns(&self, env: Option<&Envelope<'_>>) -> bool {
+        let Some(env) = env else { return false };
+        match env.kind() {
+            Kind::Response => env.id_key().is_some_and(|k| self.pending.contains_key(&k)),
+            Kind::Notification if env.method.as_deref() == Some("session/update") => {
+                env.update.as_ref().is_some_and(|u| {
+                    matches!(
+                        u.update.session_update.as_deref(),
+                        Some("usage_update" | "config_option_update" | "compaction_update")
+                    )
+                })
+            }
+            _ => false,
+        }
+    }
+
+    /// Observes an agent line that [`Observer::owns`] said is not owned, after it was
+    /// forwarded. A response that became tracked in between (the editor reused the id after
+    /// the agent answered) is counted as the untracked response it was when it was forwarded.
+    pub fn account(&mut self, line: &[u8], env: Option<Envelope<'_>>) {
+        match &env {
+            Some(e) if e.kind() == Kind::Response => self.counters.untracked_responses += 1,
+            _ => {
+                let out = self.from_agent_parsed(line, env);
+                debug_assert_eq!(out, Outcome::default(), "an unowned line was changed");
+            }
+        }
+    }
+
+    /// [`Observer::from_agent`] with the line's envelope already parsed.
+    pub fn from_agent_parsed(&mut self, line: &[u8], env: Option<Envelope<'_>>) -> Outcome {
+        let Some(env) = env else {
             self.counters.not_objects += 1;
             return Outcome::default();
         };
