@@ -60,12 +60,15 @@ pub struct Framer {
     max: usize,
     /// Bytes of an over-long line dropped so far.
     dropping: Option<usize>,
+    /// Bytes at the front of the next buffer already searched (the start of a line still
+    /// arriving, left there by the last split): a long line is searched once, not once per read.
+    searched: usize,
 }
 
 impl Framer {
     /// A framer that accepts lines up to `max` bytes.
     pub fn new(max: usize) -> Framer {
-        Framer { max, dropping: None }
+        Framer { max, dropping: None, searched: 0 }
     }
 
     /// Finds the pieces that start at `buf[0]`, appends them to `out`, and returns how many
@@ -74,7 +77,8 @@ impl Framer {
     /// limit is taken as it arrives and only counted.
     pub fn split(&mut self, buf: &[u8], eof: bool, out: &mut Vec<Piece>) -> usize {
         let mut start = 0;
-        for nl in memchr::memchr_iter(b'\n', buf) {
+        let from = std::mem::take(&mut self.searched).min(buf.len());
+        for nl in memchr::memchr_iter(b'\n', &buf[from..]).map(|i| i + from) {
             let len = nl - start;
             out.push(match self.dropping.take() {
                 Some(dropped) => Piece::TooLong(dropped + len),
@@ -91,6 +95,7 @@ impl Framer {
         } else if eof && rest > 0 {
             out.push(Piece::Line { range: start..buf.len(), newline: false });
         } else if !eof {
+            self.searched = rest;
             return start;
         }
         if eof && let Some(dropped) = self.dropping.take() {

@@ -535,53 +535,50 @@ impl<W: AsyncWrite + Unpin> Sink<W> {
 /// A read buffer and the framing of what it holds.
 #[derive(Debug)]
 struct Batches {
+    /// What was read and not yet handled (its length is what is filled; reads go to the spare
+    /// capacity, so a buffer grown for a long line costs memory only for what it holds).
     buf: Vec<u8>,
-    filled: usize,
     framer: Framer,
     max: usize,
 }
 
 impl Batches {
     fn new(max: usize) -> Batches {
-        Batches { buf: vec![0; READ_BUFFER], filled: 0, framer: Framer::new(max), max }
+        Batches { buf: Vec::with_capacity(READ_BUFFER), framer: Framer::new(max), max }
     }
 
-    /// Reads once and splits what is there into `pieces`; returns whether the input ended.
-    /// Call [`Batches::consumed`] with the returned count once the pieces are handled.
+    /// Reads once and splits what is there into `pieces`; returns whether the input ended and
+    /// how many bytes the pieces took. Call [`Batches::consumed`] with that count once the
+    /// pieces are handled.
     async fn read<R: AsyncRead + Unpin>(
         &mut self,
         input: &mut R,
         pieces: &mut Vec<Piece>,
     ) -> (bool, usize) {
-        if self.filled == self.buf.len() {
+        if self.buf.capacity() - self.buf.len() < READ_BUFFER / 4 {
             // A line longer than the buffer: grow towards the limit (beyond it the framer
             // drops the line and the buffer empties).
-            let len = (self.buf.len() * 2).min(self.max + 1).max(self.buf.len() + 1);
-            self.buf.resize(len, 0);
+            let more = self.buf.len().max(READ_BUFFER).min(self.max + 1);
+            self.buf.reserve(more);
         }
-        let eof = match input.read(&mut self.buf[self.filled..]).await {
+        let eof = match input.read_buf(&mut self.buf).await {
             Ok(0) => true,
-            Ok(n) => {
-                self.filled += n;
-                false
-            }
+            Ok(_) => false,
             Err(err) => {
                 tracing::debug!("read error: {err}");
                 true
             }
         };
-        let taken = self.framer.split(&self.buf[..self.filled], eof, pieces);
+        let taken = self.framer.split(&self.buf, eof, pieces);
         (eof, taken)
     }
 
     /// The first `taken` bytes were handled.
     fn consumed(&mut self, taken: usize) {
-        self.buf.copy_within(taken..self.filled, 0);
-        self.filled -= taken;
-        if self.buf.len() > READ_BUFFER && self.filled <= READ_BUFFER {
+        self.buf.drain(..taken);
+        if self.buf.capacity() > READ_BUFFER && self.buf.len() <= READ_BUFFER / 2 {
             // A long line went through: give its memory back.
-            self.buf.truncate(READ_BUFFER);
-            self.buf.shrink_to_fit();
+            self.buf.shrink_to(READ_BUFFER);
         }
     }
 }
