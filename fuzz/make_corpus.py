@@ -84,3 +84,11 @@ odd = [
     (True, b"   \t "),
 ]
 seed("odd-lines", odd, cap=1, limit=1)
+
+# The agent's usage_update with an invalid UTF-8 byte in a field the envelope view skips: it is
+# rewritten, and the rewrite keeps the byte (found by the first fuzzing run, an expected case).
+seed("usage-update-invalid-utf8", [
+    (False, b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}'),
+    (True, b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}'),
+    (True, b'{"jsonrpc":"2.\xff","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"usage_update","used":11,"size":200000}}}'),
+])
