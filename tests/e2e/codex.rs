@@ -94,3 +94,12 @@ fn codex_relay_reopen_unseen() {
     let _lock = support::agent_lock(AGENT);
     flows::relay_reopen_unseen(EXPECT, Some(WINDOW), Some(WINDOW));
 }
+
+/// Without the transcript (`--transcripts off`, or one that cannot be read), the session goes on
+/// with what the agent reports over ACP: what it reports is exact, the rest estimated.
+#[test]
+fn codex_relay_turns_without_transcripts() {
+    let _lock = support::agent_lock(AGENT);
+    let expect = Expect { known: Known::Total, turn_exact: false, ..EXPECT };
+    flows::relay_turns_with(expect, &["--transcripts", "off"]);
+}

@@ -175,9 +175,14 @@ pub fn backdate_gemini_chats(home: &Path) -> anyhow::Result<()> {
 
 /// Relay: session/new, then a plain and a tool-use turn; every figure checked against the mock.
 pub fn relay_turns(expect: Expect) {
+    relay_turns_with(expect, &[]);
+}
+
+/// [`relay_turns`] with options for the relay (e.g. `--transcripts off`, the fallback).
+pub fn relay_turns_with(expect: Expect, relay_args: &[&str]) {
     let agent = expect.agent;
     let lab = Lab::new(agent, support::script(agent)).expect("lab");
-    let client = lab.relayed().expect("start the relay");
+    let client = lab.relayed_with(relay_args).expect("start the relay");
     let mut checks = Checks::new(agent);
     checks.exact_everything = expect.known == Known::Everything;
     client.initialize().expect("initialize through the relay");

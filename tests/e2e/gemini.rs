@@ -139,3 +139,12 @@ fn gemini_relay_subagent() {
         flows::SubagentTurn { script, prepare: trust_all, after_new: yolo, main_calls: 2 },
     );
 }
+
+/// Without the transcript (`--transcripts off`, or one that cannot be read), the session goes on
+/// with what the agent reports over ACP: what it reports is exact, the rest estimated.
+#[test]
+fn gemini_relay_turns_without_transcripts() {
+    let _lock = support::agent_lock(AGENT);
+    let expect = Expect { known: Known::Input, turn_exact: false, ..EXPECT };
+    flows::relay_turns_with(expect, &["--transcripts", "off"]);
+}

@@ -124,7 +124,7 @@ async fn follows_a_growing_claude_transcript_and_its_subagent() {
 
     // The rest of the main file, and the subagent's file.
     let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
-    f.write_all(main_text[cut..].as_bytes()).unwrap();
+    f.write_all(&main_text.as_bytes()[cut..]).unwrap();
     let sub_dst = project.join(SESSION).join("subagents");
     std::fs::create_dir_all(&sub_dst).unwrap();
     for p in &sub_files {

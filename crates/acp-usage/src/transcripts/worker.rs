@@ -312,12 +312,12 @@ impl State {
         if s.last_search.is_none_or(|t| t.elapsed() >= every) {
             s.last_search = Some(Instant::now());
             let found = self.locator.find(&self.locs, s.format, id);
-            if let Some(path) = found.main {
-                if s.main.as_ref().is_none_or(|t| t.path() != path) {
-                    tracing::info!(session = id, path = %path.display(), "following the agent's transcript");
-                    self.watch(path.parent());
-                    s.main = Some(Tail::new(path));
-                }
+            if let Some(path) = found.main
+                && s.main.as_ref().is_none_or(|t| t.path() != path)
+            {
+                tracing::info!(session = id, path = %path.display(), "following the agent's transcript");
+                self.watch(path.parent());
+                s.main = Some(Tail::new(path));
             }
             for path in found.subagents {
                 if !s.subagents.iter().any(|(t, _)| t.path() == path) {
