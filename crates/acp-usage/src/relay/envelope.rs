@@ -661,6 +661,189 @@ fn plain_run(b: &[u8], mut i: usize) -> usize {
     i
 }
 
+/// What the first bytes of a line tell about it, when they are enough to know that acp-usage
+/// forwards it as it came: it can then be written on as it arrives instead of being held whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Prefix {
+    /// A request or notification of a method other than `session/update` (never rewritten).
+    Method(String),
+    /// A `session/update` of a kind acp-usage never rewrites nor adds to.
+    Update {
+        /// `params.sessionId`.
+        session: String,
+        /// `params.update.sessionUpdate`.
+        kind: String,
+    },
+}
+
+/// The `session/update` kinds acp-usage rewrites or follows with a line of its own (what
+/// [`super::observer::Observer::owns`] looks for).
+pub const OWNED_UPDATES: [&str; 3] = ["usage_update", "config_option_update", "compaction_update"];
+
+/// Reads the start of a line (which may stop anywhere, even inside a character) as far as it
+/// needs to say what the line is: `Some((prefix, at))` once the members seen so far settle that
+/// acp-usage does not own the line, `at` being where the rest of the line starts (what follows
+/// is mostly the content); `None` when they do not (a response, `method` not yet seen, an
+/// escaped or odd member name, not an object), and the line must be held whole.
+///
+/// The prefix is read, not validated: a line that turns out not to be JSON, or to repeat a
+/// member further on, is still one acp-usage forwards unchanged (what it does with any line it
+/// cannot read), so the decision never forwards a line it would have changed.
+pub fn prefix(line: &[u8]) -> Option<(Prefix, usize)> {
+    let mut p = PrefixScan { b: line, i: 0, method: None, session: None, kind: None };
+    p.ws();
+    if p.next()? != b'{' {
+        return None;
+    }
+    p.members(0)
+}
+
+struct PrefixScan<'a> {
+    b: &'a [u8],
+    i: usize,
+    method: Option<&'a [u8]>,
+    session: Option<&'a [u8]>,
+    kind: Option<&'a [u8]>,
+}
+
+impl<'a> PrefixScan<'a> {
+    fn ws(&mut self) {
+        while self.b.get(self.i).is_some_and(|c| matches!(c, b' ' | b'\t' | b'\r' | b'\n')) {
+            self.i += 1;
+        }
+    }
+
+    fn next(&mut self) -> Option<u8> {
+        let c = *self.b.get(self.i)?;
+        self.i += 1;
+        Some(c)
+    }
+
+    /// A string without escapes (after its opening quote): its bytes.
+    fn plain(&mut self) -> Option<&'a [u8]> {
+        let len = memchr::memchr2(b'"', b'\\', &self.b[self.i..])?;
+        if self.b[self.i + len] != b'"' {
+            return None;
+        }
+        let s = &self.b[self.i..self.i + len];
+        self.i += len + 1;
+        Some(s)
+    }
+
+    /// Skips any value; `None` when the prefix ends inside it.
+    fn skip(&mut self) -> Option<()> {
+        let mut depth = 0usize;
+        loop {
+            self.ws();
+            match self.next()? {
+                b'"' => loop {
+                    let at = memchr::memchr2(b'"', b'\\', &self.b[self.i..])?;
+                    self.i += at + 1;
+                    if self.b[self.i - 1] == b'"' {
+                        break;
+                    }
+                    self.next()?;
+                },
+                b'{' | b'[' => depth += 1,
+                b'}' | b']' => depth = depth.checked_sub(1)?,
+                _ => {
+                    // A number or a literal: up to the next delimiter.
+                    while !matches!(
+                        self.b.get(self.i)?,
+                        b',' | b'}' | b']' | b' ' | b'\t' | b'\r' | b'\n'
+                    ) {
+                        self.i += 1;
+                    }
+                }
+            }
+            self.ws();
+            if depth == 0 {
+                return Some(());
+            }
+            if matches!(self.b.get(self.i)?, b',' | b':') {
+                self.i += 1;
+            }
+        }
+    }
+
+    /// What is known so far, if it settles the line.
+    fn decided(&self) -> Option<Prefix> {
+        let method = self.method?;
+        if method != b"session/update" {
+            return Some(Prefix::Method(String::from_utf8(method.to_vec()).ok()?));
+        }
+        let kind = std::str::from_utf8(self.kind?).ok()?;
+        if OWNED_UPDATES.contains(&kind) {
+            return None;
+        }
+        let session = std::str::from_utf8(self.session?).ok()?;
+        Some(Prefix::Update { session: session.to_string(), kind: kind.to_string() })
+    }
+
+    /// The members of an object (after its `{`): 0 the envelope, 1 `params`, 2 `params.update`.
+    fn members(&mut self, level: u8) -> Option<(Prefix, usize)> {
+        loop {
+            self.ws();
+            match self.next()? {
+                b'"' => {}
+                _ => return None,
+            }
+            let key = self.plain()?;
+            self.ws();
+            if self.next()? != b':' {
+                return None;
+            }
+            self.ws();
+            let slot = match (level, key) {
+                (0, b"method") => Some(&mut self.method),
+                (1, b"sessionId") => Some(&mut self.session),
+                (2, b"sessionUpdate") => Some(&mut self.kind),
+                _ => None,
+            };
+            if slot.as_ref().is_some_and(|s| s.is_some()) {
+                // A repeated member: the line is not valid for the envelope reader anyway,
+                // but stay on the safe side.
+                return None;
+            }
+            let descend = matches!((level, key), (0, b"params") | (1, b"update"));
+            if slot.is_some() {
+                if self.next()? != b'"' {
+                    return None;
+                }
+                let v = self.plain()?;
+                match (level, key) {
+                    (0, _) => self.method = Some(v),
+                    (1, _) => self.session = Some(v),
+                    _ => self.kind = Some(v),
+                }
+            } else if descend && self.b.get(self.i) == Some(&b'{') {
+                self.i += 1;
+                if let Some(r) = self.members(level + 1) {
+                    return Some(r);
+                }
+                // The object ended (or the prefix did): only its end lets the scan go on.
+                if self.b.get(self.i.wrapping_sub(1)) != Some(&b'}') {
+                    return None;
+                }
+            } else {
+                if let Some(d) = self.decided() {
+                    return Some((d, self.i));
+                }
+                self.skip()?;
+            }
+            if let Some(d) = self.decided() {
+                return Some((d, self.i));
+            }
+            self.ws();
+            match self.next()? {
+                b',' => {}
+                b'}' if level > 0 => return None,
+                _ => return None,
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -766,5 +949,63 @@ mod tests {
         assert_eq!(plain_run(b"abc\x01", 0), 3);
         assert_eq!(plain_run("ééééééé\\".as_bytes(), 0), 14);
         assert_eq!(plain_run(b"abcdefgh", 0), 8);
+    }
+
+    #[test]
+    fn a_prefix_says_what_acp_usage_forwards_unchanged() {
+        let upd = |session: &str, kind: &str| {
+            Some(Prefix::Update { session: session.into(), kind: kind.into() })
+        };
+        let cases: &[(&str, Option<Prefix>)] = &[
+            (
+                r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"abc"#,
+                upd("s1", "agent_message_chunk"),
+            ),
+            (
+                r#" { "params" : { "update" : { "content" : [1, {"a": "x\"y"}], "sessionUpdate" : "tool_call_update" , "x":1}, "n": -1.5e3, "sessionId": "s2" }, "method": "session/update", "#,
+                upd("s2", "tool_call_update"),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","method":"fs/write_text_file","id":3,"params":{"content":"#,
+                Some(Prefix::Method("fs/write_text_file".into())),
+            ),
+            (r#"{"method":"_x/y","#, Some(Prefix::Method("_x/y".into()))),
+            // Owned, or not known yet.
+            (
+                r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"usage_update","_meta":{"#,
+                None,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"compaction_update""#,
+                None,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","method":"session/update","params":{"update":{"sessionUpdate":"agent_message_chunk","content":{"#,
+                None,
+            ),
+            (r#"{"jsonrpc":"2.0","id":1,"result":{"content":"#, None),
+            (
+                r#"{"jsonrpc":"2.0","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":"#,
+                None,
+            ),
+            (r#"{"jsonrpc":"2.0","meth\u006fd":"x","#, None),
+            (r#"{"jsonrpc":"2.0","method":"session\/update","#, None),
+            (r#"{"method":"session/update","method":"x""#, None),
+            (r#"{"method":"sess"#, None),
+            (r#"[{"method":"x"}]"#, None),
+            ("\u{ff}garbage", None),
+            (r#"{"method":1,"params":{}}"#, None),
+        ];
+        for (line, want) in cases {
+            let got = prefix(line.as_bytes()).map(|(p, _)| p);
+            assert_eq!(&got, want, "{line}");
+        }
+        // The rest starts after what settled it; any cut of a line is safe to read.
+        let line = br#"{"method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"plan","entries":[]}}}"#;
+        let (_, at) = prefix(line).unwrap();
+        assert_eq!(&line[at..at + 1], b",");
+        for cut in 0..line.len() {
+            let _ = prefix(&line[..cut]);
+        }
     }
 }

@@ -63,12 +63,41 @@ pub struct Framer {
     /// Bytes at the front of the next buffer already searched (the start of a line still
     /// arriving, left there by the last split): a long line is searched once, not once per read.
     searched: usize,
+    /// Whether a line still arriving past the limit is left to the caller (see
+    /// [`Framer::deferring`]).
+    defer: bool,
 }
 
 impl Framer {
     /// A framer that accepts lines up to `max` bytes.
     pub fn new(max: usize) -> Framer {
-        Framer { max, dropping: None, searched: 0 }
+        Framer { max, dropping: None, searched: 0, defer: false }
+    }
+
+    /// A framer that does not drop a line still arriving past the limit by itself: it is left
+    /// at the end of the buffer like any line still arriving, and the caller either takes it
+    /// over ([`Framer::restart`], when it streams the line) or has it dropped
+    /// ([`Framer::drop_partial`]). Complete lines over the limit are dropped as usual.
+    pub fn deferring(max: usize) -> Framer {
+        Framer { defer: true, ..Framer::new(max) }
+    }
+
+    /// The line still arriving was taken over by the caller: the next buffer starts afresh.
+    pub fn restart(&mut self) {
+        self.searched = 0;
+        self.dropping = None;
+    }
+
+    /// Drops the line still arriving (`len` bytes of it so far, all handed back as taken):
+    /// it is counted until its newline and reported as [`Piece::TooLong`].
+    pub fn drop_partial(&mut self, len: usize) {
+        self.searched = 0;
+        self.dropping = Some(len);
+    }
+
+    /// The longest line accepted.
+    pub fn max(&self) -> usize {
+        self.max
     }
 
     /// Finds the pieces that start at `buf[0]`, appends them to `out`, and returns how many
@@ -90,7 +119,7 @@ impl Framer {
         let rest = buf.len() - start;
         if let Some(dropped) = &mut self.dropping {
             *dropped += rest;
-        } else if rest > self.max {
+        } else if rest > self.max && (!self.defer || eof) {
             self.dropping = Some(rest);
         } else if eof && rest > 0 {
             out.push(Piece::Line { range: start..buf.len(), newline: false });
@@ -400,6 +429,30 @@ mod tests {
         assert!(out.is_empty() && f.dropping());
         assert_eq!(f.split(b"ij\nk", true, &mut out), 4);
         assert_eq!(out, vec![Piece::TooLong(8), Piece::Line { range: 3..4, newline: false }]);
+    }
+
+    #[test]
+    fn a_deferring_framer_leaves_a_line_over_the_limit_to_the_caller() {
+        let mut f = Framer::deferring(4);
+        let mut out = Vec::new();
+        assert_eq!(f.split(b"ab\ncdefgh", false, &mut out), 3);
+        assert_eq!(out, vec![Piece::Line { range: 0..2, newline: true }]);
+        assert!(!f.dropping());
+        // Taken over (streamed): the next buffer starts afresh.
+        f.restart();
+        out.clear();
+        assert_eq!(f.split(b"x\n", false, &mut out), 2);
+        assert_eq!(out, vec![Piece::Line { range: 0..1, newline: true }]);
+        // Dropped: counted to its newline.
+        out.clear();
+        assert_eq!(f.split(b"123456", false, &mut out), 0);
+        f.drop_partial(6);
+        assert_eq!(f.split(b"78\nok\n", false, &mut out), 6);
+        assert_eq!(out, vec![Piece::TooLong(8), Piece::Line { range: 3..5, newline: true }]);
+        // Complete lines over the limit, and one at the end of the stream, are dropped as usual.
+        out.clear();
+        assert_eq!(f.split(b"123456\n1234567", true, &mut out), 14);
+        assert_eq!(out, vec![Piece::TooLong(6), Piece::TooLong(7)]);
     }
 
     #[tokio::test]

@@ -20,8 +20,24 @@
 //! the line to the main loop and waits (reading nothing more from the agent, so order is kept);
 //! the main loop releases it when the transcript arrives or the wait runs out.
 //!
+//! Long agent lines are streamed: a line still arriving after [`STREAM_FROM`] bytes whose first
+//! bytes say that acp-usage forwards it unchanged ([`envelope::prefix`]: a request or
+//! notification of a method other than `session/update`, or a `session/update` of a kind it
+//! does not own, e.g. `agent_message_chunk`, `tool_call_update`) is written on as it arrives,
+//! chunk by chunk, and observed once it ended from its prefix and the length of the rest
+//! ([`Observer::account_streamed`]). Nothing else is written while it streams, so neither a
+//! held result nor an injected line can come out inside it. Other lines (responses, owned
+//! updates, a line whose `method` comes after its long part) are held whole, as before.
+//!
+//! The line limit (`--max-line-mib`) bounds what must be held: a held line over it is dropped
+//! with a warning (if it is still arriving, as soon as it passes the limit); a streamed line
+//! costs no memory and cannot be unsent once begun, so it is forwarded whatever its length
+//! (logged when over the limit). Lines from the editor are always held (requests must be read
+//! whole to be tracked).
+//!
 //! `--record` and `--validate` see the lines through [`Taps`]: a copy of each line as it is
-//! forwarded, handed over with `try_send`, so neither can ever hold the relay up.
+//! forwarded, handed over with `try_send`, so neither can ever hold the relay up. They need
+//! whole lines, so with either of them no line is streamed (every line is held, up to the limit).
 
 pub mod agent;
 pub mod content;
@@ -139,6 +155,11 @@ impl Taps {
     /// Taps for a recording and/or live validation; both `None` costs the relay nothing.
     pub fn new(recorder: Option<Recorder>, validator: Option<Live>) -> Taps {
         Taps { recorder, validator, seq: 0, start: Instant::now() }
+    }
+
+    /// Whether anything is tapped.
+    fn active(&self) -> bool {
+        self.recorder.is_some() || self.validator.is_some()
     }
 
     /// Copies one line (without its terminator) that is being sent on.
@@ -555,22 +576,31 @@ impl Batches {
         input: &mut R,
         pieces: &mut Vec<Piece>,
     ) -> (bool, usize) {
+        let eof = self.fill(input).await;
+        (eof, self.split(eof, pieces))
+    }
+
+    /// Reads once into the buffer; returns whether the input ended.
+    async fn fill<R: AsyncRead + Unpin>(&mut self, input: &mut R) -> bool {
         if self.buf.capacity() - self.buf.len() < READ_BUFFER / 4 {
             // A line longer than the buffer: grow towards the limit (beyond it the framer
             // drops the line and the buffer empties).
             let more = self.buf.len().max(READ_BUFFER).min(self.max + 1);
             self.buf.reserve(more);
         }
-        let eof = match input.read_buf(&mut self.buf).await {
+        match input.read_buf(&mut self.buf).await {
             Ok(0) => true,
             Ok(_) => false,
             Err(err) => {
                 tracing::debug!("read error: {err}");
                 true
             }
-        };
-        let taken = self.framer.split(&self.buf, eof, pieces);
-        (eof, taken)
+        }
+    }
+
+    /// Splits what the buffer holds into `pieces`; returns how many bytes they took.
+    fn split(&mut self, eof: bool, pieces: &mut Vec<Piece>) -> usize {
+        self.framer.split(&self.buf, eof, pieces)
     }
 
     /// The first `taken` bytes were handled.
@@ -660,15 +690,44 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    // Taps get whole lines, so with a tap every line is held whole (see [`Streamed`]).
+    let streaming = !lock(&core).taps.active();
     let mut batches = Batches::new(max);
+    if streaming {
+        batches.framer = Framer::deferring(max);
+    }
     let mut pieces = Vec::new();
     let mut sink = Sink { out: editor_out, peer: "editor", failed: false, open_line: false };
+    // The line being streamed on as it arrives, and whether the line still arriving was found
+    // to need holding whole.
+    let mut streamed: Option<Streamed> = None;
+    let mut judged = false;
     loop {
-        let (eof, taken) = tokio::select! {
+        // Told to stop (the agent is gone, and its stdout may be held open by a grandchild):
+        // what is already in the pipe is still read, the stop only ends a read that waits.
+        let eof = tokio::select! {
             biased;
+            eof = batches.fill(&mut input) => eof,
             _ = &mut stop => return sink,
-            r = batches.read(&mut input, &mut pieces) => r,
         };
+        if let Some(st) = &mut streamed {
+            // The buffer holds only what followed the line's last part.
+            let buf = &batches.buf;
+            let end = memchr::memchr(b'\n', buf);
+            let upto = end.map_or(buf.len(), |i| i + 1);
+            sink.write(&buf[..upto]).await;
+            st.add(&buf[..end.unwrap_or(buf.len())]);
+            if end.is_some() || eof {
+                sink.flush().await;
+                let st = streamed.take().expect("streaming");
+                st.account(&core, max);
+            }
+            batches.consumed(upto);
+            if streamed.is_some() {
+                continue;
+            }
+        }
+        let mut taken = batches.split(eof, &mut pieces);
         let buf = &batches.buf;
         let mut at = 0;
         while at < pieces.len() {
@@ -750,12 +809,79 @@ where
             write_outcome(&mut sink, &core, out, line, newline).await;
         }
         pieces.clear();
+        if streaming && !eof {
+            // The line still arriving: streamed on from here if its first bytes say that it is
+            // forwarded as it is; else held whole, up to the limit.
+            let partial = &batches.buf[taken..];
+            judged &= taken == 0;
+            let over = partial.len() > max;
+            if partial.len() >= STREAM_FROM.min(max) && (!judged || over) {
+                match envelope::prefix(partial) {
+                    Some((what, at)) => {
+                        sink.write(partial).await;
+                        let mut st = Streamed { what, bytes: 0, text: 0 };
+                        st.bytes = at as u64;
+                        st.add(&partial[at..]);
+                        streamed = Some(st);
+                        judged = false;
+                        batches.framer.restart();
+                        taken = batches.buf.len();
+                    }
+                    None if over => {
+                        batches.framer.drop_partial(partial.len());
+                        judged = false;
+                        taken = batches.buf.len();
+                    }
+                    None => judged = true,
+                }
+            }
+        }
         sink.flush().await;
         batches.consumed(taken);
         if eof {
             let _ = events.send(Event::AgentClosed);
             return sink;
         }
+    }
+}
+
+/// A line still arriving at this length is streamed on from then on when acp-usage does not
+/// own it (or at the line limit, when that is lower). Shorter lines are held whole: they cost
+/// little, and their observation is exact.
+pub const STREAM_FROM: usize = READ_BUFFER / 2;
+
+/// An agent line being written on as it arrives, because its first bytes said acp-usage
+/// forwards it unchanged ([`envelope::prefix`]). Nothing of it is held: its length is not
+/// bounded by the line limit (which bounds what must be held), and it is observed once it
+/// ended, from its prefix and the length of the rest ([`Observer::account_streamed`]). With a
+/// tap (`--record`, `--validate`), lines are held whole as before, so taps see every line.
+#[derive(Debug)]
+struct Streamed {
+    what: envelope::Prefix,
+    /// Bytes of the line so far.
+    bytes: u64,
+    /// Bytes after the prefix, less one per escape.
+    text: u64,
+}
+
+impl Streamed {
+    fn add(&mut self, part: &[u8]) {
+        self.bytes += part.len() as u64;
+        let escapes = memchr::memchr_iter(b'\\', part).count() as u64;
+        self.text += part.len() as u64 - escapes;
+    }
+
+    fn account(self, core: &Shared, max: usize) {
+        if self.bytes > max as u64 {
+            tracing::info!(
+                bytes = self.bytes,
+                limit = max,
+                "forwarded an agent line over the limit as it arrived (acp-usage does not change it)"
+            );
+        }
+        let mut c = lock(core);
+        c.observer.account_streamed(&self.what, self.text);
+        c.send_commands();
     }
 }
 

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::content;
 use super::emit::{self, Trigger};
-use super::envelope::{Envelope, Kind};
+use super::envelope::{self, Envelope, Kind};
 use super::follow::{Awaiting, Follow};
 use super::profiles::{AgentUpdate, Profile};
 use crate::state::{Learned, SessionEntry};
@@ -530,10 +530,10 @@ impl Observer {
             Kind::Response => env.id_key().is_some_and(|k| self.pending.contains_key(&k)),
             Kind::Notification if env.method.as_deref() == Some("session/update") => {
                 env.update.as_ref().is_some_and(|u| {
-                    matches!(
-                        u.update.session_update.as_deref(),
-                        Some("usage_update" | "config_option_update" | "compaction_update")
-                    )
+                    u.update
+                        .session_update
+                        .as_deref()
+                        .is_some_and(|k| envelope::OWNED_UPDATES.contains(&k))
                 })
             }
             _ => false,
@@ -550,6 +550,64 @@ impl Observer {
                 let out = self.from_agent_parsed(line, env);
                 debug_assert_eq!(out, Outcome::default(), "an unowned line was changed");
             }
+        }
+    }
+
+    /// Observes an agent line that was streamed on as it arrived (its first bytes said what it
+    /// is, [`envelope::prefix`]), after it was forwarded; `text_bytes` is the length of what
+    /// followed those bytes, escapes counted as one byte. What the whole line would have told
+    /// is estimated from that: the tokens of a content update are the estimate by bytes for
+    /// the session's family (for the OpenAI family too, where a held line is tokenized), all of
+    /// a `tool_call`'s as its output.
+    pub fn account_streamed(&mut self, prefix: &envelope::Prefix, text_bytes: u64) {
+        let (id, kind) = match prefix {
+            envelope::Prefix::Method(m) => return self.count_other(m),
+            envelope::Prefix::Update { session, kind } => (session.as_str(), kind.as_str()),
+        };
+        let profile = self.profile;
+        if !self.sessions.contains_key(id) {
+            self.sessions.insert(id.to_string(), Session::new(Ledger::restored()));
+        }
+        let s = self.sessions.get_mut(id).expect("just made");
+        if s.ledger.in_turn()
+            && let Some(f) = &mut s.follow
+        {
+            let now = now_ms();
+            if !f.failed && now - f.last_poll_ms >= POLL_EVERY_MS {
+                f.last_poll_ms = now;
+                self.commands.push(Command::Poll(id.to_string()));
+            }
+        }
+        let family = s.family(profile);
+        let tokens = acp_usage_core::estimate::by_bytes(text_bytes, family);
+        let content_kind = matches!(
+            kind,
+            "user_message_chunk"
+                | "agent_message_chunk"
+                | "agent_thought_chunk"
+                | "tool_call"
+                | "tool_call_update"
+        );
+        if s.loading && content_kind {
+            if !s.ledger.has_turns() {
+                s.ledger.replayed(tokens);
+            }
+            return;
+        }
+        if content_kind && !s.ledger.in_turn() {
+            return;
+        }
+        match kind {
+            "user_message_chunk" => s.ledger.user_message_in_turn(),
+            "agent_message_chunk" => s.ledger.output_tokens(tokens, false),
+            "agent_thought_chunk" => s.ledger.output_tokens(tokens, true),
+            "tool_call" => {
+                s.ledger.tool_call(0);
+                s.ledger.tool_output(tokens);
+            }
+            "tool_call_update" => s.ledger.tool_output(tokens),
+            "compaction_summary_chunk" => s.compaction_summary += tokens,
+            _ => {}
         }
     }
 
