@@ -38,6 +38,9 @@
 //! `--record` and `--validate` see the lines through [`Taps`]: a copy of each line as it is
 //! forwarded, handed over with `try_send`, so neither can ever hold the relay up. They need
 //! whole lines, so with either of them no line is streamed (every line is held, up to the limit).
+//!
+//! The relay runs on a current-thread runtime: both pumps and the main loop share one thread
+//! that waits on the poller itself, so a line crossing the relay costs no thread wake-up.
 
 pub mod agent;
 pub mod content;
@@ -120,8 +123,7 @@ pub fn run(args: RelayArgs) -> anyhow::Result<ExitCode> {
     let recorder = args.record.as_deref().map(Recorder::create).transpose()?;
     let validator = if args.validate { Some(Live::start()?) } else { None };
     let taps = Taps::new(recorder, validator);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;
