@@ -192,6 +192,17 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
     }
 }
 
+/// Pipe capacity asked for the relay's pipes (the default unprivileged maximum).
+const PIPE_SIZE: libc::c_int = 1 << 20;
+
+/// Asks for a larger capacity of the pipe `fd` is an end of, so a long line crosses it with
+/// fewer wake-ups of the writer and the reader; a refusal (not a pipe, over the system's
+/// maximum) leaves the pipe as it was.
+pub fn grow_pipe(fd: libc::c_int) {
+    // SAFETY: fcntl on an fd the caller holds; F_SETPIPE_SZ fails harmlessly on anything else.
+    unsafe { libc::fcntl(fd, libc::F_SETPIPE_SZ, PIPE_SIZE) };
+}
+
 /// The process's stdin for the relay: its fd polled by the runtime when it is a pipe or a
 /// socket, else (a file, a terminal) tokio's `Stdin`.
 pub fn stdin() -> Input {
@@ -250,6 +261,9 @@ impl FdIo {
             return None;
         }
         let owned = fd.try_clone_to_owned().ok()?;
+        if kind == libc::S_IFIFO {
+            grow_pipe(owned.as_raw_fd());
+        }
         // SAFETY: fcntl on a valid fd.
         let flags = unsafe { libc::fcntl(owned.as_raw_fd(), libc::F_GETFL) };
         if flags < 0

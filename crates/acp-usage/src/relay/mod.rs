@@ -265,6 +265,9 @@ where
     O: AsyncWrite + Unpin + Send + 'static,
 {
     let (mut agent, pipes) = agent::spawn(&opts.argv)?;
+    // Larger pipes to and from the agent: fewer wake-ups of either side per long line.
+    lines::grow_pipe(std::os::fd::AsRawFd::as_raw_fd(&pipes.stdout));
+    lines::grow_pipe(std::os::fd::AsRawFd::as_raw_fd(&pipes.stdin));
     let observer = Observer::new(opts.settings.clone());
     tracing::info!(agent = ?opts.argv, pgid = agent.pgid, profile = observer.profile().name(), "agent started");
 
