@@ -9,10 +9,13 @@
 //! - A prompt result held for the session's transcript is not overtaken by a long line the agent
 //!   wrote right after it.
 //! - A streamed line without a final newline (the agent's last) is forwarded as it came.
+//! - A streamed `agent_message_chunk` counts in the turn's output: its estimate from the bytes
+//!   after its prefix is within a few tokens of what the held line's decoded text gives.
 
 mod support;
 
 use acp_usage::relay::profiles::Profile;
+use acp_usage_core::estimate::{self, Family};
 use serde_json::json;
 use support::*;
 
@@ -38,17 +41,24 @@ while True:
     msg = json.loads(raw)
     m = msg.get("method")
     if m == "initialize":
-        put(json.dumps({"jsonrpc":"2.0","id":msg["id"],"result":{"protocolVersion":1,"agentInfo":{"name":"claude-agent-acp","version":"0.0.0"}}}).encode() + b"\n")
+        put(json.dumps({"jsonrpc":"2.0","id":msg["id"],"result":{"protocolVersion":1,"agentInfo":{"name":"test-agent","version":"0.0.0"}}}).encode() + b"\n")
     elif m == "session/new":
         put(json.dumps({"jsonrpc":"2.0","id":msg["id"],"result":{"sessionId":"S"}}).encode() + b"\n")
     elif m == "session/prompt":
         chunk = {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}
         put(json.dumps(chunk).encode() + b"\n")
         result = json.dumps({"jsonrpc":"2.0","id":msg["id"],"result":{"stopReason":"end_turn"}}).encode() + b"\n"
-        # The result and the start of the long line reach the relay together.
-        with open(msg["params"]["prompt"][0]["text"], "rb") as f:
-            rest = f.read()
-        put(result + rest)
+        name = msg["params"]["prompt"][0]["text"]
+        if name.startswith("before:"):
+            # The long lines are part of the turn.
+            with open(name[7:], "rb") as f:
+                put(f.read())
+            put(result)
+        else:
+            # The result and the start of the long line reach the relay together.
+            with open(name, "rb") as f:
+                rest = f.read()
+            put(result + rest)
     elif m == "_test/write":
         files(msg["params"]["files"])
     elif m == "_test/exit":
@@ -225,5 +235,39 @@ async fn a_held_result_is_not_overtaken_by_a_long_line_after_it() {
     ed.send_line(&notif("_test/exit", json!({}))).await;
     let rest = ed.rest().await;
     assert!(rest.iter().all(|l| parse(l)["id"] != 2), "a second result");
+    assert_eq!(ed.finish().await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_chunk_counts_in_the_turns_output() {
+    let mut ed = start(options(&agent())).await;
+    ed.send_line(&req("1", "session/new", new_params())).await;
+    while parse(&ed.expect_line().await)["id"] != 1 {}
+    // 4 MiB of text with a `\n` escape every 1000 bytes, streamed (not held).
+    const LEN: usize = 4 << 20;
+    let big = long_update("agent_message_chunk", LEN);
+    let mut file = big.clone();
+    file.push(b'\n');
+    let name = write_file("in-turn", &file);
+    let prompt =
+        json!({"sessionId":"S","prompt":[{"type":"text","text":format!("before:{name}")}]});
+    ed.send_line(&req("2", "session/prompt", prompt)).await;
+    let mut result = None;
+    while result.is_none() {
+        let line = ed.expect_line().await;
+        if line.len() < 4096 && parse(&line)["id"] == 2 {
+            result = Some(parse(&line));
+        }
+    }
+    let r = result.unwrap();
+    let escapes = LEN.div_ceil(1000);
+    let held = estimate::count("hi", Family::Other)
+        + estimate::by_bytes((LEN - escapes) as u64, Family::Other);
+    let got = u64_at(&r, "/result/usage/outputTokens");
+    // The prefix ends at `sessionUpdate`'s value: the rest holds ~40 bytes of JSON around the text.
+    let slack = estimate::by_bytes(64, Family::Other);
+    assert!(got >= held && got <= held + slack, "output {got}, held line {held}: {r}");
+    ed.send_line(&notif("_test/exit", json!({}))).await;
+    ed.rest().await;
     assert_eq!(ed.finish().await, 0);
 }
