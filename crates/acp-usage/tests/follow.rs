@@ -41,7 +41,7 @@ fn sonnet(input: u64, read: u64, write: u64, output: u64) -> TokenRecord {
 fn events(session: &str, events: Vec<Event>) -> Update {
     Update {
         session: session.into(),
-        kind: UpdateKind::Events { events, found: true, at_end: true },
+        kind: UpdateKind::Events { events, found: true, at_end: true, settled: true },
     }
 }
 

@@ -134,10 +134,17 @@ impl Follow {
     }
 
     /// Reads events; returns the calls that happened between turns, to count now.
-    pub fn events(&mut self, events: Vec<Event>, found: bool, at_end: bool) -> Vec<Outside> {
+    /// `settled`: the read began after the wait did, looked for new files and reached the end.
+    pub fn events(
+        &mut self,
+        events: Vec<Event>,
+        found: bool,
+        at_end: bool,
+        settled: bool,
+    ) -> Vec<Outside> {
         self.found |= found;
         self.read_to_end |= at_end;
-        self.read_to_end_since_wait |= at_end && self.awaiting.is_some();
+        self.read_to_end_since_wait |= settled && self.awaiting.is_some();
         let mut outside = Vec::new();
         for event in events {
             match event {
@@ -254,7 +261,11 @@ impl Follow {
             Awaiting::TurnEnd if !self.marks_turn_end => {
                 self.read_to_end_since_wait && self.turn.as_ref().is_some_and(|t| self.adds_up(t))
             }
-            Awaiting::TurnEnd => self.turn.as_ref().is_some_and(|t| t.end_seen),
+            // The end mark alone is not enough: a subagent's file found by a search after the
+            // result came may hold calls of the turn.
+            Awaiting::TurnEnd => {
+                self.read_to_end_since_wait && self.turn.as_ref().is_some_and(|t| t.end_seen)
+            }
             Awaiting::History => self.read_to_end,
         }
     }
@@ -326,7 +337,7 @@ mod tests {
         let mut f = Follow::new(true, true, 0);
         f.await_(Awaiting::History);
         assert!(!f.ready(Awaiting::History));
-        f.events(vec![call("a", 1_000, 100, true), call("b", 2_000, 200, false)], true, true);
+        f.events(vec![call("a", 1_000, 100, true), call("b", 2_000, 200, false)], true, true, true);
         assert!(f.ready(Awaiting::History));
         f.released(false, 3_000);
         let h = f.take_history().unwrap();
@@ -337,7 +348,7 @@ mod tests {
 
         f.begin_turn(10_000);
         f.await_(Awaiting::TurnEnd);
-        let out = f.events(vec![call("c", 10_100, 300, true)], true, true);
+        let out = f.events(vec![call("c", 10_100, 300, true)], true, true, true);
         assert!(out.is_empty());
         // Split line: the same key again with more output replaces it.
         f.events(
@@ -349,16 +360,17 @@ mod tests {
             })],
             true,
             true,
+            true,
         );
         assert!(!f.ready(Awaiting::TurnEnd));
-        f.events(vec![Event::TurnEnd { at_ms: Some(10_200) }], true, true);
+        f.events(vec![Event::TurnEnd { at_ms: Some(10_200) }], true, true, true);
         assert!(f.ready(Awaiting::TurnEnd));
         f.released(false, 10_300);
         let t = f.end_turn(10_300).unwrap();
         assert_eq!(t.iter().map(|(r, _)| (r.input, r.output)).collect::<Vec<_>>(), vec![(300, 50)]);
 
         // A title call after the result counts at once.
-        let out = f.events(vec![call("d", 10_400, 40, false)], true, true);
+        let out = f.events(vec![call("d", 10_400, 40, false)], true, true, true);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].record.input, 40);
     }
@@ -371,21 +383,21 @@ mod tests {
         f.released(true, 10_500);
         assert_eq!(f.end_turn(10_500), None);
         // The turn's calls arrive late: already accounted from the ACP numbers.
-        assert!(f.events(vec![call("x", 10_200, 1, true)], true, true).is_empty());
+        assert!(f.events(vec![call("x", 10_200, 1, true)], true, true, true).is_empty());
         // A call written after the fallback is new.
-        assert_eq!(f.events(vec![call("y", 11_000, 1, false)], true, true).len(), 1);
+        assert_eq!(f.events(vec![call("y", 11_000, 1, false)], true, true, true).len(), 1);
     }
 
     #[test]
     fn without_turn_end_marks_a_read_to_the_end_after_the_result_will_do() {
         let mut f = Follow::new(false, false, 0);
         f.begin_turn(10_000);
-        f.events(vec![call("a", 10_100, 5, true)], true, true);
+        f.events(vec![call("a", 10_100, 5, true)], true, true, true);
         f.await_(Awaiting::TurnEnd);
         assert!(!f.ready(Awaiting::TurnEnd), "the read before the result does not count");
-        f.events(vec![], true, false);
+        f.events(vec![], true, false, false);
         assert!(!f.ready(Awaiting::TurnEnd), "a read that stopped short does not count");
-        f.events(vec![], true, true);
+        f.events(vec![], true, true, true);
         assert!(f.ready(Awaiting::TurnEnd));
         f.released(false, 10_200);
         assert_eq!(f.end_turn(10_200).map(|c| c.len()), Some(1));
@@ -395,25 +407,44 @@ mod tests {
     fn calls_from_before_the_session_was_followed_are_not_new_usage() {
         // A fork: followed from 50 s; its file shows up later with the parent's calls in it.
         let mut f = Follow::new(true, true, 50_000);
-        f.events(vec![], false, true);
+        f.events(vec![], false, true, true);
         assert_eq!(f.take_history(), None, "no file yet: the fork keeps its parent's accounting");
         f.begin_turn(60_000);
         let out = f.events(
             vec![call("parent", 10_000, 100, true), call("new", 60_100, 5, true)],
             true,
             true,
+            true,
         );
         assert!(out.is_empty(), "the copied call is not counted again");
-        f.events(vec![Event::TurnEnd { at_ms: Some(60_200) }], true, true);
+        f.events(vec![Event::TurnEnd { at_ms: Some(60_200) }], true, true, true);
         let t = f.end_turn(60_300).unwrap();
         assert_eq!(t.iter().map(|(r, _)| r.input).collect::<Vec<_>>(), vec![5]);
+    }
+
+    #[test]
+    fn an_end_mark_read_before_the_result_still_needs_a_search_after_it() {
+        let mut f = Follow::new(false, true, 0);
+        f.begin_turn(10_000);
+        f.events(
+            vec![call("m", 10_100, 5, true), Event::TurnEnd { at_ms: Some(10_200) }],
+            true,
+            true,
+            false,
+        );
+        f.await_(Awaiting::TurnEnd);
+        assert!(!f.ready(Awaiting::TurnEnd), "a subagent's file may not have been found yet");
+        f.events(vec![call("sub", 10_150, 7, false)], true, true, true);
+        assert!(f.ready(Awaiting::TurnEnd));
+        f.released(false, 10_300);
+        assert_eq!(f.end_turn(10_300).map(|c| c.len()), Some(2));
     }
 
     #[test]
     fn a_turn_end_from_before_the_prompt_does_not_count() {
         let mut f = Follow::new(false, true, 0);
         f.begin_turn(100_000);
-        f.events(vec![Event::TurnEnd { at_ms: Some(50_000) }], true, true);
+        f.events(vec![Event::TurnEnd { at_ms: Some(50_000) }], true, true, true);
         assert!(!f.ready(Awaiting::TurnEnd));
         f.failed = true;
         assert!(f.ready(Awaiting::TurnEnd));

@@ -272,7 +272,7 @@ impl Observer {
                 tracing::debug!(session = update.session, why, "transcript given up");
                 f.failed = true;
             }
-            UpdateKind::Events { events, found, at_end } => {
+            UpdateKind::Events { events, found, at_end, settled } => {
                 let windows: Vec<u64> = events
                     .iter()
                     .filter_map(|e| match e {
@@ -281,7 +281,7 @@ impl Observer {
                     })
                     .collect();
                 let newly_found = found && !f.found;
-                for o in f.events(events, found, at_end) {
+                for o in f.events(events, found, at_end, settled) {
                     s.ledger.record_outside_turn(o.record, Source::Transcript, o.main, &cx);
                 }
                 if newly_found {

@@ -76,6 +76,9 @@ pub enum UpdateKind {
         found: bool,
         /// Whether everything written so far has been read.
         at_end: bool,
+        /// This read began after the last [`Command::Hold`], looked for new files (a subagent's
+        /// may have appeared) and reached the end: a held result can trust it.
+        settled: bool,
     },
     /// The transcript cannot be used (said once per session).
     Failed(String),
@@ -176,6 +179,8 @@ struct Tracked {
     subagents: Vec<(Tail, Option<Box<dyn Parser>>)>,
     db: Option<OpencodeDb>,
     held: bool,
+    /// A hold came and no read has looked for new files since.
+    hold_search_pending: bool,
     dirty: bool,
     failed: bool,
     bad_lines: u32,
@@ -230,6 +235,7 @@ impl State {
                     subagents: Vec::new(),
                     db: None,
                     held: false,
+                    hold_search_pending: false,
                     dirty: true,
                     failed: false,
                     bad_lines: 0,
@@ -246,6 +252,10 @@ impl State {
                 if let Some(s) = self.sessions.get_mut(&id) {
                     s.held = true;
                     s.dirty = true;
+                    // The next read looks for new files first: a subagent's file may have
+                    // appeared since the last search.
+                    s.last_search = None;
+                    s.hold_search_pending = true;
                 } else {
                     // Not tracked (e.g. failed and forgotten): let the relay go on at once.
                     self.send(&id, UpdateKind::Failed("not followed".into()));
@@ -276,6 +286,7 @@ impl State {
         let Some(mut s) = self.sessions.remove(id) else { return };
         s.dirty = false;
         let mut events = Vec::new();
+        let pending = s.hold_search_pending;
         let result = match s.format {
             Format::Opencode => self.read_db(id, &mut s, &mut events),
             _ => self.read_files(id, &mut s, &mut events),
@@ -283,8 +294,9 @@ impl State {
         match result {
             Ok(at_end) => {
                 let found = s.main.is_some() || s.db.is_some();
+                let settled = pending && !s.hold_search_pending && at_end;
                 if !events.is_empty() || s.held {
-                    self.send(id, UpdateKind::Events { events, found, at_end });
+                    self.send(id, UpdateKind::Events { events, found, at_end, settled });
                 }
             }
             Err(why) => {
@@ -311,6 +323,7 @@ impl State {
         let every = if s.held { SEARCH_EVERY_HELD } else { SEARCH_EVERY };
         if s.last_search.is_none_or(|t| t.elapsed() >= every) {
             s.last_search = Some(Instant::now());
+            s.hold_search_pending = false;
             let found = self.locator.find(&self.locs, s.format, id);
             if let Some(path) = found.main
                 && s.main.as_ref().is_none_or(|t| t.path() != path)
@@ -401,6 +414,8 @@ impl State {
             self.watch(path.parent());
             s.db = Some(db);
         }
+        // One query covers the session and its child (subagent) sessions.
+        s.hold_search_pending = false;
         let db = s.db.as_mut().expect("opened above");
         db.read_new(id, events).map_err(|e| format!("{e:#}"))?;
         Ok(true)
