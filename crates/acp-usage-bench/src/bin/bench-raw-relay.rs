@@ -1,13 +1,20 @@
 //! `bench-raw-relay AGENT [ARGS...]`: the physical limit of a relay. It spawns the agent and
 //! copies stdin to the agent's stdin and the agent's stdout to stdout with large buffers,
-//! parsing nothing; it exits with the agent's status.
+//! parsing nothing; it exits with the agent's status. Its pipes get the same 1 MiB that
+//! acp-usage asks for, so the two are compared on the same kernel buffers.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::process::{Command, ExitCode, Stdio};
 
 const BUFFER: usize = 1 << 20;
+
+/// Asks for a 1 MiB pipe buffer, as acp-usage does; anything but a pipe is left as it is.
+fn grow_pipe(fd: impl AsRawFd) {
+    // SAFETY: fcntl on an fd we hold; F_SETPIPE_SZ fails harmlessly on anything but a pipe.
+    unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, BUFFER as libc::c_int) };
+}
 
 fn copy(mut from: impl Read, mut to: impl Write) {
     let mut buf = vec![0u8; BUFFER];
@@ -46,6 +53,10 @@ fn main() -> ExitCode {
     let (Some(to_agent), Some(from_agent)) = (child.stdin.take(), child.stdout.take()) else {
         return ExitCode::from(2);
     };
+    for fd in [stdin.as_raw_fd(), stdout.as_raw_fd(), to_agent.as_raw_fd(), from_agent.as_raw_fd()]
+    {
+        grow_pipe(fd);
+    }
     // The copy to the agent ends (and closes its stdin) when our stdin ends.
     std::thread::spawn(move || copy(File::from(stdin), to_agent));
     copy(from_agent, File::from(stdout));
