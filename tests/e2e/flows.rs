@@ -105,6 +105,19 @@ fn history(agent: Agent, relayed: bool) -> anyhow::Result<History> {
     Ok(History { session_id, init, updates_after_new, turns: vec![first, second], transcript, lab })
 }
 
+/// Starts the relay in `lab` (with `relay_args`), initializes and opens a session; the checks
+/// demand exact figures when `expect` says the transcript gives them.
+fn relayed_session(expect: Expect, lab: &Lab, relay_args: &[&str]) -> (AcpClient, Checks, String) {
+    let client = lab.relayed_with(relay_args).expect("start the relay");
+    let mut checks = Checks::new(expect.agent);
+    checks.exact_everything = expect.known == Known::Everything;
+    client.initialize().expect("initialize through the relay");
+    let new_result =
+        client.new_session(&lab.scratch.work()).expect("session/new through the relay");
+    let session = session_id(&new_result).expect("session id");
+    (client, checks, session)
+}
+
 pub fn session_id(new_result: &Value) -> anyhow::Result<String> {
     new_result["sessionId"]
         .as_str()
@@ -182,14 +195,7 @@ pub fn relay_turns(expect: Expect) {
 pub fn relay_turns_with(expect: Expect, relay_args: &[&str]) {
     let agent = expect.agent;
     let lab = Lab::new(agent, support::script(agent)).expect("lab");
-    let client = lab.relayed_with(relay_args).expect("start the relay");
-    let mut checks = Checks::new(agent);
-    checks.exact_everything = expect.known == Known::Everything;
-    client.initialize().expect("initialize through the relay");
-    let new_result =
-        client.new_session(&lab.scratch.work()).expect("session/new through the relay");
-    let session_id = session_id(&new_result).expect("session id");
-
+    let (client, mut checks, session_id) = relayed_session(expect, &lab, relay_args);
     let new_id = support::last_request_id(&client, "session/new");
     match support::update_after_response(&client, &new_id, &session_id) {
         Ok(update) => {
@@ -415,12 +421,7 @@ pub fn relay_subagent_turn(expect: Expect, sub: SubagentTurn) {
     let agent = expect.agent;
     let lab = Lab::new(agent, sub.script).expect("lab");
     (sub.prepare)(&lab).expect("prepare the lab");
-    let client = lab.relayed().expect("start the relay");
-    let mut checks = Checks::new(agent);
-    checks.exact_everything = expect.known == Known::Everything;
-    client.initialize().expect("initialize through the relay");
-    let new_result = client.new_session(&lab.scratch.work()).expect("session/new");
-    let session_id = session_id(&new_result).expect("session id");
+    let (client, mut checks, session_id) = relayed_session(expect, &lab, &[]);
     (sub.after_new)(&client, &session_id).expect("set up the session");
     let phase = "turn with a subagent";
     let turn = run_turn(&client, &lab.mock, &session_id, SUBAGENT_PROMPT).expect("the turn");
@@ -458,12 +459,7 @@ pub fn no_requests(_: &AcpClient, _: &str) -> anyhow::Result<()> {
 pub fn relay_fork(expect: Expect) {
     let agent = expect.agent;
     let lab = Lab::new(agent, support::script(agent)).expect("lab");
-    let client = lab.relayed().expect("start the relay");
-    let mut checks = Checks::new(agent);
-    checks.exact_everything = expect.known == Known::Everything;
-    client.initialize().expect("initialize");
-    let new_result = client.new_session(&lab.scratch.work()).expect("session/new");
-    let parent = session_id(&new_result).expect("session id");
+    let (client, mut checks, parent) = relayed_session(expect, &lab, &[]);
     let first = run_turn(&client, &lab.mock, &parent, PLAIN_PROMPT).expect("parent turn");
     let mut calls = expect.accountable(first.billed_calls());
     let response = client
@@ -506,12 +502,7 @@ pub fn relay_fork(expect: Expect) {
 pub fn relay_clear(expect: Expect) {
     let agent = expect.agent;
     let lab = Lab::new(agent, support::script(agent)).expect("lab");
-    let client = lab.relayed().expect("start the relay");
-    let mut checks = Checks::new(agent);
-    checks.exact_everything = expect.known == Known::Everything;
-    client.initialize().expect("initialize");
-    let new_result = client.new_session(&lab.scratch.work()).expect("session/new");
-    let session = session_id(&new_result).expect("session id");
+    let (client, mut checks, session) = relayed_session(expect, &lab, &[]);
     let first = run_turn(&client, &lab.mock, &session, PLAIN_PROMPT).expect("first turn");
     let mut calls = expect.accountable(first.billed_calls());
     check_turn(&mut checks, "turn before /clear", &client, &first, &calls, expect, None);

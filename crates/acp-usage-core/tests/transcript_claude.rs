@@ -3,7 +3,9 @@
 //! shapes the mock cannot provoke (partial streamed counts, a sidechain replay, torn lines); see
 //! `fixtures/transcripts/claude/README.md`.
 
-use std::collections::BTreeMap;
+mod common;
+
+use common::calls;
 
 use acp_usage_core::tokens::TokenRecord;
 use acp_usage_core::transcript::claude::ClaudeParser;
@@ -15,30 +17,11 @@ const SUBAGENT: &str =
     "session/bc7341c5-8dda-4e7a-b1a8-d2ade5970368/subagents/agent-a455660011ddec475.jsonl";
 
 fn fixture(name: &str) -> String {
-    let path = format!("{}/tests/fixtures/transcripts/claude/{name}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{path}: {err}"))
+    common::fixture("claude", name)
 }
 
 fn feed(parser: &mut ClaudeParser, role: FileRole, text: &str) -> Vec<Event> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        parser.line(role, line.as_bytes(), &mut out).expect("a valid transcript line");
-    }
-    out
-}
-
-/// The calls that survive, by key, in first-seen order (a later event replaces an earlier one).
-fn calls(events: &[Event]) -> Vec<Call> {
-    let mut order = Vec::new();
-    let mut by_key = BTreeMap::new();
-    for event in events {
-        if let Event::Call(call) = event
-            && by_key.insert(call.key.clone(), call.clone()).is_none()
-        {
-            order.push(call.key.clone());
-        }
-    }
-    order.into_iter().map(|key| by_key[&key].clone()).collect()
+    common::feed(parser, role, text.lines())
 }
 
 /// What the mock served, as a transcript record (Anthropic counters, 5m/1h writes apart).

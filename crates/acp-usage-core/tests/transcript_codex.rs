@@ -1,18 +1,19 @@
 //! The Codex rollout parser against real rollouts (codex-acp 0.16.0 / codex 0.137 run against
 //! the project's mock LLM) and a forked-subagent rollout built from the documented shape.
 
-use std::collections::BTreeMap;
+mod common;
+
+use common::calls;
 
 use acp_usage_core::tokens::TokenRecord;
 use acp_usage_core::transcript::codex::CodexParser;
-use acp_usage_core::transcript::{Call, Event, FileRole, Parser, parse_timestamp};
+use acp_usage_core::transcript::{Event, FileRole, Parser, parse_timestamp};
 
 const MODEL: &str = "gpt-5.2-codex";
 const WINDOW: u64 = 258_400;
 
 fn fixture(name: &str) -> String {
-    let path = format!("{}/tests/fixtures/transcripts/codex/{name}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{path}: {err}"))
+    common::fixture("codex", name)
 }
 
 fn parse_lines<'a>(
@@ -20,29 +21,11 @@ fn parse_lines<'a>(
     role: FileRole,
     lines: impl IntoIterator<Item = &'a str>,
 ) -> Vec<Event> {
-    let mut out = Vec::new();
-    for line in lines {
-        parser.line(role, line.as_bytes(), &mut out).expect("a valid rollout line");
-    }
-    out
+    common::feed(parser, role, lines)
 }
 
 fn parse(role: FileRole, text: &str) -> Vec<Event> {
     parse_lines(&mut CodexParser::default(), role, text.lines())
-}
-
-/// The calls that survive, by key, in first-seen order (a later event replaces an earlier one).
-fn calls(events: &[Event]) -> Vec<Call> {
-    let mut order = Vec::new();
-    let mut by_key = BTreeMap::new();
-    for event in events {
-        if let Event::Call(call) = event
-            && by_key.insert(call.key.clone(), call.clone()).is_none()
-        {
-            order.push(call.key.clone());
-        }
-    }
-    order.into_iter().map(|key| by_key[&key].clone()).collect()
 }
 
 /// What the mock served, as a transcript record (OpenAI counters).

@@ -1,17 +1,18 @@
 //! The Gemini CLI chat-record parser against real chat files (gemini-cli 0.61.0 run against the
 //! project's mock LLM, including a `generalist` subagent) and hand-written edge cases.
 
-use std::collections::BTreeMap;
+mod common;
+
+use common::calls;
 
 use acp_usage_core::tokens::TokenRecord;
 use acp_usage_core::transcript::gemini::{GeminiParser, session_id_of_first_line};
-use acp_usage_core::transcript::{Call, Event, FileRole, Parser, parse_timestamp};
+use acp_usage_core::transcript::{Event, FileRole, Parser, parse_timestamp};
 
 const MODEL: &str = "gemini-2.5-pro";
 
 fn fixture(name: &str) -> String {
-    let path = format!("{}/tests/fixtures/transcripts/gemini/{name}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{path}: {err}"))
+    common::fixture("gemini", name)
 }
 
 fn feed<'a>(
@@ -19,29 +20,11 @@ fn feed<'a>(
     role: FileRole,
     lines: impl IntoIterator<Item = &'a str>,
 ) -> Vec<Event> {
-    let mut out = Vec::new();
-    for line in lines {
-        parser.line(role, line.as_bytes(), &mut out).expect("a valid chat line");
-    }
-    out
+    common::feed(parser, role, lines)
 }
 
 fn parse(role: FileRole, text: &str) -> Vec<Event> {
     feed(&mut GeminiParser::default(), role, text.lines())
-}
-
-/// The calls that survive, by key, in first-seen order (a later event replaces an earlier one).
-fn calls(events: &[Event]) -> Vec<Call> {
-    let mut order = Vec::new();
-    let mut by_key = BTreeMap::new();
-    for event in events {
-        if let Event::Call(call) = event
-            && by_key.insert(call.key.clone(), call.clone()).is_none()
-        {
-            order.push(call.key.clone());
-        }
-    }
-    order.into_iter().map(|key| by_key[&key].clone()).collect()
 }
 
 fn n_calls(events: &[Event]) -> usize {

@@ -396,6 +396,18 @@ impl Observer {
         Some(id)
     }
 
+    /// The session a `session/update` is about (made if unknown); its traffic during a turn says
+    /// its transcript is growing, so a read is asked for, now and then.
+    fn updated_session(&mut self, id: &str) -> &mut Session {
+        if !self.sessions.contains_key(id) {
+            self.sessions.insert(id.to_string(), Session::new(Ledger::restored()));
+        }
+        if self.sessions.get(id).is_some_and(|s| s.ledger.in_turn()) {
+            self.poll(id);
+        }
+        self.sessions.get_mut(id).expect("just made")
+    }
+
     /// The session's traffic says its transcript is growing: ask for a read, now and then.
     fn poll(&mut self, id: &str) {
         let Some(f) = self.sessions.get_mut(id).and_then(|s| s.follow.as_mut()) else { return };
@@ -565,19 +577,7 @@ impl Observer {
             envelope::Prefix::Update { session, kind } => (session.as_str(), kind.as_str()),
         };
         let profile = self.profile;
-        if !self.sessions.contains_key(id) {
-            self.sessions.insert(id.to_string(), Session::new(Ledger::restored()));
-        }
-        let s = self.sessions.get_mut(id).expect("just made");
-        if s.ledger.in_turn()
-            && let Some(f) = &mut s.follow
-        {
-            let now = now_ms();
-            if !f.failed && now - f.last_poll_ms >= POLL_EVERY_MS {
-                f.last_poll_ms = now;
-                self.commands.push(Command::Poll(id.to_string()));
-            }
-        }
+        let s = self.updated_session(id);
         let family = s.family(profile);
         let tokens = acp_usage_core::estimate::by_bytes(text_bytes, family);
         let content_kind = matches!(
@@ -809,21 +809,7 @@ impl Observer {
         };
         let id = n.session_id.as_ref();
         let profile = self.profile;
-        if !self.sessions.contains_key(id) {
-            self.sessions.insert(id.to_string(), Session::new(Ledger::restored()));
-        }
-        let s = self.sessions.get_mut(id).expect("just made");
-        if s.ledger.in_turn()
-            && let Some(f) = &mut s.follow
-        {
-            // The session's traffic says its transcript is growing: ask for a read, now and
-            // then.
-            let now = now_ms();
-            if !f.failed && now - f.last_poll_ms >= POLL_EVERY_MS {
-                f.last_poll_ms = now;
-                self.commands.push(Command::Poll(id.to_string()));
-            }
-        }
+        let s = self.updated_session(id);
         let family = s.family(profile);
         let update = &n.update;
         let kind = update.session_update.as_deref().unwrap_or("");
