@@ -641,6 +641,9 @@ fn plain_run(b: &[u8], i: usize) -> usize {
     // SAFETY: SSE2 is part of the x86_64 baseline, so every x86_64 CPU has it.
     #[cfg(target_arch = "x86_64")]
     let i = unsafe { plain_run_sse2(b, i) };
+    if b.get(i).is_some_and(|&c| c == b'"' || c == b'\\' || c < 0x20) {
+        return i;
+    }
     plain_run_swar(b, i)
 }
 
