@@ -155,6 +155,18 @@ impl Session {
     }
 }
 
+/// Whether a `session/update` kind carries conversation content (what a replay repeats).
+fn is_content_kind(kind: &str) -> bool {
+    matches!(
+        kind,
+        "user_message_chunk"
+            | "agent_message_chunk"
+            | "agent_thought_chunk"
+            | "tool_call"
+            | "tool_call_update"
+    )
+}
+
 /// Whether a prompt result says the turn made no model call (all its usage is zero).
 fn no_model_call(result: &Value) -> bool {
     let zero = |v: Option<&Value>| v.and_then(Value::as_u64) == Some(0);
@@ -580,14 +592,7 @@ impl Observer {
         let s = self.updated_session(id);
         let family = s.family(profile);
         let tokens = acp_usage_core::estimate::by_bytes(text_bytes, family);
-        let content_kind = matches!(
-            kind,
-            "user_message_chunk"
-                | "agent_message_chunk"
-                | "agent_thought_chunk"
-                | "tool_call"
-                | "tool_call_update"
-        );
+        let content_kind = is_content_kind(kind);
         if s.loading && content_kind {
             if !s.ledger.has_turns() {
                 s.ledger.replayed(tokens);
@@ -813,14 +818,7 @@ impl Observer {
         let family = s.family(profile);
         let update = &n.update;
         let kind = update.session_update.as_deref().unwrap_or("");
-        let content_kind = matches!(
-            kind,
-            "user_message_chunk"
-                | "agent_message_chunk"
-                | "agent_thought_chunk"
-                | "tool_call"
-                | "tool_call_update"
-        );
+        let content_kind = is_content_kind(kind);
         if s.loading && content_kind {
             // Replayed history fills the context but is not new usage; a ledger that saw the
             // session's turns already knows that context.
