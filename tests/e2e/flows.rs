@@ -239,6 +239,35 @@ pub fn relay_turns_with(expect: Expect, relay_args: &[&str]) {
     checks.finish();
 }
 
+/// Where a turn runs: the relay's client, its lab, the session.
+#[derive(Clone, Copy)]
+struct TurnAt<'a> {
+    client: &'a AcpClient,
+    lab: &'a Lab,
+    session: &'a str,
+}
+
+/// Runs a plain turn through the relay, adds its accountable calls to `calls` (the session's so
+/// far) and checks it with [`check_turn`]; a failed prompt is a failed check.
+fn plain_turn_checked(
+    checks: &mut Checks,
+    phase: &str,
+    at: TurnAt<'_>,
+    calls: &mut Vec<Call>,
+    expect: Expect,
+    size: Option<u64>,
+) {
+    match run_turn(at.client, &at.lab.mock, at.session, PLAIN_PROMPT) {
+        Ok(turn) => {
+            calls.extend(expect.accountable(turn.billed_calls()));
+            check_turn(checks, phase, at.client, &turn, calls, expect, size);
+        }
+        Err(err) => {
+            checks.fail(format!("{phase}: session/prompt through the relay failed: {err:#}"))
+        }
+    }
+}
+
 /// The checks shared by every relayed turn: per-turn usage, the usage_update right before the
 /// result, and no raw agent usage_update left unrewritten.
 fn check_turn(
@@ -370,23 +399,8 @@ fn reopen_through_relay(
             }
         }
         let phase = format!("turn after {method}");
-        match run_turn(&client, &lab.mock, &history.session_id, PLAIN_PROMPT) {
-            Ok(turn) => {
-                session_calls.extend(expect.accountable(turn.billed_calls()));
-                check_turn(
-                    &mut checks,
-                    &phase,
-                    &client,
-                    &turn,
-                    &session_calls,
-                    expect,
-                    size_after_turn,
-                );
-            }
-            Err(err) => {
-                checks.fail(format!("{phase}: session/prompt through the relay failed: {err:#}"))
-            }
-        }
+        let at = TurnAt { client: &client, lab, session: &history.session_id };
+        plain_turn_checked(&mut checks, &phase, at, &mut session_calls, expect, size_after_turn);
     }
     if !expect.resume {
         // Unsupported methods are the agent's to refuse; the error must reach the client as is.
@@ -485,13 +499,8 @@ pub fn relay_fork(expect: Expect) {
         }
     }
     let phase = "turn in the fork";
-    match run_turn(&client, &lab.mock, &fork, PLAIN_PROMPT) {
-        Ok(turn) => {
-            calls.extend(expect.accountable(turn.billed_calls()));
-            check_turn(&mut checks, phase, &client, &turn, &calls, expect, None);
-        }
-        Err(err) => checks.fail(format!("{phase}: session/prompt failed: {err:#}")),
-    }
+    let at = TurnAt { client: &client, lab: &lab, session: &fork };
+    plain_turn_checked(&mut checks, phase, at, &mut calls, expect, None);
     drop(client);
     checks.transcript_waits("results held", lab.scratch.root());
     checks.finish();
@@ -511,13 +520,8 @@ pub fn relay_clear(expect: Expect) {
         format!("/clear made model calls: {:#?}", clear.calls)
     });
     let phase = "turn after /clear";
-    match run_turn(&client, &lab.mock, &session, PLAIN_PROMPT) {
-        Ok(turn) => {
-            calls.extend(expect.accountable(turn.billed_calls()));
-            check_turn(&mut checks, phase, &client, &turn, &calls, expect, None);
-        }
-        Err(err) => checks.fail(format!("{phase}: session/prompt failed: {err:#}")),
-    }
+    let at = TurnAt { client: &client, lab: &lab, session: &session };
+    plain_turn_checked(&mut checks, phase, at, &mut calls, expect, None);
     drop(client);
     checks.transcript_waits("results held", lab.scratch.root());
     checks.finish();

@@ -74,7 +74,7 @@ async fn unmodified_lines_pass_byte_for_byte_both_ways() {
     tx.shutdown().await.unwrap();
     let got =
         tokio::time::timeout(READ_TIMEOUT, reader).await.expect("relay output in time").unwrap();
-    assert_same_bytes(&got, &input);
+    assert_same_bytes(&got, &input, "what the editor got");
     assert_eq!(relay_code(relay, READ_TIMEOUT).await, 0);
 }
 

@@ -126,7 +126,7 @@ async fn a_16_mib_line_in_small_pieces_is_streamed_byte_for_byte() {
     ed.send_line(&notif("_test/write", json!({"files":[name]}))).await;
     ed.send_line(&notif("_test/exit", json!({}))).await;
     let got = ed.read_to_end().await;
-    assert_same_bytes(&got, &file);
+    assert_same_bytes(&got, &file, "what the editor got");
     assert_eq!(ed.finish().await, 0);
 }
 

@@ -22,6 +22,7 @@
 //! - 10,000,000 messages (ACP_USAGE_TORTURE_MESSAGES to change) with sequence numbers, checked at
 //!   the editor: none lost, reordered or altered.
 
+mod support;
 #[path = "support/torture.rs"]
 mod torture;
 
@@ -30,6 +31,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use support::assert_same_bytes;
 use torture::*;
 
 // ---------------------------------------------------------------------------------------------

@@ -20,6 +20,9 @@ use acp_usage_core::transcript::{Call, Event};
 /// carries its parent's calls and turn ends with their old timestamps.
 const SLACK_MS: i64 = 250;
 
+/// Least time between two reads of a session's transcript that its traffic asks for.
+const POLL_EVERY_MS: i64 = 50;
+
 /// What kind of answer is waiting for the transcript.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Awaiting {
@@ -63,7 +66,7 @@ pub struct Follow {
     /// text is recorded before the tool call that follows it, so no record says "done").
     marks_turn_end: bool,
     /// When traffic last asked for a read, in Unix ms.
-    pub last_poll_ms: i64,
+    last_poll_ms: i64,
     /// When acp-usage started following the session, in Unix ms.
     created_ms: i64,
 }
@@ -110,15 +113,31 @@ impl Follow {
 
     /// Calls this session's transcript will repeat from another's (a fork's copy of its parent's
     /// history): they are history, never new usage.
-    pub fn inherit(&mut self, parent: &Follow) {
-        for key in &parent.order {
-            if let Some((call, _)) = parent.calls.get(key)
-                && !self.calls.contains_key(key)
-            {
-                self.calls.insert(key.clone(), (call.clone(), Bucket::Outside));
-                self.order.push(key.clone());
+    pub fn inherit(&mut self, calls: Vec<Call>) {
+        for call in calls {
+            if !self.calls.contains_key(&call.key) {
+                self.order.push(call.key.clone());
+                self.calls.insert(call.key.clone(), (call, Bucket::Outside));
             }
         }
+    }
+
+    /// Every call read so far, in the order first seen.
+    pub fn calls(&self) -> Vec<Call> {
+        self.order.iter().filter_map(|k| self.calls.get(k)).map(|(c, _)| c.clone()).collect()
+    }
+
+    /// The session's traffic says its transcript is growing: whether to ask for a read now (at
+    /// most one per [`POLL_EVERY_MS`]).
+    pub fn poll_due(&mut self) -> bool {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        if self.failed || now - self.last_poll_ms < POLL_EVERY_MS {
+            return false;
+        }
+        self.last_poll_ms = now;
+        true
     }
 
     /// A turn starts at `now_ms`.

@@ -21,8 +21,6 @@ use super::profiles::{AgentUpdate, Profile};
 use crate::state::{Learned, SessionEntry};
 use crate::transcripts::{Command, Format, Update, UpdateKind};
 
-/// Least time between two reads of a session's transcript that its traffic asks for.
-const POLL_EVERY_MS: i64 = 50;
 /// Results released because the transcript was late, in a row, before it is given up.
 const MAX_TIMEOUTS_IN_A_ROW: u32 = 3;
 
@@ -357,6 +355,8 @@ impl Observer {
         let (id, what) = match p.method {
             Method::Prompt => {
                 let id = p.session.clone()?;
+                // Only a followed session's result is parsed here.
+                self.sessions.get(&id)?.follow.as_ref().filter(|f| !f.failed)?;
                 let result = env.result.and_then(|r| serde_json::from_str::<Value>(r.get()).ok());
                 if result.as_ref().is_some_and(no_model_call) {
                     // A local command (`/clear`, `/context`): nothing will be written to wait for.
@@ -384,16 +384,15 @@ impl Observer {
                 self.sessions.entry(id.clone()).or_insert_with(|| Session::new(ledger));
                 self.follow(&id, true);
                 // The fork's transcript repeats its parent's calls: they are history.
-                let inherited = p.session.as_ref().and_then(|parent| {
-                    let f = self.sessions.get(parent)?.follow.as_ref()?;
-                    let mut copy = Follow::new(false, true, 0);
-                    copy.inherit(f);
-                    Some(copy)
-                });
-                if let (Some(copy), Some(f)) =
+                let inherited = p
+                    .session
+                    .as_ref()
+                    .and_then(|parent| self.sessions.get(parent)?.follow.as_ref())
+                    .map(Follow::calls);
+                if let (Some(calls), Some(f)) =
                     (inherited, self.sessions.get_mut(&id).and_then(|s| s.follow.as_mut()))
                 {
-                    f.inherit(&copy);
+                    f.inherit(calls);
                 }
                 (id, Awaiting::History)
             }
@@ -414,18 +413,16 @@ impl Observer {
         if !self.sessions.contains_key(id) {
             self.sessions.insert(id.to_string(), Session::new(Ledger::restored()));
         }
-        if self.sessions.get(id).is_some_and(|s| s.ledger.in_turn()) {
-            self.poll(id);
+        let s = self.sessions.get_mut(id).expect("just made");
+        if s.ledger.in_turn() && s.follow.as_mut().is_some_and(Follow::poll_due) {
+            self.commands.push(Command::Poll(id.to_string()));
         }
-        self.sessions.get_mut(id).expect("just made")
+        s
     }
 
     /// The session's traffic says its transcript is growing: ask for a read, now and then.
     fn poll(&mut self, id: &str) {
-        let Some(f) = self.sessions.get_mut(id).and_then(|s| s.follow.as_mut()) else { return };
-        let now = now_ms();
-        if !f.failed && now - f.last_poll_ms >= POLL_EVERY_MS {
-            f.last_poll_ms = now;
+        if self.sessions.get_mut(id).and_then(|s| s.follow.as_mut()).is_some_and(Follow::poll_due) {
             self.commands.push(Command::Poll(id.to_string()));
         }
     }

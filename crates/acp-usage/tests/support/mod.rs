@@ -247,7 +247,7 @@ pub fn assert_id(line: &[u8], sent: &str) {
 
 /// Panics with the first difference of two byte strings, escaped and in context.
 #[track_caller]
-pub fn assert_same_bytes(got: &[u8], want: &[u8]) {
+pub fn assert_same_bytes(got: &[u8], want: &[u8], what: &str) {
     if got == want {
         return;
     }
@@ -258,7 +258,7 @@ pub fn assert_same_bytes(got: &[u8], want: &[u8]) {
         b[lo..hi].escape_ascii().to_string()
     };
     panic!(
-        "bytes differ at offset {at} (got {} bytes, want {}):\n got: …{}…\nwant: …{}…",
+        "{what}: bytes differ at offset {at} (got {} bytes, want {}):\n got: …{}…\nwant: …{}…",
         got.len(),
         want.len(),
         ctx(got),

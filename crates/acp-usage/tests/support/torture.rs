@@ -259,27 +259,6 @@ pub fn split_lines(bytes: &[u8]) -> Vec<&[u8]> {
     lines
 }
 
-/// Panics with the first difference of two byte strings, escaped and in context.
-#[track_caller]
-pub fn assert_same_bytes(got: &[u8], want: &[u8], what: &str) {
-    if got == want {
-        return;
-    }
-    let at = got.iter().zip(want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
-    let ctx = |b: &[u8]| {
-        let lo = at.saturating_sub(60);
-        let hi = (at + 60).min(b.len());
-        b[lo..hi].escape_ascii().to_string()
-    };
-    panic!(
-        "{what}: bytes differ at offset {at} (got {} bytes, want {}):\n got: …{}…\nwant: …{}…",
-        got.len(),
-        want.len(),
-        ctx(got),
-        ctx(want)
-    );
-}
-
 /// Checks the JSON-RPC error responses the relay owes the editor for `ids` (raw wire text),
 /// each naming `status` (e.g. "signal 9", "exit status 55").
 #[track_caller]
