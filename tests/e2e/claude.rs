@@ -1,14 +1,16 @@
-//! claude-agent-acp 0.49.0 (Claude Code underneath) against the Anthropic mock.
+//! claude-agent-acp 0.101.0 (Claude Code 2.1.318 underneath, Node 22) against the Anthropic mock.
 //!
 //! What it sends by itself (`claude_direct` pins this down; acp-usage's Claude profile relies on
-//! it): no `usage_update` after `session/new`/`load`/`resume`; during a turn two or three
-//! `usage_update`s per model call (`message_start` snapshot with output 1, `message_delta`, then
-//! the turn's `result` with the cumulative `cost`); `used` = the last call's
-//! input + cache read + cache write + output; `size` = `modelUsage.contextWindow` (1,000,000 for
-//! the default Opus 4.8 in a fresh process, 200,000 after a reload); per-turn `usage` in the
-//! result with `inputTokens` WITHOUT the cache (Anthropic's `input_tokens`), summed over the
-//! turn's calls; `cost` = catalog price, cumulative per process (a reloaded session starts again
-//! from zero).
+//! it): no `usage_update` after `session/new`/`load`/`resume`; the model option `default` with
+//! the description "Opus" beside `opus` named "Opus 5.5" (`claude-opus-5-5`, a 1,000,000
+//! window); during a turn two or three `usage_update`s per model call (`message_start` snapshot
+//! with output 1, `message_delta`, then the turn's `result` with the cumulative `cost`), each
+//! with `_meta["_claude/model"]`; `used` = the last call's input + cache read + cache write +
+//! output; `size` 1,000,000, also after a reload; per-turn `usage` in the result with
+//! `inputTokens` WITHOUT the cache (Anthropic's `input_tokens`), summed over the turn's main
+//! calls, and `_meta.quota.model_usage`, the turn's per-model counts with its side calls (the
+//! session title on the second turn, a prompt suggestion after a turn) which no transcript
+//! records; `cost` = catalog price of every call the process saw, side calls included.
 
 use acp_usage_tests::agents::Agent;
 use acp_usage_tests::mock_llm::{Call, Usage};
@@ -18,19 +20,20 @@ use crate::flows::{self, Expect, History};
 use crate::support::{self, Checks, Known};
 
 const AGENT: Agent = Agent::Claude;
-/// The default model resolves to claude-opus-4-8 with the 1M-context beta.
+/// The default model resolves to claude-opus-5-5, whose window is 1,000,000.
 const WINDOW: u64 = 1_000_000;
 /// What Claude Code reports as `contextWindow` in a process that reloaded the session.
-const WINDOW_AFTER_RELOAD: u64 = 200_000;
+const WINDOW_AFTER_RELOAD: u64 = 1_000_000;
 
 const EXPECT: Expect = Expect {
     agent: AGENT,
     size: WINDOW,
-    size_on_new: None,
+    size_on_new: Some(WINDOW),
     known: Known::Everything,
     turn_exact: true,
     resume: true,
     unrecorded_auxiliary: false,
+    auxiliary_in_part: true,
 };
 
 /// Claude's own per-turn usage: Anthropic's disjoint counters.
@@ -77,16 +80,16 @@ fn claude_direct() {
     checks.check(init["agentInfo"]["name"] == "@agentclientprotocol/claude-agent-acp", || {
         format!("agentInfo: {init}")
     });
-    checks.check(init["agentInfo"]["version"] == "0.49.0", || format!("agentInfo: {init}"));
+    checks.check(init["agentInfo"]["version"] == "0.101.0", || format!("agentInfo: {init}"));
     checks.check(
         !updates_after_new.iter().any(|update| update["sessionUpdate"] == "usage_update"),
         || "claude sent a usage_update after session/new".to_owned(),
     );
-    let mut session_calls: Vec<Call> = Vec::new();
+    let mut billed: Vec<Call> = Vec::new();
+    let mut main: Vec<Call> = Vec::new();
     for (n, turn) in turns.iter().enumerate() {
         let phase = format!("direct turn {}", n + 1);
         let calls = turn.main_calls();
-        session_calls.extend(calls.iter().map(|call| (*call).clone()));
         check_agent_usage(&mut checks, &phase, &turn.result["usage"], &calls);
         let updates = turn.usage_updates();
         // Two or three per call: message_start (output 1), message_delta, plus the result's.
@@ -94,14 +97,24 @@ fn claude_direct() {
             format!("{phase}: only {} usage_updates", updates.len())
         });
         let last = calls.last().and_then(|call| call.usage).unwrap_or_default();
-        let cost = support::catalog_cost(&session_calls).unwrap_or(-1.0);
+        // Its stated cost covers every main call the process made so far and some of its side
+        // calls (the title; not the prompt suggestions).
+        billed.extend(turn.billed_calls().into_iter().cloned());
+        main.extend(calls.iter().map(|call| (*call).clone()));
         if let Some(update) = updates.last() {
-            check_agent_update(&mut checks, &phase, update, &last, WINDOW, cost);
+            let own = support::catalog_cost(&main).unwrap_or(-1.0);
+            let all = support::catalog_cost(&billed).unwrap_or(-1.0);
+            let got = update["cost"]["amount"].as_f64().unwrap_or(-1.0);
+            checks.check(got >= own - 1e-9 && got <= all + 1e-9, || {
+                format!("{phase}: claude's cost {got} outside [{own}, {all}]")
+            });
+            check_agent_update(&mut checks, &phase, update, &last, WINDOW, got);
         }
     }
 
-    // Reload and resume in fresh processes: nothing on reopening; afterwards the cost restarts
-    // from zero and the window drops to 200,000.
+    // Reload and resume in fresh processes: nothing on reopening; afterwards the window stays
+    // 1,000,000 and the cost goes on from the session's earlier cost (the fresh process counts
+    // its own calls on top).
     let mut fixtures = Vec::new();
     for method in ["session/load", "session/resume"] {
         let (turn, transcript) = flows::reopen_direct(&mut checks, lab, session_id, method);
@@ -109,9 +122,16 @@ fn claude_direct() {
         let calls = turn.main_calls();
         check_agent_usage(&mut checks, &phase, &turn.result["usage"], &calls);
         let last = calls.last().and_then(|call| call.usage).unwrap_or_default();
-        let cost = support::catalog_cost(calls.iter().copied()).unwrap_or(-1.0);
         if let Some(update) = turn.usage_updates().last() {
-            check_agent_update(&mut checks, &phase, update, &last, WINDOW_AFTER_RELOAD, cost);
+            // Between the turn's own calls and everything billed so far.
+            let own = support::catalog_cost(calls.iter().copied()).unwrap_or(-1.0);
+            let all = support::catalog_cost(history.billed().iter()).unwrap_or(-1.0);
+            let got = update["cost"]["amount"].as_f64().unwrap_or(-1.0);
+            checks.check(got >= own - 1e-9 && got <= all + 1e-9, || {
+                format!("{phase}: claude's cost {got} outside [{own}, {all}]")
+            });
+            let stated_cost = got;
+            check_agent_update(&mut checks, &phase, update, &last, WINDOW_AFTER_RELOAD, stated_cost);
         }
         fixtures.push((method, transcript));
     }

@@ -23,6 +23,7 @@ const EXPECT: Expect = Expect {
     turn_exact: true,
     resume: true,
     unrecorded_auxiliary: false,
+    auxiliary_in_part: false,
 };
 
 /// One usage_update per call, `used` = the call's total, in call order.

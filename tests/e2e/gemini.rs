@@ -24,6 +24,7 @@ const EXPECT: Expect = Expect {
     turn_exact: true,
     resume: false,
     unrecorded_auxiliary: false,
+    auxiliary_in_part: false,
 };
 
 fn check_agent_turn(checks: &mut Checks, phase: &str, turn: &Turn) {

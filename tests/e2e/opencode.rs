@@ -32,6 +32,7 @@ const EXPECT: Expect = Expect {
     turn_exact: true,
     resume: true,
     unrecorded_auxiliary: true,
+    auxiliary_in_part: false,
 };
 
 /// opencode's per-turn usage: the last call's Anthropic counters, zero cache counts left out.

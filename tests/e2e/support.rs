@@ -74,6 +74,14 @@ pub fn price(model: &str) -> Option<Price> {
             cache_write_5m: 6.25e-6,
             cache_write_1h: 10e-6,
         },
+        // Opus 5.5: claude-agent-acp 0.101.0's default model.
+        "claude-opus-5-5" => Price {
+            input: 4e-6,
+            output: 20e-6,
+            cache_read: 0.2e-6,
+            cache_write_5m: 5e-6,
+            cache_write_1h: 8e-6,
+        },
         "claude-sonnet-4-6" | "claude-sonnet-4-5" => Price {
             input: 3e-6,
             output: 15e-6,
@@ -88,10 +96,17 @@ pub fn price(model: &str) -> Option<Price> {
             cache_write_5m: 1.25e-6,
             cache_write_1h: 2e-6,
         },
-        "gpt-5.2-codex" => Price {
+        "gpt-5.2-codex" | "gpt-5.2" => Price {
             input: 1.75e-6,
             output: 14e-6,
             cache_read: 0.175e-6,
+            cache_write_5m: 0.0,
+            cache_write_1h: 0.0,
+        },
+        "gpt-5.4-mini" => Price {
+            input: 0.75e-6,
+            output: 4.5e-6,
+            cache_read: 0.075e-6,
             cache_write_5m: 0.0,
             cache_write_1h: 0.0,
         },
@@ -148,11 +163,32 @@ pub struct Checks {
     rows: Vec<String>,
     /// Every `used` and `cost` must be exact and marked exact ([`Known::Everything`]).
     pub exact_everything: bool,
+    /// Side calls the relay may or may not see (Claude Code's titles, which only its per-model
+    /// counts show, and not on a resumed process's first turn): exact figures may exceed what
+    /// the checks expect by at most these, and a cost may be the agent's (partial).
+    pub slack: Slack,
+}
+
+/// What side calls the relay may have counted beyond the expected figures.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Slack {
+    /// The turn's side calls.
+    pub turn: Usage,
+    /// The session's side calls so far.
+    pub session: Usage,
+    /// Their catalog cost.
+    pub cost: f64,
 }
 
 impl Checks {
     pub fn new(agent: Agent) -> Checks {
-        Checks { agent, failures: Vec::new(), rows: Vec::new(), exact_everything: false }
+        Checks {
+            agent,
+            failures: Vec::new(),
+            rows: Vec::new(),
+            exact_everything: false,
+            slack: Slack::default(),
+        }
     }
 
     pub fn fail(&mut self, message: String) {
@@ -280,16 +316,18 @@ impl Checks {
         );
 
         if exact {
+            let s = self.slack.turn;
             let expect = [
-                ("inputTokens", Some(input), served.input),
-                ("outputTokens", Some(output), served.output),
-                ("cachedReadTokens", cached_read, served.cache_read),
-                ("cachedWriteTokens", cached_write, served.cache_write()),
-                ("thoughtTokens", thought, served.thought),
+                ("inputTokens", Some(input), served.input, s.input),
+                ("outputTokens", Some(output), served.output, s.output),
+                ("cachedReadTokens", cached_read, served.cache_read, s.cache_read),
+                ("cachedWriteTokens", cached_write, served.cache_write(), s.cache_write()),
+                ("thoughtTokens", thought, served.thought, s.thought),
             ];
-            for (field, got, want) in expect {
+            for (field, got, want, slack) in expect {
                 // A zero subset may be left out; a non-zero one may not.
-                let ok = got == Some(want) || (got.is_none() && want == 0);
+                let ok = got.is_some_and(|got| got >= want && got <= want + slack)
+                    || (got.is_none() && want == 0);
                 self.check(ok, || {
                     format!("{phase}: exact usage {field} = {got:?}, mock served {want}")
                 });
@@ -374,6 +412,20 @@ impl Checks {
         if let Some(want) = cost {
             let got = update["cost"]["amount"].as_f64();
             let exact = meta["cost"]["exact"].as_bool();
+            let slack = self.slack.cost;
+            if slack > 0.0 {
+                // Some side calls may be unseen: the cost lies between what the relay must have
+                // seen and everything billed, exact or the agent's own figure (partial).
+                self.row(phase, "cost (USD)", got, want, exact);
+                let got = got.unwrap_or(-1.0);
+                self.check(got >= want - 1e-9 && got <= want + slack + 1e-9, || {
+                    format!("{phase}: cost {got} outside [{want}, {}]", want + slack)
+                });
+                self.check(exact == Some(true) || meta["cost"]["partial"] == true, || {
+                    format!("{phase}: an inexact cost must be marked partial: {update}")
+                });
+                return;
+            }
             if self.exact_everything {
                 self.check(exact == Some(true), || {
                     format!("{phase}: cost should be exact: {update}")
@@ -424,14 +476,15 @@ impl Checks {
         });
         self.row(phase, "session.input", Some(input as f64), served.input as f64, Some(exact));
         self.row(phase, "session.total", Some(total as f64), served.total() as f64, Some(exact));
+        let s = self.slack.session;
         let must_match = [
-            ("inputTokens", input, served.input, exact || known == Known::Input),
-            ("outputTokens", output, served.output, exact),
-            ("totalTokens", total, served.total(), exact || known == Known::Total),
+            ("inputTokens", input, served.input, s.input, exact || known == Known::Input),
+            ("outputTokens", output, served.output, s.output, exact),
+            ("totalTokens", total, served.total(), s.total(), exact || known == Known::Total),
         ];
-        for (field, got, want, must) in must_match {
+        for (field, got, want, slack, must) in must_match {
             if must {
-                self.check(got == want, || {
+                self.check(got >= want && got <= want + slack, || {
                     format!("{phase}: cumulative _meta.usage.{field} {got} != the session's {want}")
                 });
             }

@@ -25,31 +25,47 @@ pub enum Agent {
     Claude,
     /// `@zed-industries/codex-acp` (codex-rs underneath), OpenAI Responses API.
     Codex,
+    /// `@agentclientprotocol/codex-acp` (TypeScript, the Codex app server from `@openai/codex`
+    /// underneath), OpenAI Responses API: the adapter new users get.
+    CodexTs,
     /// `@google/gemini-cli --acp`, Gemini API.
     Gemini,
     /// `opencode-ai` (`opencode acp`), its Anthropic provider on the Messages API.
     Opencode,
+    /// `@qwen-code/qwen-code` (`qwen --acp`), an OpenAI-compatible provider (Chat Completions).
+    Qwen,
 }
 
 impl Agent {
-    pub const ALL: [Agent; 4] = [Agent::Claude, Agent::Codex, Agent::Gemini, Agent::Opencode];
+    pub const ALL: [Agent; 6] = [
+        Agent::Claude,
+        Agent::Codex,
+        Agent::CodexTs,
+        Agent::Gemini,
+        Agent::Opencode,
+        Agent::Qwen,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Agent::Claude => "claude",
             Agent::Codex => "codex",
+            Agent::CodexTs => "codex-ts",
             Agent::Gemini => "gemini",
             Agent::Opencode => "opencode",
+            Agent::Qwen => "qwen",
         }
     }
 
     /// The npm package and the version `.ci/install-agents.sh` pins.
     pub fn package(self) -> (&'static str, &'static str) {
         match self {
-            Agent::Claude => ("@agentclientprotocol/claude-agent-acp", "0.49.0"),
+            Agent::Claude => ("@agentclientprotocol/claude-agent-acp", "0.101.0"),
             Agent::Codex => ("@zed-industries/codex-acp", "0.16.0"),
+            Agent::CodexTs => ("@agentclientprotocol/codex-acp", "2.6.0"),
             Agent::Gemini => ("@google/gemini-cli", "0.61.0"),
             Agent::Opencode => ("opencode-ai", "1.18.33"),
+            Agent::Qwen => ("@qwen-code/qwen-code", "0.24.4"),
         }
     }
 
@@ -57,9 +73,10 @@ impl Agent {
     pub fn bin_name(self) -> &'static str {
         match self {
             Agent::Claude => "claude-agent-acp",
-            Agent::Codex => "codex-acp",
+            Agent::Codex | Agent::CodexTs => "codex-acp",
             Agent::Gemini => "gemini",
             Agent::Opencode => "opencode",
+            Agent::Qwen => "qwen",
         }
     }
 
@@ -68,7 +85,8 @@ impl Agent {
             // A fixed model: the default `auto` router makes classifier calls and may switch models.
             Agent::Gemini => vec!["--acp".into(), "-m".into(), GEMINI_MODEL.into()],
             Agent::Opencode => vec!["acp".into()],
-            Agent::Claude | Agent::Codex => Vec::new(),
+            Agent::Qwen => vec!["--acp".into()],
+            Agent::Claude | Agent::Codex | Agent::CodexTs => Vec::new(),
         }
     }
 }
@@ -76,28 +94,70 @@ impl Agent {
 /// A Codex model with a catalog window (272,000, of which Codex uses 95%: 258,400).
 pub const CODEX_MODEL: &str = "gpt-5.2-codex";
 pub const GEMINI_MODEL: &str = "gemini-2.5-pro";
+/// qwen-code's model on its OpenAI-compatible provider (a catalog window of 272,000).
+pub const QWEN_MODEL: &str = "gpt-5.2";
 /// opencode's model option value (`providerID/modelID`): Anthropic's provider, pointed at the mock.
 pub const OPENCODE_MODEL: &str = "anthropic/claude-sonnet-4-5";
 
-/// Where the agents' executables are.
+/// The cache `.ci/install-agents.sh` installs into: `node_modules/` (npm agents and acpx) and
+/// `node/bin/node` (Node 22).
+pub fn agents_cache() -> PathBuf {
+    std::env::var_os("ACP_USAGE_AGENTS_CACHE").map(PathBuf::from).unwrap_or_else(|| {
+        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| "/root".into());
+        home.join(".cache/acp-usage/agents")
+    })
+}
+
+/// Where the agents' executables are linked (`node_modules/.bin`), unless
+/// `$ACP_USAGE_AGENTS_DIR` says otherwise.
 pub fn agents_bin_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("ACP_USAGE_AGENTS_DIR") {
-        return PathBuf::from(dir);
+    match std::env::var_os("ACP_USAGE_AGENTS_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => agents_cache().join("node_modules/.bin"),
     }
-    let cache =
-        std::env::var_os("ACP_USAGE_AGENTS_CACHE").map(PathBuf::from).unwrap_or_else(|| {
-            let home =
-                std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| "/root".into());
-            home.join(".cache/acp-usage/agents")
-        });
-    cache.join("node_modules/.bin")
+}
+
+/// The directory of the Node 22 the agents run on, put first on their PATH (and on acpx's).
+pub fn node_bin_dir() -> PathBuf {
+    agents_cache().join("node/bin")
+}
+
+/// The PATH every child gets: Node 22 first, then the test process's PATH.
+pub fn child_path() -> anyhow::Result<String> {
+    let path = std::env::var("PATH").context("PATH is not set")?;
+    let node = node_bin_dir();
+    if !node.join("node").exists() {
+        bail!(
+            "Node 22 is not installed: {} does not exist. Run .ci/install-agents.sh",
+            node.join("node").display()
+        );
+    }
+    Ok(format!("{}:{path}", node.display()))
+}
+
+/// The script a package's `bin` entry names, from its `package.json`: two packages may link
+/// the same name in `.bin` (both codex-acp adapters), so the tests never go through the link.
+pub fn package_bin(package: &str, bin: &str) -> anyhow::Result<PathBuf> {
+    let dir = agents_cache().join("node_modules").join(package);
+    let text = std::fs::read_to_string(dir.join("package.json"))
+        .with_context(|| format!("{package} is not installed in {}", dir.display()))?;
+    let manifest: serde_json::Value = serde_json::from_str(&text)?;
+    let entry = match &manifest["bin"] {
+        serde_json::Value::String(path) => Some(path.as_str()),
+        bins => bins[bin].as_str(),
+    };
+    let entry = entry.with_context(|| format!("{package}'s package.json has no bin {bin}"))?;
+    Ok(dir.join(entry))
 }
 
 /// The agent's executable, or an error that says how to install it.
 pub fn agent_program(agent: Agent) -> anyhow::Result<PathBuf> {
-    let program = agents_bin_dir().join(agent.bin_name());
-    if !program.exists() {
-        let (package, version) = agent.package();
+    let (package, version) = agent.package();
+    let program = match std::env::var_os("ACP_USAGE_AGENTS_DIR") {
+        Some(dir) => PathBuf::from(dir).join(agent.bin_name()),
+        None => package_bin(package, agent.bin_name()).unwrap_or_default(),
+    };
+    if !program.is_file() {
         bail!(
             "{} is not installed: {} does not exist. Run .ci/install-agents.sh to install \
              {package}@{version} (or point ACP_USAGE_AGENTS_DIR at a node_modules/.bin that has it)",
@@ -105,11 +165,9 @@ pub fn agent_program(agent: Agent) -> anyhow::Result<PathBuf> {
             program.display()
         );
     }
-    let (_, pinned) = agent.package();
     match installed_version(agent) {
-        Some(version) if version != pinned => eprintln!(
-            "warning: {} {version} is installed, the tests are written for {pinned} (.ci/install-agents.sh)",
-            agent.bin_name()
+        Some(installed) if installed != version => eprintln!(
+            "warning: {package} {installed} is installed, the tests are written for {version} (.ci/install-agents.sh)"
         ),
         _ => {}
     }
@@ -119,7 +177,7 @@ pub fn agent_program(agent: Agent) -> anyhow::Result<PathBuf> {
 /// The installed version of the agent's package, from its `package.json`.
 pub fn installed_version(agent: Agent) -> Option<String> {
     let (package, _) = agent.package();
-    let manifest = agents_bin_dir().join("..").join(package).join("package.json");
+    let manifest = agents_cache().join("node_modules").join(package).join("package.json");
     let text = std::fs::read_to_string(manifest).ok()?;
     let manifest: serde_json::Value = serde_json::from_str(&text).ok()?;
     manifest["version"].as_str().map(str::to_owned)
@@ -148,13 +206,24 @@ pub fn agent_command(
             set("DISABLE_AUTOUPDATER", "1".into());
             set("DISABLE_TELEMETRY", "1".into());
             set("DISABLE_ERROR_REPORTING", "1".into());
+            // Claude Code 2.1 predicts the next prompt after a turn with a side call that lands
+            // between turns, in no test's turn window; off, so the checks stay per turn (the
+            // ledger's unit tests cover how such calls count).
+            set("CLAUDE_CODE_ENABLE_PROMPT_SUGGESTION", "false".into());
         }
-        Agent::Codex => {
+        Agent::Codex | Agent::CodexTs => {
             let codex_home = home.join(".codex");
             std::fs::create_dir_all(&codex_home)?;
             std::fs::write(codex_home.join("config.toml"), codex_config(mock_url))?;
             set("CODEX_HOME", codex_home.display().to_string());
             set("MOCK_API_KEY", "mock-key".into());
+            // The TypeScript adapter opens a browser for ChatGPT login otherwise.
+            set("NO_BROWSER", "1".into());
+        }
+        Agent::Qwen => {
+            set("OPENAI_API_KEY", "sk-mock-key".into());
+            set("OPENAI_BASE_URL", format!("{mock_url}/v1"));
+            set("OPENAI_MODEL", QWEN_MODEL.into());
         }
         Agent::Gemini => {
             let gemini_dir = home.join(".gemini");
@@ -198,11 +267,11 @@ pub fn agent_command(
     })
 }
 
-/// What every child gets: PATH (for node), a scratch HOME and TMPDIR, and dead proxies.
+/// What every child gets: PATH (Node 22 first), a scratch HOME and TMPDIR, and dead proxies.
 fn base_env(scratch: &Scratch) -> anyhow::Result<Vec<(String, String)>> {
     let tmp = scratch.path("tmp");
     std::fs::create_dir_all(&tmp)?;
-    let path = std::env::var("PATH").context("PATH is not set")?;
+    let path = child_path()?;
     let mut env = vec![
         ("PATH".to_owned(), path),
         ("HOME".to_owned(), scratch.home().display().to_string()),

@@ -45,6 +45,8 @@ fn check(window_percent: u64, script: &str, expect: Expect) {
     let mut out = String::new();
     // Transcript calls gathered for `tturn`/`thistory`.
     let mut tcalls: Vec<(TokenRecord, bool)> = Vec::new();
+    // The agent's per-model counts gathered for `models`.
+    let mut models: Vec<TokenRecord> = Vec::new();
     for line in script.lines().map(str::trim).filter(|l| !l.is_empty()) {
         let mut it = line.split_whitespace();
         let cmd = it.next().unwrap();
@@ -82,6 +84,9 @@ fn check(window_percent: u64, script: &str, expect: Expect) {
             }
             "baseline" => ledger.set_baseline(n(&mut it)),
             "agent_window" => ledger.agent_window(n(&mut it)),
+            "reported_window" => ledger.reported_window(n(&mut it)),
+            "agent_model" => models.push(record(&mut it)),
+            "models" => ledger.agent_turn_models(std::mem::take(&mut models)),
             "agent_cost" => ledger.agent_cost(it.next().unwrap().parse().unwrap()),
             "agent_turn" => ledger.agent_turn(record(&mut it), TurnReport::Complete, None),
             "agent_quota" => {
@@ -93,6 +98,9 @@ fn check(window_percent: u64, script: &str, expect: Expect) {
                     out += &format!("learned baseline={b}\n");
                 }
                 let x = &t.totals;
+                for (role, r) in &t.roles.roles {
+                    out += &format!("  {}: in={} out={}\n", role.as_str(), r.input, r.output);
+                }
                 out += &format!(
                     "turn: in={} cr={} cw={} out={} th={} total={} calls={:?} src={} cache={} cost={}\n",
                     x.input,
@@ -112,6 +120,10 @@ fn check(window_percent: u64, script: &str, expect: Expect) {
                 let unpriced = match s.unpriced_calls {
                     0 => String::new(),
                     k => format!(" unpriced={k}"),
+                };
+                let unpriced = match s.cost_floor {
+                    Some(floor) => format!("{unpriced} floor={floor}"),
+                    None => unpriced,
                 };
                 out += &format!(
                     "snap: used={} ({}{}) split={:?} size={} ({}) cost={} ({}{}{}) model={:?} total={} exact={}\n",
@@ -181,6 +193,7 @@ fn exact_calls_sum_per_turn_and_used_is_the_last_call() {
          snap",
         expect![[r#"
             learned baseline=12007
+              main: in=24024 out=68
             turn: in=24024 cr=18000 cw=6000 out=68 th=0 total=24092 calls=Some(2) src=tap cache=true cost=0.028992
             snap: used=12019 (tap) split=Some((12012, 7)) size=200000 (catalog) cost=0.028992 (catalog) model=Some("claude-sonnet-4-5") total=24092 exact=true
         "#]],
@@ -380,7 +393,9 @@ fn long_context_tier_is_per_request() {
          end",
         expect![[r#"
             learned baseline=250000
+              main: in=250000 out=1000
             turn: in=250000 cr=0 cw=0 out=1000 th=0 total=251000 calls=Some(1) src=tap cache=true cost=0.640000
+              main: in=150000 out=1000
             turn: in=150000 cr=0 cw=0 out=1000 th=0 total=151000 calls=Some(1) src=tap cache=true cost=0.197500
         "#]],
     );
@@ -389,12 +404,12 @@ fn long_context_tier_is_per_request() {
 #[test]
 fn transcript_calls_make_every_figure_exact() {
     // A claude turn with a subagent call between the main agent's two calls; the agent's stated
-    // cost is ignored once the transcript is followed; a title call after the result counts at
-    // once; a reload's history replaces whatever was accounted.
+    // cost, lower than the transcript's, does not count once the transcript is followed; a title
+    // call after the result counts at once; a reload's history replaces whatever was accounted.
     check(
         100,
         "select claude-sonnet-4-5
-         agent_cost 9.0
+         agent_cost 0.001
          follow
          turn
          prompt 10
@@ -413,10 +428,74 @@ fn transcript_calls_make_every_figure_exact() {
          snap",
         expect![[r#"
             learned baseline=12002
+              main: in=24092 out=68
+              subagent: in=2500 out=40
             turn: in=26592 cr=21000 cw=5000 out=108 th=0 total=26700 calls=Some(3) src=transcript cache=true cost=0.022046
             snap: used=12087 (transcript) split=Some((12080, 7)) size=200000 (catalog) cost=0.022046 (catalog) model=Some("claude-sonnet-4-5") total=26700 exact=true
             snap: used=12087 (transcript) split=Some((12080, 7)) size=200000 (catalog) cost=0.022256 (catalog) model=Some("claude-sonnet-4-5") total=26862 exact=true
             snap: used=12087 (transcript) split=Some((12080, 7)) size=200000 (catalog) cost=0.018846 (catalog) model=Some("claude-sonnet-4-5") total=24160 exact=true
+        "#]],
+    );
+}
+
+#[test]
+fn side_calls_from_the_agents_per_model_counts_and_its_cost_as_a_floor() {
+    // claude-agent-acp 0.101: the transcript has the turn's two main calls; the turn's
+    // `modelUsage` increment has 150 input and 12 output more (the session title), which count
+    // as a side call. Then the agent states a cost above acp-usage's: it becomes the cost,
+    // marked partial, and a later, lower statement does not lower it (a session's cost never
+    // goes down).
+    check(
+        100,
+        "select claude-opus-5-5
+         follow
+         turn
+         prompt 10
+         tcall main anthropic 12 9000 3000 0 61 claude-opus-5-5
+         tcall main anthropic 80 12000 0 0 7 claude-opus-5-5
+         agent_model anthropic 242 21000 3000 0 80 claude-opus-5-5
+         models
+         tturn
+         end
+         snap
+         agent_cost 0.05
+         snap
+         agent_cost 0.001
+         snap",
+        expect![[r#"
+            learned baseline=12002
+              main: in=24092 out=68
+              side: in=150 out=12
+            turn: in=24242 cr=21000 cw=3000 out=80 th=0 total=24322 calls=Some(3) src=transcript cache=true cost=0.021768
+            snap: used=12087 (transcript) split=Some((12080, 7)) size=1000000 (catalog) cost=0.021768 (catalog) model=Some("claude-opus-5-5") total=24322 exact=true
+            snap: used=12087 (transcript) split=Some((12080, 7)) size=1000000 (catalog) cost=0.050000 (agent partial floor=0.05) model=Some("claude-opus-5-5") total=24322 exact=true
+            snap: used=12087 (transcript) split=Some((12080, 7)) size=1000000 (catalog) cost=0.050000 (agent partial floor=0.05) model=Some("claude-opus-5-5") total=24322 exact=true
+        "#]],
+    );
+}
+
+#[test]
+fn a_window_the_agent_reports_beats_every_guess_but_not_the_models_catalog_entry() {
+    // Nothing known: the default. An alias rule guesses 200,000; the agent reports 1,000,000:
+    // the report wins. A call shows the concrete model: its catalog window wins; a window the
+    // agent enforces wins over everything.
+    check(
+        100,
+        "snap
+         select - 200000
+         snap
+         reported_window 1000000
+         snap
+         seen claude-sonnet-4-5
+         snap
+         agent_window 180000
+         snap",
+        expect![[r#"
+            snap: used=0 (estimate inexact) split=None size=200000 (default) cost=- (estimate) model=None total=0 exact=true
+            snap: used=0 (estimate inexact) split=None size=200000 (catalog) cost=- (estimate) model=None total=0 exact=true
+            snap: used=0 (estimate inexact) split=None size=1000000 (agent) cost=- (estimate) model=None total=0 exact=true
+            snap: used=0 (estimate inexact) split=None size=200000 (catalog) cost=- (estimate) model=Some("claude-sonnet-4-5") total=0 exact=true
+            snap: used=0 (estimate inexact) split=None size=180000 (agent) cost=- (estimate) model=Some("claude-sonnet-4-5") total=0 exact=true
         "#]],
     );
 }

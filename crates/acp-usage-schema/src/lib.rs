@@ -85,9 +85,14 @@ pub struct CostFigure {
     /// Model calls that could not be priced (unknown model); the cost leaves them out.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unpriced_calls: u64,
-    /// The cost leaves out usage acp-usage never saw (the history of a loaded session).
+    /// The cost may leave out usage acp-usage never saw (the history of a loaded session, calls
+    /// that no source showed it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub partial: bool,
+    /// The agent's own stated cost, when it was higher than acp-usage's figure and became the
+    /// cost: the difference is calls acp-usage did not see (side calls no transcript records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_stated: Option<f64>,
 }
 
 /// acp-usage's payload in a `usage_update`'s `_meta`, under [`META_KEY`]
@@ -142,6 +147,10 @@ pub struct TurnUsageMeta {
     /// The turn's cost in USD, when it could be priced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<f64>,
+    /// The turn's counts by the role of the calls (`main`, `subagent`, `side`), when the calls
+    /// are known one by one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roles: Option<std::collections::BTreeMap<String, UsageBreakdown>>,
     /// The agent's own `usage` object, when acp-usage replaced it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<serde_json::Value>,

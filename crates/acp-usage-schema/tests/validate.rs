@@ -524,6 +524,7 @@ fn our_update_meta() -> UsageUpdateMeta {
             exact: false,
             unpriced_calls: 1,
             partial: true,
+            agent_stated: Some(0.05),
         }),
         model: Some("claude-sonnet-4-5".into()),
         used_split: Some(UsedSplit { prompt: 52000, output: 1000 }),
@@ -565,6 +566,7 @@ fn what_acp_usage_writes_validates() {
         calls: Some(2),
         model: Some("gpt-5.2-codex".into()),
         cost: Some(0.0123),
+        roles: Some([("main".to_string(), our_breakdown(None))].into_iter().collect()),
         agent: None,
     };
     let usage = serde_json::to_value(our_breakdown(Some(json!({META_KEY: turn_meta})))).unwrap();

@@ -97,8 +97,9 @@ fn a_turn_is_held_until_its_end_is_in_the_transcript_then_reported_from_it() {
         "S",
         vec![call("m1", first.clone(), true), call("s1", sub.clone(), false)],
     ));
-    // The agent's own report, which the transcript supersedes.
-    o.from_agent(&line(json!({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"usage_update","used":1,"size":200000,"cost":{"amount":9.0,"currency":"USD"}}}})));
+    // The agent's own report, which the transcript supersedes (its cost is lower: a floor that
+    // does not bind).
+    o.from_agent(&line(json!({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"usage_update","used":1,"size":200000,"cost":{"amount":0.001,"currency":"USD"}}}})));
     let result = line(
         json!({"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn","usage":{"inputTokens":1,"outputTokens":1,"totalTokens":2}}}),
     );
@@ -123,7 +124,7 @@ fn a_turn_is_held_until_its_end_is_in_the_transcript_then_reported_from_it() {
     assert_eq!(u["_meta"]["acpUsage"]["used"]["exact"], true, "{u}");
     let cost = u["cost"]["amount"].as_f64().unwrap();
     let want = price(&[&first, &sub, &last]);
-    assert!((cost - want).abs() < 1e-9, "cost {cost} != {want} (the agent's 9.0 ignored)");
+    assert!((cost - want).abs() < 1e-9, "cost {cost} != {want} (the agent's lower 0.001 ignored)");
 
     let result: Value =
         serde_json::from_slice(out.replace.as_ref().expect("usage rewritten")).unwrap();

@@ -1,8 +1,9 @@
 //! `mock-llm`: the tests' mock LLM server on its own, for manual runs.
 //!
-//! `mock-llm [--port N] [--script FILE] [--log FILE]` serves Anthropic Messages, OpenAI Responses
-//! and Gemini on 127.0.0.1, prints `mock-llm listening on 127.0.0.1:PORT` to stderr, then one line
-//! per request, until killed. Point an agent at it with e.g. `ANTHROPIC_BASE_URL=http://127.0.0.1:PORT`.
+//! `mock-llm [--port N] [--script FILE] [--log FILE]` serves Anthropic Messages, OpenAI Responses,
+//! OpenAI Chat Completions and Gemini on 127.0.0.1, prints `mock-llm listening on 127.0.0.1:PORT`
+//! to stderr, then one line per request, until killed. Point an agent at it with e.g.
+//! `ANTHROPIC_BASE_URL=http://127.0.0.1:PORT` or `OPENAI_BASE_URL=http://127.0.0.1:PORT/v1`.
 
 use std::path::PathBuf;
 

@@ -13,7 +13,9 @@ pub(crate) fn route(request: &Request, body: &Value) -> Option<Route> {
         CallKind::CountTokens
     } else if path.ends_with("/v1/messages") {
         // Claude Code's main loop always declares its tools; title and classifier calls do not.
-        match declared_tools(body).is_empty() {
+        // Its prompt suggestion after a turn declares them too (to share the prompt cache) and
+        // is told apart by its instructions.
+        match declared_tools(body).is_empty() || is_prompt_suggestion(body) {
             true => CallKind::Auxiliary,
             false => CallKind::Main,
         }
@@ -30,6 +32,19 @@ pub(crate) fn route(request: &Request, body: &Value) -> Option<Route> {
         streamed: body["stream"].as_bool().unwrap_or(false),
         declared_tools: declared_tools(body),
     })
+}
+
+/// Claude Code 2.1's prompt suggestion: the last user message asks for the predicted next prompt.
+fn is_prompt_suggestion(body: &Value) -> bool {
+    let Some(last) = body["messages"].as_array().and_then(|m| m.last()) else { return false };
+    let text = match &last["content"] {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => {
+            blocks.iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join("\n")
+        }
+        _ => return false,
+    };
+    text.contains("Reply with ONLY the suggestion")
 }
 
 fn declared_tools(body: &Value) -> Vec<String> {

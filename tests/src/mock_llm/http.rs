@@ -47,7 +47,8 @@ pub enum Response {
         status: u16,
         body: Value,
     },
-    /// Server-sent events: `(event name, data)`; Gemini's stream has no event names.
+    /// Server-sent events: `(event name, data)`; Gemini's stream has no event names. A string
+    /// `data` is written verbatim rather than as JSON, for Chat Completions' `data: [DONE]`.
     Sse(Vec<(Option<String>, Value)>),
 }
 
@@ -180,7 +181,10 @@ pub fn write_response(
                 if let Some(event) = event {
                     frame.push_str(&format!("event: {event}\n"));
                 }
-                frame.push_str(&format!("data: {data}\n\n"));
+                match data {
+                    Value::String(raw) => frame.push_str(&format!("data: {raw}\n\n")),
+                    data => frame.push_str(&format!("data: {data}\n\n")),
+                }
                 // One write per event, flushed, so clients see a real stream and not one blob.
                 stream.write_all(frame.as_bytes())?;
                 stream.flush()?;

@@ -1,4 +1,5 @@
-//! A scripted mock of three LLM APIs (Anthropic Messages, OpenAI Responses, Gemini) on 127.0.0.1.
+//! A scripted mock of four LLM APIs (Anthropic Messages, OpenAI Responses and Chat Completions,
+//! Gemini) on 127.0.0.1.
 //!
 //! Real agents run against it offline. It answers main-agent calls from a [`Script`] in order,
 //! answers auxiliary calls (title generation, next-speaker checks) from a separate default so they
@@ -20,6 +21,7 @@
 //! ```
 
 mod anthropic;
+mod chat;
 mod gemini;
 pub mod http;
 mod openai;
@@ -224,6 +226,7 @@ fn serve_connection(stream: &TcpStream, shared: &Shared) -> anyhow::Result<()> {
     let body = request.json();
     let route = anthropic::route(&request, &body)
         .or_else(|| openai::route(&request, &body))
+        .or_else(|| chat::route(&request, &body))
         .or_else(|| gemini::route(&request, &body))
         .unwrap_or(Route {
             provider: Provider::Unknown,
@@ -261,6 +264,7 @@ fn serve_connection(stream: &TcpStream, shared: &Shared) -> anyhow::Result<()> {
             anthropic::respond(&route, &request, &body, step.as_ref(), &response_id)
         }
         Provider::OpenAi => openai::respond(&route, &request, &body, step.as_ref(), &response_id),
+        Provider::OpenAiChat => chat::respond(&route, &request, &body, step.as_ref(), &response_id),
         Provider::Gemini => gemini::respond(&route, &request, &body, step.as_ref(), &response_id),
         Provider::Unknown => Reply {
             response: Response::error(
@@ -346,9 +350,12 @@ pub fn summary(call: &Call) -> String {
         ),
         None => "-".to_owned(),
     };
+    // A Chat Completions stream without `include_usage`: billed, but the agent saw no number.
+    let unsent =
+        if call.usage.is_some() && call.native_usage.is_none() { " (not sent)" } else { "" };
     let tool = call.tool_call.as_ref().and_then(|tool| tool["name"].as_str()).unwrap_or("");
     format!(
-        "#{} {} {} {:?} model={} stream={} status={} usage: {usage} {}{}",
+        "#{} {} {} {:?} model={} stream={} status={} usage: {usage}{unsent} {}{}",
         call.seq,
         call.method,
         call.target,

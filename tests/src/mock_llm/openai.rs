@@ -1,4 +1,4 @@
-//! OpenAI Responses: `POST /v1/responses` (SSE or JSON), plus an empty `GET /v1/models`.
+//! OpenAI Responses: `POST /v1/responses` (SSE or JSON), plus `GET /v1/models`.
 
 use serde_json::{Value, json};
 
@@ -50,11 +50,12 @@ pub(crate) fn respond(
     id: &str,
 ) -> Reply {
     let Some(step) = step else {
-        return Reply {
-            response: Response::ok(json!({"object": "list", "data": [], "models": []})),
-            native_usage: None,
-            tool_call: None,
-        };
+        // Chat Completions clients read OpenAI's `data` and may want a model to pick; Codex reads
+        // its own `models` field, and an empty one keeps its built-in presets.
+        let listing = json!({"object": "list", "models": [], "data": [
+            {"id": "gpt-mock", "object": "model", "created": 1_795_310_000, "owned_by": "mock"},
+        ]});
+        return Reply { response: Response::ok(listing), native_usage: None, tool_call: None };
     };
     let model = route.model.clone().unwrap_or_else(|| "gpt-mock".to_owned());
     let tool_call = step.tool.as_ref().and_then(|tool| pick_tool(tool, &route.declared_tools));

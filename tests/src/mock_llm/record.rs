@@ -10,7 +10,13 @@ use super::script::Usage;
 #[serde(rename_all = "snake_case")]
 pub enum Provider {
     Anthropic,
+    /// OpenAI Responses (Codex), and the shared `GET /v1/models` listing.
     OpenAi,
+    /// OpenAI Chat Completions (qwen-code, kimi-cli, fast-agent, cline): a provider of its own
+    /// because its stream carries usage only on request (`stream_options.include_usage`), so a
+    /// test may want these calls apart. [`sum_usage`] over all calls is unaffected: every
+    /// [`Usage`] is normalised the same way.
+    OpenAiChat,
     Gemini,
     /// A path the mock does not serve.
     Unknown,
@@ -57,7 +63,9 @@ pub struct Call {
     pub status: u16,
     /// The usage served, normalised; `None` for calls that bill nothing.
     pub usage: Option<Usage>,
-    /// The usage object exactly as served, in the provider's own shape.
+    /// The usage object exactly as served, in the provider's own shape. `None` for a billed call
+    /// whose response carried no usage: a Chat Completions stream without
+    /// `stream_options.include_usage` (the agent never saw a number, yet `usage` is set).
     pub native_usage: Option<Value>,
     /// Index into the script's steps; `None` for the default reply and auxiliary calls.
     pub script_step: Option<usize>,

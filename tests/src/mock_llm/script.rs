@@ -73,6 +73,13 @@ impl Usage {
         Usage { input, cache_read: cached, output, thought: reasoning, ..Usage::default() }
     }
 
+    /// OpenAI Chat Completions counters: `prompt_tokens` includes `cached_tokens`,
+    /// `completion_tokens` includes `reasoning_tokens`; the same definitions as
+    /// [`Usage::openai`], under Chat Completions' names.
+    pub fn chat(prompt: u64, cached: u64, completion: u64, reasoning: u64) -> Usage {
+        Usage::openai(prompt, cached, completion, reasoning)
+    }
+
     /// Gemini `usageMetadata`: `promptTokenCount` includes `cachedContentTokenCount`;
     /// `thoughtsTokenCount` is NOT part of `candidatesTokenCount`.
     pub fn gemini(prompt: u64, cached: u64, candidates: u64, thoughts: u64) -> Usage {
@@ -126,6 +133,18 @@ impl Usage {
             "output_tokens": self.output,
             "output_tokens_details": {"reasoning_tokens": self.thought},
             "total_tokens": self.total(),
+        })
+    }
+
+    /// OpenAI Chat Completions' native `usage` object (the final chunk of a stream, or the
+    /// completion). Cache writes have no field: Chat Completions only reports reads.
+    pub fn chat_json(&self) -> Value {
+        serde_json::json!({
+            "prompt_tokens": self.input,
+            "completion_tokens": self.output,
+            "total_tokens": self.total(),
+            "prompt_tokens_details": {"cached_tokens": self.cache_read},
+            "completion_tokens_details": {"reasoning_tokens": self.thought},
         })
     }
 
@@ -204,7 +223,7 @@ pub struct Step {
     #[serde(deserialize_with = "usage_spec")]
     pub usage: Usage,
     /// Ask for a tool call after the text (stop reason `tool_use` / a `function_call` item /
-    /// a `functionCall` part).
+    /// a `functionCall` part / `tool_calls`).
     #[serde(default)]
     pub tool: Option<ToolCall>,
     /// Thinking/reasoning text to stream before the reply, where the provider has a place for it.
@@ -308,6 +327,16 @@ enum UsageSpec {
         #[serde(default)]
         reasoning_tokens: u64,
     },
+    OpenaiChat {
+        #[serde(default)]
+        prompt_tokens: u64,
+        #[serde(default)]
+        cached_tokens: u64,
+        #[serde(default)]
+        completion_tokens: u64,
+        #[serde(default)]
+        reasoning_tokens: u64,
+    },
     Gemini {
         #[serde(default, rename = "promptTokenCount")]
         prompt: u64,
@@ -360,6 +389,12 @@ fn usage_spec<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Usage
         UsageSpec::Openai { input_tokens, cached_tokens, output_tokens, reasoning_tokens } => {
             Usage::openai(input_tokens, cached_tokens, output_tokens, reasoning_tokens)
         }
+        UsageSpec::OpenaiChat {
+            prompt_tokens,
+            cached_tokens,
+            completion_tokens,
+            reasoning_tokens,
+        } => Usage::chat(prompt_tokens, cached_tokens, completion_tokens, reasoning_tokens),
         UsageSpec::Gemini { prompt, cached, candidates, thoughts } => {
             Usage::gemini(prompt, cached, candidates, thoughts)
         }
@@ -383,6 +418,10 @@ mod tests {
         let gemini = Usage::gemini(8000, 6000, 9, 24);
         assert_eq!(gemini.gemini_json()["totalTokenCount"], 8033);
         assert_eq!(gemini.gemini_json()["candidatesTokenCount"], 9);
+        let chat = Usage::chat(5000, 4096, 40, 16).chat_json();
+        assert_eq!(chat["total_tokens"], 5040);
+        assert_eq!(chat["prompt_tokens_details"]["cached_tokens"], 4096);
+        assert_eq!(chat["completion_tokens_details"]["reasoning_tokens"], 16);
     }
 
     #[test]
@@ -392,6 +431,8 @@ mod tests {
                 {"text": "a", "usage": {"anthropic": {"input_tokens": 1, "cache_creation_split": [2, 3]}}},
                 {"text": "b", "usage": {"gemini": {"promptTokenCount": 10, "thoughtsTokenCount": 4}},
                  "tool": {}},
+                {"text": "c", "usage": {"openai_chat": {"prompt_tokens": 9, "cached_tokens": 8,
+                 "completion_tokens": 3, "reasoning_tokens": 2}}},
             ],
             "auxiliary": {"openai": {"input_tokens": 5, "output_tokens": 1}},
         }))
@@ -399,6 +440,7 @@ mod tests {
         assert_eq!(script.steps[0].usage, Usage::anthropic_split(1, 2, 3, 0, 0));
         assert_eq!(script.steps[1].usage.output, 4);
         assert_eq!(script.steps[1].tool, Some(ToolCall::auto()));
+        assert_eq!(script.steps[2].usage, Usage::openai(9, 8, 3, 2));
         assert_eq!(script.auxiliary.total(), 6);
     }
 }

@@ -40,6 +40,8 @@ fn send(
 fn sse_data(body: &str) -> Vec<Value> {
     body.lines()
         .filter_map(|line| line.strip_prefix("data: "))
+        // Chat Completions ends its stream with a sentinel that is not JSON.
+        .filter(|data| *data != "[DONE]")
         .map(|data| serde_json::from_str(data).unwrap())
         .collect()
 }
@@ -116,7 +118,11 @@ fn openai_stream_function_call_and_default_reply() {
     let (_, _, body) = send(&mock, "POST", "/v1/responses", &request.to_string(), false);
     assert!(body.contains("Hello from mock."));
     let (status, _, body) = send(&mock, "GET", "/v1/models", "", false);
-    assert!(status.contains("200") && body.contains("\"data\":[]"));
+    let listing: Value = serde_json::from_str(&body).unwrap();
+    assert!(status.contains("200"), "{status}");
+    // Codex's own field stays empty (its presets apply); OpenAI's `data` names a model.
+    assert_eq!(listing["models"], json!([]));
+    assert_eq!(listing["data"][0]["object"], "model");
 }
 
 #[test]
@@ -156,4 +162,148 @@ fn gemini_stream_checks_and_unknown_paths() {
     assert_eq!(calls[0].model.as_deref(), Some("gemini-2.5-pro"));
     assert_eq!(calls[1].kind, CallKind::Auxiliary);
     assert_eq!(mock.unhandled_since(0).len(), 1);
+}
+
+/// The chunks of a Chat Completions stream, after checking it ends with `data: [DONE]`.
+fn chat_chunks(body: &str) -> Vec<Value> {
+    assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
+    let chunks = sse_data(body);
+    for chunk in &chunks {
+        assert_eq!(chunk["object"], "chat.completion.chunk");
+        assert!(chunk["id"].as_str().unwrap().starts_with("chatcmpl-"));
+    }
+    chunks
+}
+
+/// The concatenated `delta[field]` strings of the stream, and of its tool call's arguments.
+fn chat_delta_text(chunks: &[Value], field: &str) -> String {
+    let delta = |chunk: &Value| chunk["choices"][0]["delta"].clone();
+    let text = |value: &Value| value.as_str().unwrap_or("").to_owned();
+    match field {
+        "arguments" => chunks
+            .iter()
+            .map(|chunk| text(&delta(chunk)["tool_calls"][0]["function"]["arguments"]))
+            .collect(),
+        field => chunks.iter().map(|chunk| text(&delta(chunk)[field])).collect(),
+    }
+}
+
+fn chat_tools() -> Value {
+    json!([
+        {"type": "function", "function": {"name": "write_file", "parameters": {}}},
+        {"type": "function", "function": {"name": "glob", "parameters": {"type": "object",
+            "required": ["pattern"], "properties": {"pattern": {"type": "string"}}}}},
+    ])
+}
+
+#[test]
+fn chat_stream_usage_only_when_asked() {
+    let first = Usage::chat(1200, 1000, 40, 16);
+    let second = Usage::chat(1300, 1200, 5, 0);
+    let mock = MockLlm::start(Script::new(vec![
+        Step::tool("Let me look.", first).with_thinking("Looking around first."),
+        Step::text("Done.", second),
+    ]))
+    .unwrap();
+    let request = json!({"model": "qwen-test", "stream": true, "messages": [],
+        "stream_options": {"include_usage": true}, "tools": chat_tools()});
+    let (status, headers, body) =
+        send(&mock, "POST", "/v1/chat/completions", &request.to_string(), false);
+    assert!(status.contains("200") && headers.contains("text/event-stream"), "{status}");
+    let chunks = chat_chunks(&body);
+    assert!(chunks.iter().all(|chunk| chunk["model"] == "qwen-test"));
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    assert_eq!(chat_delta_text(&chunks, "reasoning_content"), "Looking around first.");
+    assert_eq!(chat_delta_text(&chunks, "content"), "Let me look.");
+    let opening = chunks
+        .iter()
+        .find_map(|chunk| chunk["choices"][0]["delta"]["tool_calls"][0].get("id"))
+        .unwrap();
+    assert!(opening.as_str().unwrap().starts_with("call_"));
+    let arguments: Value = serde_json::from_str(&chat_delta_text(&chunks, "arguments")).unwrap();
+    assert_eq!(arguments, json!({"pattern": "*"}));
+    // The finish reason, then the usage alone; every chunk before it says `"usage": null`.
+    let (usage_chunk, rest) = chunks.split_last().unwrap();
+    assert_eq!(rest.last().unwrap()["choices"][0]["finish_reason"], "tool_calls");
+    assert!(rest.iter().all(|chunk| chunk["usage"].is_null() && chunk.get("usage").is_some()));
+    assert_eq!(usage_chunk["choices"], json!([]));
+    assert_eq!(usage_chunk["usage"], first.chat_json());
+    assert_eq!(usage_chunk["usage"]["prompt_tokens"], 1200);
+    assert_eq!(usage_chunk["usage"]["completion_tokens_details"]["reasoning_tokens"], 16);
+
+    // No `include_usage`: nothing on the wire, yet the call is billed.
+    let request =
+        json!({"model": "qwen-test", "stream": true, "messages": [], "tools": chat_tools()});
+    let (_, _, body) = send(&mock, "POST", "/chat/completions", &request.to_string(), false);
+    let chunks = chat_chunks(&body);
+    assert!(chunks.iter().all(|chunk| chunk.get("usage").is_none()));
+    assert_eq!(chunks.last().unwrap()["choices"][0]["finish_reason"], "stop");
+    assert_eq!(chat_delta_text(&chunks, "content"), "Done.");
+
+    let calls = mock.calls();
+    assert!(calls.iter().all(|call| call.provider == super::Provider::OpenAiChat));
+    assert_eq!(calls[0].native_usage, Some(first.chat_json()));
+    assert_eq!(calls[0].tool_call, Some(json!({"name": "glob", "args": {"pattern": "*"}})));
+    assert_eq!((calls[1].usage, calls[1].native_usage.clone()), (Some(second), None));
+    assert_eq!(super::sum_usage(&mock.main_since(0)), first + second);
+    assert!(super::summary(&calls[1]).contains("(not sent)"));
+}
+
+#[test]
+fn chat_non_streamed_tool_call_and_usage() {
+    let usage = Usage::chat(900, 0, 30, 0);
+    let mock = MockLlm::start(Script::new(vec![Step::tool("", usage)])).unwrap();
+    let request = json!({"model": "kimi-test", "messages": [], "tools": chat_tools()});
+    let (_, headers, body) =
+        send(&mock, "POST", "/v1/chat/completions", &request.to_string(), true);
+    assert!(headers.contains("application/json"));
+    let completion: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(completion["object"], "chat.completion");
+    assert_eq!(completion["model"], "kimi-test");
+    let choice = &completion["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls");
+    assert_eq!(choice["message"]["content"], Value::Null);
+    let call = &choice["message"]["tool_calls"][0];
+    assert_eq!(call["function"]["name"], "glob");
+    let arguments = call["function"]["arguments"].as_str().unwrap();
+    assert_eq!(serde_json::from_str::<Value>(arguments).unwrap()["pattern"], "*");
+    assert_eq!(completion["usage"], usage.chat_json());
+    assert_eq!(completion["usage"]["total_tokens"], 930);
+    let calls = mock.calls();
+    assert_eq!((calls[0].kind, calls[0].usage), (CallKind::Main, Some(usage)));
+    assert_eq!(calls[0].native_usage, Some(usage.chat_json()));
+}
+
+#[test]
+fn chat_auxiliary_titles_and_schema_queries() {
+    let mock = MockLlm::start(script()).unwrap();
+    let ask = |extra: Value| {
+        let mut request = json!({"model": "aux", "messages": [{"role": "user", "content": "hi"}]});
+        request.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        let (_, _, body) = send(&mock, "POST", "/v1/chat/completions", &request.to_string(), false);
+        serde_json::from_str::<Value>(&body).unwrap()["choices"][0]["message"].clone()
+    };
+    assert_eq!(ask(json!({}))["content"], "Mock title");
+    let json_object = ask(json!({"response_format": {"type": "json_object"}}));
+    let title: Value = serde_json::from_str(json_object["content"].as_str().unwrap()).unwrap();
+    assert_eq!(title, json!({"title": "Mock title"}));
+    let json_schema = ask(json!({"response_format": {"type": "json_schema", "json_schema": {
+        "name": "title", "schema": {"type": "object", "properties": {"title": {"type": "string"}}}}}}));
+    let title: Value = serde_json::from_str(json_schema["content"].as_str().unwrap()).unwrap();
+    assert!(title["title"].is_string());
+    // qwen-code's generateJson: one forced `respond_in_schema` tool.
+    let schema = json!({"type": "object", "properties": {"reasoning": {"type": "string"},
+        "next_speaker": {"type": "string", "enum": ["model", "user"]}}});
+    let check = ask(json!({"tools": [{"type": "function", "function": {
+        "name": "respond_in_schema", "parameters": schema}}], "tool_choice": "required"}));
+    let arguments = check["tool_calls"][0]["function"]["arguments"].as_str().unwrap();
+    assert_eq!(serde_json::from_str::<Value>(arguments).unwrap()["next_speaker"], "user");
+
+    assert_eq!(mock.steps_left(), 2);
+    let calls = mock.calls();
+    assert!(calls.iter().all(|call| call.kind == CallKind::Auxiliary));
+    assert!(calls.iter().all(|call| call.usage == Some(Script::default_auxiliary())));
+    assert!(
+        calls.iter().all(|call| call.native_usage == Some(Script::default_auxiliary().chat_json()))
+    );
 }

@@ -85,6 +85,7 @@ fn update_fields(
             exact: snap.cost_source.is_exact() && !snap.cost_partial && snap.unpriced_calls == 0,
             unpriced_calls: snap.unpriced_calls,
             partial: snap.cost_partial,
+            agent_stated: snap.cost_floor.map(round_usd),
         }),
         model: snap.model.clone(),
         used_split: snap.used_split.map(|(prompt, output)| UsedSplit { prompt, output }),
@@ -180,6 +181,18 @@ pub fn turn_usage(turn: &TurnUsage, agent: Option<Value>) -> Value {
         calls: turn.calls,
         model: turn.model.clone(),
         cost: turn.cost.map(round_usd),
+        roles: (!turn.roles.roles.is_empty()).then(|| {
+            let breakdown = |t: &acp_usage_core::TokenTotals| UsageBreakdown {
+                total_tokens: t.total(),
+                input_tokens: t.input,
+                output_tokens: t.output,
+                thought_tokens: (t.thought > 0).then_some(t.thought),
+                cached_read_tokens: (t.cache_read > 0).then_some(t.cache_read),
+                cached_write_tokens: (t.cache_write > 0).then_some(t.cache_write),
+                meta: None,
+            };
+            turn.roles.roles.iter().map(|(role, t)| (role.as_str().to_string(), breakdown(t))).collect()
+        }),
         agent,
     };
     let mut m = Map::new();

@@ -904,7 +904,11 @@ impl Observer {
             remembered_size,
         };
         let Some(s) = self.sessions.get_mut(id) else { return };
-        if let Some(calls) = s.follow.as_mut().and_then(Follow::take_history) {
+        // An empty history says nothing (a fork's transcript holds only its parent's calls,
+        // which the fork inherits): the ledger keeps what it has.
+        if let Some(calls) =
+            s.follow.as_mut().and_then(Follow::take_history).filter(|c| !c.is_empty())
+        {
             tracing::info!(
                 session = id,
                 calls = calls.len(),
@@ -917,27 +921,41 @@ impl Observer {
     /// Reads the selected model from `configOptions` (category `model`) or legacy
     /// `models.currentModelId`; true when it changed.
     fn read_models(&mut self, id: &str, v: &Value) -> bool {
-        let from_options = v.get("configOptions").and_then(Value::as_array).and_then(|opts| {
-            opts.iter()
-                .find(|o| {
-                    o.get("category").and_then(Value::as_str) == Some("model")
-                        || o.get("id").and_then(Value::as_str) == Some("model")
-                })
-                .and_then(|o| o.get("currentValue"))
-                .and_then(Value::as_str)
+        let option = v.get("configOptions").and_then(Value::as_array).and_then(|opts| {
+            opts.iter().find(|o| {
+                o.get("category").and_then(Value::as_str) == Some("model")
+                    || o.get("id").and_then(Value::as_str) == Some("model")
+            })
         });
+        let from_options = option.and_then(|o| o.get("currentValue")).and_then(Value::as_str);
         let legacy = v.pointer("/models/currentModelId").and_then(Value::as_str);
-        match from_options.or(legacy) {
-            Some(model) => {
+        if let Some(limit) = self.profile.reported_window_of(v) {
+            self.session(id, Ledger::restored).ledger.reported_window(limit);
+        }
+        match (from_options, legacy) {
+            (Some(model), _) => {
+                let (model, option) = (model.to_string(), option.cloned());
+                self.select_model_from(id, &model, option.as_ref())
+            }
+            (None, Some(model)) => {
                 let model = model.to_string();
                 self.select_model(id, &model)
             }
-            None => false,
+            (None, None) => false,
         }
     }
 
     fn select_model(&mut self, id: &str, value: &str) -> bool {
-        let (model, window) = self.profile.resolve_model(value);
+        self.select_model_from(id, value, None)
+    }
+
+    /// Selects `value`, read from `option` (the model option with its list of entries) when
+    /// the agent sent one.
+    fn select_model_from(&mut self, id: &str, value: &str, option: Option<&Value>) -> bool {
+        let (model, window) = match option {
+            Some(option) => self.profile.resolve_option(value, option),
+            None => self.profile.resolve_model(value),
+        };
         let s = self.session(id, Ledger::restored);
         if s.model_value.as_deref() == Some(value) {
             return false;

@@ -58,6 +58,17 @@ pub struct AgentUpdate {
     /// The agent's cost.
     #[serde(default)]
     pub cost: Option<CostView>,
+    /// The agent's `_meta`, as far as a profile reads it.
+    #[serde(default, rename = "_meta")]
+    pub meta: Option<UpdateMeta>,
+}
+
+/// What profiles read of an agent's `usage_update._meta`.
+#[derive(Debug, Default, Deserialize)]
+pub struct UpdateMeta {
+    /// claude-agent-acp (0.100+): the concrete model of the call the update is about.
+    #[serde(default, rename = "_claude/model")]
+    pub claude_model: Option<String>,
 }
 
 /// A `cost` object.
@@ -182,8 +193,11 @@ impl Profile {
                     "haiku" => Some("claude-haiku-4-5".to_string()),
                     other => Some(other.to_string()),
                 };
-                let window =
-                    if base == "default" && bracket.is_none() { None } else { Some(window) };
+                let window = match &id {
+                    _ if window == ONE_MILLION => Some(window),
+                    Some(id) => claude_plain_window(id),
+                    None => None,
+                };
                 (id, window)
             }
             Profile::Codex => {
@@ -215,6 +229,31 @@ impl Profile {
         }
     }
 
+    /// Like [`Profile::resolve_model`], with the model option the value was selected from (its
+    /// `options` with their names and descriptions), which can name the concrete model behind
+    /// an alias: claude-agent-acp lists `default` with the description "Opus" beside the option
+    /// `opus` named "Opus 5.5".
+    pub fn resolve_option(self, value: &str, option: &Value) -> (Option<String>, Option<u64>) {
+        if self == Profile::Claude
+            && let Some((id, one_m)) = claude_concrete(value, option)
+        {
+            let window = if one_m || split_bracket(value).1.is_some_and(|b| b.eq_ignore_ascii_case("1m")) {
+                Some(ONE_MILLION)
+            } else {
+                claude_plain_window(&id)
+            };
+            return (Some(id), window);
+        }
+        self.resolve_model(value)
+    }
+
+    /// A window the agent reports in a `session/new`/`load`/`resume` result or a config
+    /// update, when its profile knows where (qwen-code: the current model's `contextLimit` in
+    /// `_meta`).
+    pub fn reported_window_of(self, _result: &Value) -> Option<u64> {
+        None
+    }
+
     /// Reads the agent's own `usage_update` into the ledger.
     pub fn on_usage_update(self, ledger: &mut Ledger, update: &AgentUpdate) {
         let usd = update
@@ -225,15 +264,25 @@ impl Profile {
         match self {
             Profile::Claude => {
                 // Only the update after the SDK's `result` carries cost, and only its size is
-                // the agent's real window; earlier ones guess 200k or 1M from the model name.
+                // the window Claude Code enforces (`modelUsage.contextWindow`); the streamed
+                // ones report a window it seeded from a cache, `getContextUsage` or the model
+                // name: a report, which beats acp-usage's guesses but not the catalog entry of
+                // the concrete model the update names.
                 if let Some(used) = update.used {
                     ledger.agent_used(used, true);
                 }
-                if let Some(amount) = usd {
-                    ledger.agent_cost(amount);
-                    if let Some(size) = update.size {
-                        ledger.agent_window(size);
+                if let Some(model) = update.meta.as_ref().and_then(|m| m.claude_model.as_deref()) {
+                    ledger.model_seen(split_bracket(model).0);
+                }
+                match (usd, update.size) {
+                    (Some(amount), size) => {
+                        ledger.agent_cost(amount);
+                        if let Some(size) = size {
+                            ledger.agent_window(size);
+                        }
                     }
+                    (None, Some(size)) => ledger.reported_window(size),
+                    (None, None) => {}
                 }
             }
             Profile::Opencode => {
@@ -257,8 +306,12 @@ impl Profile {
                     // agent's figure, not claimed exact.
                     ledger.agent_used(used, false);
                 }
-                if let Some(size) = update.size {
-                    ledger.agent_window(size);
+                match (self, update.size) {
+                    // Codex's `model_context_window` is the share of the window it lets the
+                    // model fill: enforced.
+                    (Profile::Codex, Some(size)) => ledger.agent_window(size),
+                    (_, Some(size)) => ledger.reported_window(size),
+                    (_, None) => {}
                 }
                 if let Some(amount) = usd {
                     ledger.agent_cost(amount);
@@ -272,6 +325,13 @@ impl Profile {
         if self == Profile::Opencode {
             opencode_prompt_result(ledger, result);
             return;
+        }
+        if self == Profile::Claude
+            && let Some(rows) = result.pointer("/_meta/quota/model_usage").and_then(Value::as_array)
+        {
+            // Claude Code's `modelUsage` increment of the turn, by model: every call of the
+            // turn, its title and suggestion calls included, which its transcript leaves out.
+            ledger.agent_turn_models(rows.iter().filter_map(claude_model_row).collect());
         }
         if let Some(usage) = result.get("usage").filter(|u| u.is_object()) {
             // claude-agent-acp's per-turn usage is the main loop's sum; codex-acp (TS) reports
@@ -318,6 +378,84 @@ impl Profile {
         }
         ledger.agent_turn(rec, TurnReport::WithoutCacheAndThoughts, None);
     }
+}
+
+/// The window Claude Code runs a model at without the `[1m]` suffix: 200,000 for the 4.x and
+/// older models (their 1M context is a beta it asks for only with `[1m]`); from generation 5
+/// on the catalog's window (claude-agent-acp 0.101 reports 1,000,000 for plain `opus`, Opus 5.5).
+fn claude_plain_window(id: &str) -> Option<u64> {
+    let generation = id
+        .split(['-', '.'])
+        .find_map(|part| part.parse::<u32>().ok())
+        .unwrap_or(0);
+    (generation < 5).then_some(CLAUDE_WINDOW)
+}
+
+/// The concrete Claude model behind a model option value, from the option list: the entry's
+/// name ("Opus 5.5" is `claude-opus-5-5`), or for `default` the entry its description names
+/// ("Opus", or a resolved id such as `claude-opus-5-5[1m]`). Also whether the name says 1M.
+fn claude_concrete(value: &str, option: &Value) -> Option<(String, bool)> {
+    let mut entries = Vec::new();
+    for entry in option.get("options").and_then(Value::as_array)? {
+        // Options may come in groups: `{group, name, options: [...]}`.
+        match entry.get("options").and_then(Value::as_array) {
+            Some(inner) => entries.extend(inner),
+            None => entries.push(entry),
+        }
+    }
+    let field = |e: &Value, k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let entry = entries.iter().find(|e| field(e, "value") == value)?;
+    let (base, _) = split_bracket(value);
+    if base.starts_with("claude-") {
+        return Some((base.to_string(), false));
+    }
+    let description = field(entry, "description");
+    if base != "default" {
+        return claude_from_display(&field(entry, "name"));
+    }
+    if description.starts_with("claude-") {
+        let (id, bracket) = split_bracket(&description);
+        return Some((id.to_string(), bracket.is_some_and(|b| b.eq_ignore_ascii_case("1m"))));
+    }
+    let family = description.split_whitespace().next()?.to_ascii_lowercase();
+    let sibling = entries.iter().find(|e| {
+        let value = field(e, "value");
+        value != "default"
+            && (value.eq_ignore_ascii_case(&family)
+                || field(e, "name").to_ascii_lowercase().starts_with(&family))
+    })?;
+    claude_from_display(&field(sibling, "name"))
+}
+
+/// "Opus 5.5" -> `claude-opus-5-5`; "Sonnet 4.6 (1M context)" -> `claude-sonnet-4-6`, 1M.
+fn claude_from_display(name: &str) -> Option<(String, bool)> {
+    let mut words = name.split_whitespace();
+    let family = words.next()?.to_ascii_lowercase();
+    let version = words.next()?;
+    if !family.chars().all(|c| c.is_ascii_alphabetic())
+        || !version.chars().all(|c| c.is_ascii_digit() || c == '.')
+    {
+        return None;
+    }
+    let one_m = name.to_ascii_lowercase().contains("1m");
+    Some((format!("claude-{family}-{}", version.replace('.', "-")), one_m))
+}
+
+/// One row of claude-agent-acp's `_meta.quota.model_usage`: `{model, token_count: {inputTokens
+/// (without the cache), cachedInputTokens (reads), cachedWriteTokens, outputTokens}}`.
+fn claude_model_row(row: &Value) -> Option<TokenRecord> {
+    let model = row.get("model").and_then(Value::as_str)?;
+    let count = row.get("token_count")?;
+    let n = |k: &str| count.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let mut rec = TokenRecord::from_anthropic(
+        n("inputTokens"),
+        n("cachedInputTokens"),
+        n("cachedWriteTokens"),
+        0,
+        n("outputTokens"),
+    );
+    rec.model = Some(split_bracket(model).0.to_string());
+    Some(rec)
 }
 
 /// opencode's model option value `providerID/modelID[/variant]` as a model id: what follows the
@@ -427,6 +565,31 @@ mod tests {
         assert_eq!(
             Profile::detect(None, &cmd("/x/.bin/opencode acp -m anthropic/claude-sonnet-4-5")),
             Profile::Opencode
+        );
+    }
+
+    #[test]
+    fn claude_options() {
+        // claude-agent-acp 0.101.0's model option after session/new.
+        let option = serde_json::json!({"id": "model", "category": "model", "currentValue": "default",
+            "options": [
+                {"value": "default", "name": "Default (recommended)", "description": "Opus"},
+                {"value": "opus", "name": "Opus 5.5", "description": "Opus 5.5 · Best for everyday, complex tasks"},
+                {"value": "sonnet", "name": "Sonnet 5.5", "description": "Sonnet 5.5 · Efficient"},
+                {"value": "opus[1m]", "name": "Opus 4.7 (1M context)", "description": ""},
+                {"value": "haiku", "name": "Haiku 4.5", "description": "Haiku 4.5 · Fastest"}]});
+        let r = |v: &str| Profile::Claude.resolve_option(v, &option);
+        assert_eq!(r("default"), (Some("claude-opus-5-5".into()), None));
+        assert_eq!(r("sonnet"), (Some("claude-sonnet-5-5".into()), None));
+        assert_eq!(r("opus[1m]"), (Some("claude-opus-4-7".into()), Some(1_000_000)));
+        assert_eq!(r("haiku"), (Some("claude-haiku-4-5".into()), Some(200_000)));
+        // A value the list does not have falls back to the alias rules.
+        assert_eq!(r("claude-opus-4-8"), (Some("claude-opus-4-8".into()), Some(200_000)));
+        let resolved = serde_json::json!({"options": [
+            {"value": "default", "name": "Default", "description": "claude-sonnet-4-6[1m]"}]});
+        assert_eq!(
+            Profile::Claude.resolve_option("default", &resolved),
+            (Some("claude-sonnet-4-6".into()), Some(1_000_000))
         );
     }
 

@@ -8,6 +8,10 @@
 //! also split into model calls (a `tool_call` ends a call, the next output starts one), so an
 //! estimate has per-call shape: `used` is the last call's context, not the turn's sum.
 
+mod types;
+
+pub use types::{Carried, Role, RoleTotals, Snapshot, TurnReport, TurnUsage};
+
 use crate::catalog::Catalog;
 use crate::pricing;
 use crate::tokens::{Source, TokenRecord, TokenTotals};
@@ -25,102 +29,6 @@ pub struct Context<'a> {
     pub remembered_size: Option<u64>,
 }
 
-/// How the agent reported a turn's usage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TurnReport {
-    /// Every count of the turn, summed over its calls (claude-agent-acp).
-    Complete,
-    /// Input and output are right, but cache and thought tokens are missing (gemini-cli's quota).
-    WithoutCacheAndThoughts,
-}
-
-/// The per-turn usage sent on the `session/prompt` result.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TurnUsage {
-    /// The summed counts.
-    pub totals: TokenTotals,
-    /// Whether cache counts are known (else they are left out rather than sent as 0).
-    pub cache_known: bool,
-    /// Whether thought counts are known.
-    pub thought_known: bool,
-    /// The weakest source among the counts.
-    pub source: Source,
-    /// Model calls summed, when known.
-    pub calls: Option<u64>,
-    /// The concrete model of the last call, when known.
-    pub model: Option<String>,
-    /// The turn's cost in USD, when it could be priced.
-    pub cost: Option<f64>,
-}
-
-/// A point-in-time view of a session, rendered into a `usage_update`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Snapshot {
-    /// Tokens currently in context.
-    pub used: u64,
-    /// Where `used` came from.
-    pub used_source: Source,
-    /// Whether `used` is exact.
-    pub used_exact: bool,
-    /// The prompt/output split of `used`, when known.
-    pub used_split: Option<(u64, u64)>,
-    /// The effective context window.
-    pub size: u64,
-    /// Where `size` came from.
-    pub size_source: Source,
-    /// Cumulative session cost in USD; `None` when nothing could be priced.
-    pub cost: Option<f64>,
-    /// Where the cost came from.
-    pub cost_source: Source,
-    /// Model calls left out of the cost because their model has no price.
-    pub unpriced_calls: u64,
-    /// The cost leaves out usage acp-usage never saw (history of a loaded session).
-    pub cost_partial: bool,
-    /// The concrete model in use, when known.
-    pub model: Option<String>,
-    /// Cumulative token counts over the turns acp-usage saw.
-    pub totals: TokenTotals,
-    /// Whether `totals` are exact.
-    pub totals_exact: bool,
-}
-
-/// What a session's ledger keeps across runs of acp-usage, so that reloading a session an
-/// earlier run accounted continues its cost and totals instead of starting over.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Carried {
-    /// Cumulative cost in USD, when it was known.
-    pub cost: Option<f64>,
-    /// Where that cost came from.
-    pub cost_source: Source,
-    /// Whether that cost was exact.
-    pub cost_exact: bool,
-    /// Whether that cost already left out history.
-    pub cost_partial: bool,
-    /// Calls left out of the cost for want of a price.
-    pub unpriced_calls: u64,
-    /// Cumulative token counts.
-    pub totals: TokenTotals,
-    /// Whether they were exact.
-    pub totals_exact: bool,
-    /// `used` at the end of the last turn: prompt part, output part, source, exactness.
-    pub used: Option<(u64, u64, Source, bool)>,
-}
-
-impl Default for Carried {
-    fn default() -> Carried {
-        Carried {
-            cost: None,
-            cost_source: Source::Estimate,
-            cost_exact: false,
-            cost_partial: false,
-            unpriced_calls: 0,
-            totals: TokenTotals::default(),
-            totals_exact: false,
-            used: None,
-        }
-    }
-}
-
 /// One session's accounting.
 #[derive(Debug, Default, Clone)]
 pub struct Ledger {
@@ -128,8 +36,14 @@ pub struct Ledger {
     selected_window: Option<u64>,
     seen_model: Option<String>,
     agent_window: Option<u64>,
+    /// A window the agent reports but does not necessarily enforce (its `usage_update.size`, a
+    /// `contextLimit`): above every guess, below the catalog entry of the model seen in calls.
+    reported_window: Option<u64>,
     used: Option<Used>,
     stated_cost: Option<f64>,
+    /// The last cost the agent stated for the session, kept even when a transcript replaces
+    /// the agent's figures: the session's cost is never sent lower than it.
+    stated_floor: Option<f64>,
     priced_cost: f64,
     priced_calls: u64,
     priced_exact: bool,
@@ -172,8 +86,12 @@ struct Turn {
     ctx: u64,
     /// Whether a tool is running (the next output starts a new call).
     tool_running: bool,
-    /// Exact calls: the record, its source, and whether the main agent made it.
-    exact_calls: Vec<(TokenRecord, Source, bool)>,
+    /// Exact calls: the record, its source, and who made it.
+    exact_calls: Vec<(TokenRecord, Source, Role)>,
+    /// The agent's own per-model counts of the turn, every call included (Claude Code's
+    /// `modelUsage` increment): what exceeds the exact calls of a model is calls no other
+    /// source showed (titles, prompt suggestions).
+    agent_models: Vec<TokenRecord>,
     /// In-context totals per call, as the agent reported them (Codex's `used`).
     agent_call_totals: Vec<u64>,
     agent_report: Option<(TokenRecord, TurnReport, Option<u64>)>,
@@ -240,6 +158,14 @@ impl Ledger {
         }
     }
 
+    /// A window the agent reports without enforcing it itself (its `usage_update.size`, a
+    /// `contextLimit` in `session/new`'s `_meta`): it beats every guess.
+    pub fn reported_window(&mut self, size: u64) {
+        if size > 0 {
+            self.reported_window = Some(size);
+        }
+    }
+
     /// The concrete model seen in a call.
     pub fn model_seen(&mut self, model: &str) {
         self.seen_model = Some(model.to_string());
@@ -248,8 +174,21 @@ impl Ledger {
     /// The agent's cumulative session cost in USD (a provider- or agent-stated cost beats the
     /// catalog).
     pub fn agent_cost(&mut self, amount: f64) {
-        if amount.is_finite() && amount >= 0.0 && !self.transcript {
+        if !amount.is_finite() || amount < 0.0 {
+            return;
+        }
+        // A session's cost never goes down: the highest figure the agent stated is the floor.
+        self.stated_floor = Some(self.stated_floor.map_or(amount, |f| f.max(amount)));
+        if !self.transcript {
             self.stated_cost = Some(amount);
+        }
+    }
+
+    /// The agent's per-model counts of the turn in progress, every call of the turn included
+    /// (each record names its model).
+    pub fn agent_turn_models(&mut self, models: Vec<TokenRecord>) {
+        if let Some(turn) = &mut self.turn {
+            turn.agent_models = models;
         }
     }
 
@@ -382,7 +321,7 @@ impl Ledger {
             self.seen_model = Some(model.clone());
         }
         match &mut self.turn {
-            Some(turn) => turn.exact_calls.push((rec, source, true)),
+            Some(turn) => turn.exact_calls.push((rec, source, Role::Main)),
             // A call outside a turn (auxiliary, background): count it now.
             None => self.record_outside_turn(rec, source, true, cx),
         }
@@ -423,8 +362,13 @@ impl Ledger {
     /// not (subagents, auxiliary calls): they replace whatever exact calls the turn had.
     pub fn transcript_turn(&mut self, calls: Vec<(TokenRecord, bool)>) {
         if let Some(turn) = &mut self.turn {
-            turn.exact_calls =
-                calls.into_iter().map(|(rec, main)| (rec, Source::Transcript, main)).collect();
+            turn.exact_calls = calls
+                .into_iter()
+                .map(|(rec, main)| {
+                    let role = if main { Role::Main } else { Role::Subagent };
+                    (rec, Source::Transcript, role)
+                })
+                .collect();
         }
     }
 
@@ -437,6 +381,8 @@ impl Ledger {
             selected_window: self.selected_window.take(),
             seen_model: self.seen_model.take(),
             agent_window: self.agent_window.take(),
+            reported_window: self.reported_window.take(),
+            stated_floor: self.stated_floor.take(),
             baseline: self.baseline,
             turns_ended: self.turns_ended,
             transcript: true,
@@ -479,16 +425,33 @@ impl Ledger {
         // The first call's prompt, when a source tells it: teaches the hidden baseline.
         let mut first_input = None;
 
+        let mut roles = RoleTotals::default();
         let (records, source, cache_known, thought_known, calls) = if !turn.exact_calls.is_empty() {
-            let source = turn.exact_calls.iter().map(|(_, s, _)| *s).max().unwrap_or(Source::Tap);
+            let mut exact_calls = turn.exact_calls;
+            exact_calls.extend(
+                unseen_calls(&exact_calls, &turn.agent_models)
+                    .into_iter()
+                    .map(|rec| (rec, Source::Agent, Role::Side)),
+            );
+            // The turn's source is that of the calls a source recorded one by one; side calls the
+            // agent's per-model counts revealed show in the role breakdown.
+            let source = exact_calls
+                .iter()
+                .filter(|(_, _, role)| *role != Role::Side)
+                .map(|(_, s, _)| *s)
+                .max()
+                .unwrap_or(Source::Agent);
             // `used` is what the main agent's last call left in context; a subagent's context
             // is its own.
-            if let Some((last, _, _)) = turn.exact_calls.iter().rev().find(|(_, _, main)| *main) {
-                self.used = Some(used_of(last, source));
+            let main = |role: &Role| *role == Role::Main;
+            if let Some((last, s, _)) = exact_calls.iter().rev().find(|(_, _, r)| main(r)) {
+                self.used = Some(used_of(last, *s));
             }
-            first_input =
-                turn.exact_calls.iter().find(|(_, _, main)| *main).map(|(r, _, _)| r.input);
-            let recs: Vec<TokenRecord> = turn.exact_calls.into_iter().map(|(r, _, _)| r).collect();
+            first_input = exact_calls.iter().find(|(_, _, r)| main(r)).map(|(r, _, _)| r.input);
+            for (rec, _, role) in &exact_calls {
+                roles.add(*role, rec);
+            }
+            let recs: Vec<TokenRecord> = exact_calls.into_iter().map(|(r, _, _)| r).collect();
             let n = recs.len() as u64;
             (recs, source, true, true, Some(n))
         } else if let Some((rec, report, calls)) = turn.agent_report {
@@ -592,7 +555,7 @@ impl Ledger {
         }
         totals.calls = calls.unwrap_or(totals.calls);
         let model = records.iter().rev().find_map(|r| r.model.clone()).or(self.seen_model.clone());
-        Some(TurnUsage { totals, cache_known, thought_known, source, calls, model, cost })
+        Some(TurnUsage { totals, cache_known, thought_known, source, calls, model, cost, roles })
     }
 
     /// Folds records into the session totals and cost; returns their cost when priced.
@@ -687,6 +650,17 @@ impl Ledger {
             totals += &c.totals;
             totals_exact &= c.totals_exact;
         }
+        // What the agent states it spent covers calls no source showed acp-usage (Claude Code's
+        // titles and prompt suggestions are in no transcript): never send less than that.
+        let mut cost_floor = None;
+        if let Some(floor) = self.stated_floor
+            && cost.is_none_or(|c| floor > c + 1e-9)
+        {
+            cost = Some(floor);
+            cost_source = Source::Agent;
+            cost_partial = true;
+            cost_floor = Some(floor);
+        }
         Snapshot {
             used,
             used_source,
@@ -699,6 +673,7 @@ impl Ledger {
             // A stated cost covers every call, priced by the catalog or not.
             unpriced_calls,
             cost_partial,
+            cost_floor,
             model: self.seen_model.clone().or(self.selected_model.clone()),
             totals,
             totals_exact,
@@ -718,6 +693,10 @@ impl Ledger {
         if let Some(w) = from_catalog(&self.seen_model) {
             return (w, Source::Catalog);
         }
+        // Below this line everything is a guess, which never replaces what the agent reported.
+        if let Some(w) = self.reported_window {
+            return (w, Source::Agent);
+        }
         if let Some(w) = self.selected_window {
             return (w * cx.window_percent / 100, Source::Catalog);
         }
@@ -729,6 +708,42 @@ impl Ledger {
         }
         (cx.default_window.max(1), Source::Default)
     }
+}
+
+/// The calls the agent's per-model counts show beyond the exact calls of the same model: one
+/// record per model, every count the shortfall (never negative). Empty when the agent gave no
+/// per-model counts or the exact calls cover them.
+fn unseen_calls(exact: &[(TokenRecord, Source, Role)], agent_models: &[TokenRecord]) -> Vec<TokenRecord> {
+    let mut unseen = Vec::new();
+    for agent in agent_models {
+        let Some(model) = agent.model.as_deref() else { continue };
+        let mut seen = TokenRecord::default();
+        for (rec, _, _) in exact.iter().filter(|(r, _, _)| r.model.as_deref() == Some(model)) {
+            seen.input += rec.input;
+            seen.cache_read += rec.cache_read;
+            seen.cache_write_5m += rec.cache_write_5m;
+            seen.cache_write_1h += rec.cache_write_1h;
+            seen.output += rec.output;
+            seen.thought += rec.thought;
+        }
+        let seen_writes = seen.cache_write_5m + seen.cache_write_1h;
+        let agent_writes = agent.cache_write_5m + agent.cache_write_1h;
+        let rec = TokenRecord {
+            input: agent.input.saturating_sub(seen.input),
+            cache_read: agent.cache_read.saturating_sub(seen.cache_read),
+            // The agent's counts do not split 5-minute from 1-hour writes: the shortfall is
+            // priced as 5-minute writes.
+            cache_write_5m: agent_writes.saturating_sub(seen_writes),
+            output: agent.output.saturating_sub(seen.output),
+            thought: agent.thought.saturating_sub(seen.thought),
+            model: Some(model.to_string()),
+            ..TokenRecord::default()
+        };
+        if rec.input > 0 || rec.output > 0 {
+            unseen.push(rec);
+        }
+    }
+    unseen
 }
 
 /// Estimated prompt-cache reads of a turn's calls: providers cache prompt prefixes (Anthropic
