@@ -82,6 +82,14 @@ pub fn price(model: &str) -> Option<Price> {
             cache_write_5m: 5e-6,
             cache_write_1h: 8e-6,
         },
+        // Claude Code 2.1.318's auto-mode safety classifier.
+        "claude-sonnet-5" | "claude-sonnet-5-5" => Price {
+            input: 2e-6,
+            output: 10e-6,
+            cache_read: if model == "claude-sonnet-5" { 0.2e-6 } else { 0.1e-6 },
+            cache_write_5m: 2.5e-6,
+            cache_write_1h: 4e-6,
+        },
         "claude-sonnet-4-6" | "claude-sonnet-4-5" => Price {
             input: 3e-6,
             output: 15e-6,

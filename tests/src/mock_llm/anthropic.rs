@@ -80,8 +80,14 @@ pub(crate) fn respond(
             .push(json!({"type": "thinking", "thinking": thinking, "signature": "mock-signature"}));
     }
     // Structured-output auxiliary calls (topic and title checks) get a value of their schema.
+    // Claude Code's auto-mode safety classifier grades an action and stops at `</severity>`:
+    // the lowest grade lets the action run.
+    let classifier = body["stop_sequences"]
+        .as_array()
+        .is_some_and(|stops| stops.iter().any(|s| s.as_str() == Some("</severity>")));
     let text = match (route.kind, body["output_format"].get("schema")) {
         (CallKind::Auxiliary, Some(schema)) => super::gemini::value_for_schema(schema).to_string(),
+        (CallKind::Auxiliary, None) if classifier => "<severity>0".to_owned(),
         _ => step.text.clone(),
     };
     if !text.is_empty() {
