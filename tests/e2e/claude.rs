@@ -131,7 +131,14 @@ fn claude_direct() {
                 format!("{phase}: claude's cost {got} outside [{own}, {all}]")
             });
             let stated_cost = got;
-            check_agent_update(&mut checks, &phase, update, &last, WINDOW_AFTER_RELOAD, stated_cost);
+            check_agent_update(
+                &mut checks,
+                &phase,
+                update,
+                &last,
+                WINDOW_AFTER_RELOAD,
+                stated_cost,
+            );
         }
         fixtures.push((method, transcript));
     }

@@ -16,6 +16,7 @@ mod codex;
 mod flows;
 mod gemini;
 mod opencode;
+mod qwen;
 mod relay_fake;
 mod sdk_client;
 mod support;

@@ -291,8 +291,10 @@ impl Checks {
         });
         let exact = exact.unwrap_or(false);
         if known == Known::Everything {
-            self.check(exact && meta["source"] == "transcript", || {
-                format!("{phase}: the turn's usage should be exact, from the transcript: {usage}")
+            // Per-call records: the transcript's, or the agent's own per-call reports (qwen).
+            let per_call = meta["source"] == "transcript" || meta["source"] == "agent";
+            self.check(exact && per_call, || {
+                format!("{phase}: the turn's usage should be exact, from per-call records: {usage}")
             });
         }
         let cached_read = u64_at(usage, "cachedReadTokens");

@@ -37,14 +37,8 @@ pub enum Agent {
 }
 
 impl Agent {
-    pub const ALL: [Agent; 6] = [
-        Agent::Claude,
-        Agent::Codex,
-        Agent::CodexTs,
-        Agent::Gemini,
-        Agent::Opencode,
-        Agent::Qwen,
-    ];
+    pub const ALL: [Agent; 6] =
+        [Agent::Claude, Agent::Codex, Agent::CodexTs, Agent::Gemini, Agent::Opencode, Agent::Qwen];
 
     pub fn name(self) -> &'static str {
         match self {

@@ -170,6 +170,8 @@ pub enum ProfileArg {
     Gemini,
     /// opencode `acp`.
     Opencode,
+    /// qwen-code `qwen --acp`.
+    Qwen,
     /// Any other agent.
     Generic,
 }

@@ -31,7 +31,7 @@ pub(crate) fn route(request: &Request, body: &Value) -> Option<Route> {
     }
     let tools = declared_tools(body);
     // As for the other APIs: the agent loop always declares its tools, titles and checks do not.
-    let kind = match tools.is_empty() || is_schema_query(&tools) {
+    let kind = match tools.is_empty() || is_schema_query(&tools) || is_background_agent(body) {
         true => CallKind::Auxiliary,
         false => CallKind::Main,
     };
@@ -42,6 +42,24 @@ pub(crate) fn route(request: &Request, body: &Value) -> Option<Route> {
         streamed: body["stream"].as_bool().unwrap_or(false),
         declared_tools: tools,
     })
+}
+
+/// qwen-code's calls for itself that declare tools like the agent loop: its prompt suggestion
+/// (`[SUGGESTION MODE` as the last user message, the main tools to share the prompt cache) and
+/// its memory extraction subagent (its own system prompt and tools).
+fn is_background_agent(body: &Value) -> bool {
+    let Some(messages) = body["messages"].as_array() else { return false };
+    let text = |m: &Value| match &m["content"] {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => {
+            parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join("\n")
+        }
+        _ => String::new(),
+    };
+    let last_user = messages.iter().rev().find(|m| m["role"] == "user").map(text);
+    let system = messages.iter().find(|m| m["role"] == "system").map(text);
+    last_user.is_some_and(|t| t.trim_start().starts_with("[SUGGESTION MODE"))
+        || system.is_some_and(|t| t.contains("memory extraction subagent"))
 }
 
 fn is_schema_query(tools: &[String]) -> bool {

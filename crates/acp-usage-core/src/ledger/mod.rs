@@ -317,13 +317,25 @@ impl Ledger {
 
     /// An exact model call (from the LLM API tap or a transcript) of the main agent.
     pub fn record_call(&mut self, rec: TokenRecord, source: Source, cx: &Context<'_>) {
-        if let Some(model) = &rec.model {
+        self.record_call_as(rec, source, Role::Main, cx);
+    }
+
+    /// An exact model call made by `role`, one by one as a source sees them (the tap, an agent
+    /// that reports every call such as qwen-code).
+    pub fn record_call_as(
+        &mut self,
+        rec: TokenRecord,
+        source: Source,
+        role: Role,
+        cx: &Context<'_>,
+    ) {
+        if let (Some(model), Role::Main) = (&rec.model, role) {
             self.seen_model = Some(model.clone());
         }
         match &mut self.turn {
-            Some(turn) => turn.exact_calls.push((rec, source, Role::Main)),
+            Some(turn) => turn.exact_calls.push((rec, source, role)),
             // A call outside a turn (auxiliary, background): count it now.
-            None => self.record_outside_turn(rec, source, true, cx),
+            None => self.record_outside_turn(rec, source, role == Role::Main, cx),
         }
     }
 
@@ -713,7 +725,10 @@ impl Ledger {
 /// The calls the agent's per-model counts show beyond the exact calls of the same model: one
 /// record per model, every count the shortfall (never negative). Empty when the agent gave no
 /// per-model counts or the exact calls cover them.
-fn unseen_calls(exact: &[(TokenRecord, Source, Role)], agent_models: &[TokenRecord]) -> Vec<TokenRecord> {
+fn unseen_calls(
+    exact: &[(TokenRecord, Source, Role)],
+    agent_models: &[TokenRecord],
+) -> Vec<TokenRecord> {
     let mut unseen = Vec::new();
     for agent in agent_models {
         let Some(model) = agent.model.as_deref() else { continue };

@@ -191,7 +191,11 @@ pub fn turn_usage(turn: &TurnUsage, agent: Option<Value>) -> Value {
                 cached_write_tokens: (t.cache_write > 0).then_some(t.cache_write),
                 meta: None,
             };
-            turn.roles.roles.iter().map(|(role, t)| (role.as_str().to_string(), breakdown(t))).collect()
+            turn.roles
+                .roles
+                .iter()
+                .map(|(role, t)| (role.as_str().to_string(), breakdown(t)))
+                .collect()
         }),
         agent,
     };

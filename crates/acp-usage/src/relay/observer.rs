@@ -9,8 +9,8 @@
 use std::collections::{HashMap, VecDeque};
 
 use acp_usage_core::estimate::Family;
-use acp_usage_core::ledger::{Context, Ledger};
-use acp_usage_core::{Catalog, Source};
+use acp_usage_core::ledger::{Context, Ledger, Role};
+use acp_usage_core::{Catalog, Source, TokenRecord};
 use serde_json::Value;
 
 use super::content;
@@ -115,6 +115,9 @@ struct Session {
     /// The tokenizer family of the session's model, for the profile it was resolved with
     /// (resolving a model per chunk would cost two allocations).
     family: Option<(Profile, Family)>,
+    /// Model calls a `session/load` replay reported (qwen-code replays its per-call usage):
+    /// the session's history when no transcript is followed.
+    replayed_calls: Vec<(TokenRecord, bool)>,
 }
 
 impl Session {
@@ -129,6 +132,7 @@ impl Session {
             queued: VecDeque::new(),
             follow: None,
             family: None,
+            replayed_calls: Vec::new(),
         }
     }
 
@@ -243,6 +247,8 @@ impl Observer {
             Profile::Codex => Some(Format::Codex),
             Profile::Gemini => Some(Format::Gemini),
             Profile::Opencode => Some(Format::Opencode),
+            // qwen-code reports every call on the wire; its chat files are not read.
+            Profile::Qwen => None,
             Profile::Generic => None,
         }
     }
@@ -817,6 +823,9 @@ impl Observer {
         let kind = update.session_update.as_deref().unwrap_or("");
         let content_kind = is_content_kind(kind);
         if s.loading && content_kind {
+            if let Some((rec, role)) = profile.call_in_chunk(params.get()) {
+                s.replayed_calls.push((rec, role == Role::Main));
+            }
             // Replayed history fills the context but is not new usage; a ledger that saw the
             // session's turns already knows that context.
             if !s.ledger.has_turns() {
@@ -832,7 +841,18 @@ impl Observer {
         match kind {
             "user_message_chunk" => s.ledger.user_message_in_turn(),
             "agent_message_chunk" => {
-                s.ledger.output_tokens(content::update_tokens(update, family), false)
+                s.ledger.output_tokens(content::update_tokens(update, family), false);
+                if let Some((rec, role)) = profile.call_in_chunk(params.get()) {
+                    let (window_percent, remembered_size) = self.context_parts(id);
+                    let cx = Context {
+                        catalog: &self.settings.catalog,
+                        default_window: self.settings.default_window,
+                        window_percent,
+                        remembered_size,
+                    };
+                    let s = self.sessions.get_mut(id).expect("the session exists");
+                    s.ledger.record_call_as(rec, Source::Agent, role, &cx);
+                }
             }
             "agent_thought_chunk" => {
                 s.ledger.output_tokens(content::update_tokens(update, family), true)
@@ -904,10 +924,15 @@ impl Observer {
             remembered_size,
         };
         let Some(s) = self.sessions.get_mut(id) else { return };
+        let replayed = std::mem::take(&mut s.replayed_calls);
         // An empty history says nothing (a fork's transcript holds only its parent's calls,
         // which the fork inherits): the ledger keeps what it has.
-        if let Some(calls) =
-            s.follow.as_mut().and_then(Follow::take_history).filter(|c| !c.is_empty())
+        if let Some(calls) = s
+            .follow
+            .as_mut()
+            .and_then(Follow::take_history)
+            .or(Some(replayed))
+            .filter(|c| !c.is_empty())
         {
             tracing::info!(
                 session = id,

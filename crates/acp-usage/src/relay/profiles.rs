@@ -13,13 +13,18 @@
 //!   the API runs at 200,000) and whose `cost` is the sum over the session's stored main-agent
 //!   messages (subagents and title calls left out); its per-turn `usage` is the last model
 //!   call's, not the turn's sum;
+//! - qwen-code (0.24) reports each model call's exact usage on an empty `agent_message_chunk`
+//!   (`_meta.usage`: input with the cache, output with thoughts; subagent calls tagged with
+//!   `parentToolCallId`), a `usage_update` per call whose `used` leaves the output out and whose
+//!   `size` is the model's `contextLimit` (also in `session/new`'s model list), no cost, no
+//!   per-turn `usage`; its model ids look like `$runtime|openai|gpt-5.2(openai)`;
 //! - anything else gets the generic reading of the ACP fields.
 //!
 //! A profile turns those into ledger events; it never reads the wire itself.
 
 use acp_usage_core::TokenRecord;
 use acp_usage_core::estimate::Family;
-use acp_usage_core::ledger::{Ledger, TurnReport};
+use acp_usage_core::ledger::{Ledger, Role, TurnReport};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -36,6 +41,8 @@ pub enum Profile {
     Gemini,
     /// opencode `acp` (npm `opencode-ai`).
     Opencode,
+    /// qwen-code `qwen --acp` (npm `@qwen-code/qwen-code`).
+    Qwen,
     /// Any other agent.
     Generic,
 }
@@ -109,6 +116,7 @@ impl Profile {
             ProfileArg::Codex => Some(Profile::Codex),
             ProfileArg::Gemini => Some(Profile::Gemini),
             ProfileArg::Opencode => Some(Profile::Opencode),
+            ProfileArg::Qwen => Some(Profile::Qwen),
             ProfileArg::Generic => Some(Profile::Generic),
         }
     }
@@ -126,6 +134,9 @@ impl Profile {
             } else if s.contains("opencode") {
                 // agentInfo.name is "OpenCode"; the command is `opencode acp`.
                 Some(Profile::Opencode)
+            } else if s.contains("qwen") {
+                // agentInfo.name is "qwen-code"; the command is `qwen --acp`.
+                Some(Profile::Qwen)
             } else {
                 None
             }
@@ -150,6 +161,7 @@ impl Profile {
             Profile::Codex => "codex",
             Profile::Gemini => "gemini",
             Profile::Opencode => "opencode",
+            Profile::Qwen => "qwen",
             Profile::Generic => "generic",
         }
     }
@@ -169,6 +181,7 @@ impl Profile {
             Profile::Claude => Family::Anthropic,
             Profile::Codex => Family::OpenAi,
             Profile::Gemini => Family::Gemini,
+            Profile::Qwen => Family::OpenAi,
             Profile::Opencode | Profile::Generic => Family::Other,
         }
     }
@@ -219,6 +232,7 @@ impl Profile {
                 // copy, so none is given here: the catalog's entry decides.
                 (Some(opencode_model_id(base).to_string()), None)
             }
+            Profile::Qwen => (Some(qwen_model_id(base).to_string()), None),
             Profile::Generic => {
                 // opencode-style `provider/model[/variant]`: the model is the second part.
                 let mut parts = base.split('/');
@@ -237,11 +251,12 @@ impl Profile {
         if self == Profile::Claude
             && let Some((id, one_m)) = claude_concrete(value, option)
         {
-            let window = if one_m || split_bracket(value).1.is_some_and(|b| b.eq_ignore_ascii_case("1m")) {
-                Some(ONE_MILLION)
-            } else {
-                claude_plain_window(&id)
-            };
+            let window =
+                if one_m || split_bracket(value).1.is_some_and(|b| b.eq_ignore_ascii_case("1m")) {
+                    Some(ONE_MILLION)
+                } else {
+                    claude_plain_window(&id)
+                };
             return (Some(id), window);
         }
         self.resolve_model(value)
@@ -250,8 +265,55 @@ impl Profile {
     /// A window the agent reports in a `session/new`/`load`/`resume` result or a config
     /// update, when its profile knows where (qwen-code: the current model's `contextLimit` in
     /// `_meta`).
-    pub fn reported_window_of(self, _result: &Value) -> Option<u64> {
-        None
+    pub fn reported_window_of(self, result: &Value) -> Option<u64> {
+        if !matches!(self, Profile::Qwen | Profile::Generic) {
+            return None;
+        }
+        let models = result.get("models")?;
+        let current = models.get("currentModelId")?.as_str()?;
+        models
+            .get("availableModels")?
+            .as_array()?
+            .iter()
+            .find(|m| m.get("modelId").and_then(Value::as_str) == Some(current))?
+            .pointer("/_meta/contextLimit")?
+            .as_u64()
+    }
+
+    /// A model call the agent reports inside an `agent_message_chunk` (qwen-code's
+    /// `_meta.usage`), with who made it. `params` is the notification's raw `params`.
+    pub fn call_in_chunk(self, params: &str) -> Option<(TokenRecord, Role)> {
+        if self != Profile::Qwen || !params.contains("\"usage\"") {
+            return None;
+        }
+        #[derive(Deserialize)]
+        struct Params {
+            update: Update,
+        }
+        #[derive(Deserialize)]
+        struct Update {
+            #[serde(rename = "_meta")]
+            meta: Option<Meta>,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Meta {
+            usage: Option<AcpUsage>,
+            parent_tool_call_id: Option<Value>,
+        }
+        let meta = serde_json::from_str::<Params>(params).ok()?.update.meta?;
+        let u = meta.usage?;
+        let (input, output) = (u.input_tokens?, u.output_tokens?);
+        // OpenAI/Gemini style: the cache is inside the input, thoughts inside the output.
+        let rec = TokenRecord {
+            input,
+            cache_read: u.cached_read_tokens.unwrap_or(0).min(input),
+            output,
+            thought: u.thought_tokens.unwrap_or(0).min(output),
+            ..TokenRecord::default()
+        };
+        let role = if meta.parent_tool_call_id.is_some() { Role::Subagent } else { Role::Main };
+        Some((rec, role))
     }
 
     /// Reads the agent's own `usage_update` into the ledger.
@@ -297,6 +359,16 @@ impl Profile {
                 }
                 if let Some(amount) = usd {
                     ledger.agent_cost(amount);
+                }
+            }
+            Profile::Qwen => {
+                // `used` is the call's prompt without its output; inside a turn the call's own
+                // `_meta.usage` gives the exact figure, so only a stray update is read.
+                if let Some(used) = update.used.filter(|_| !ledger.in_turn()) {
+                    ledger.agent_used(used, false);
+                }
+                if let Some(size) = update.size {
+                    ledger.reported_window(size);
                 }
             }
             Profile::Codex | Profile::Generic | Profile::Gemini => {
@@ -384,10 +456,7 @@ impl Profile {
 /// older models (their 1M context is a beta it asks for only with `[1m]`); from generation 5
 /// on the catalog's window (claude-agent-acp 0.101 reports 1,000,000 for plain `opus`, Opus 5.5).
 fn claude_plain_window(id: &str) -> Option<u64> {
-    let generation = id
-        .split(['-', '.'])
-        .find_map(|part| part.parse::<u32>().ok())
-        .unwrap_or(0);
+    let generation = id.split(['-', '.']).find_map(|part| part.parse::<u32>().ok()).unwrap_or(0);
     (generation < 5).then_some(CLAUDE_WINDOW)
 }
 
@@ -456,6 +525,16 @@ fn claude_model_row(row: &Value) -> Option<TokenRecord> {
     );
     rec.model = Some(split_bracket(model).0.to_string());
     Some(rec)
+}
+
+/// qwen-code's model id as a catalog id: `$runtime|openai|gpt-5.2(openai)` and
+/// `gpt-5.2(openai)` are `gpt-5.2` (the auth type rides along as a prefix and a suffix).
+fn qwen_model_id(value: &str) -> &str {
+    let id = value.rsplit('|').next().unwrap_or(value);
+    match id.strip_suffix(')').and_then(|v| v.rsplit_once('(')) {
+        Some((model, _)) => model,
+        None => id,
+    }
 }
 
 /// opencode's model option value `providerID/modelID[/variant]` as a model id: what follows the
