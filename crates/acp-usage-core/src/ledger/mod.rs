@@ -8,7 +8,10 @@
 //! also split into model calls (a `tool_call` ends a call, the next output starts one), so an
 //! estimate has per-call shape: `used` is the last call's context, not the turn's sum.
 
+mod side;
 mod types;
+
+use side::unseen_calls;
 
 pub use types::{Carried, Role, RoleTotals, Snapshot, TurnReport, TurnUsage};
 
@@ -720,45 +723,6 @@ impl Ledger {
         }
         (cx.default_window.max(1), Source::Default)
     }
-}
-
-/// The calls the agent's per-model counts show beyond the exact calls of the same model: one
-/// record per model, every count the shortfall (never negative). Empty when the agent gave no
-/// per-model counts or the exact calls cover them.
-fn unseen_calls(
-    exact: &[(TokenRecord, Source, Role)],
-    agent_models: &[TokenRecord],
-) -> Vec<TokenRecord> {
-    let mut unseen = Vec::new();
-    for agent in agent_models {
-        let Some(model) = agent.model.as_deref() else { continue };
-        let mut seen = TokenRecord::default();
-        for (rec, _, _) in exact.iter().filter(|(r, _, _)| r.model.as_deref() == Some(model)) {
-            seen.input += rec.input;
-            seen.cache_read += rec.cache_read;
-            seen.cache_write_5m += rec.cache_write_5m;
-            seen.cache_write_1h += rec.cache_write_1h;
-            seen.output += rec.output;
-            seen.thought += rec.thought;
-        }
-        let seen_writes = seen.cache_write_5m + seen.cache_write_1h;
-        let agent_writes = agent.cache_write_5m + agent.cache_write_1h;
-        let rec = TokenRecord {
-            input: agent.input.saturating_sub(seen.input),
-            cache_read: agent.cache_read.saturating_sub(seen.cache_read),
-            // The agent's counts do not split 5-minute from 1-hour writes: the shortfall is
-            // priced as 5-minute writes.
-            cache_write_5m: agent_writes.saturating_sub(seen_writes),
-            output: agent.output.saturating_sub(seen.output),
-            thought: agent.thought.saturating_sub(seen.thought),
-            model: Some(model.to_string()),
-            ..TokenRecord::default()
-        };
-        if rec.input > 0 || rec.output > 0 {
-            unseen.push(rec);
-        }
-    }
-    unseen
 }
 
 /// Estimated prompt-cache reads of a turn's calls: providers cache prompt prefixes (Anthropic

@@ -1,0 +1,186 @@
+//! Unit tests of the agent profiles: detection, model ids and windows, and what each reads.
+use super::*;
+
+#[test]
+fn detection() {
+    let cmd = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+    assert_eq!(
+        Profile::detect(Some("@agentclientprotocol/claude-agent-acp"), &[]),
+        Profile::Claude
+    );
+    assert_eq!(Profile::detect(Some("codex-acp"), &[]), Profile::Codex);
+    assert_eq!(Profile::detect(Some("gemini-cli"), &[]), Profile::Gemini);
+    assert_eq!(Profile::detect(None, &cmd("/x/node_modules/.bin/gemini --acp")), Profile::Gemini);
+    assert_eq!(Profile::detect(Some("my-agent"), &cmd("npx my-agent")), Profile::Generic);
+    assert_eq!(Profile::detect(Some("OpenCode"), &[]), Profile::Opencode);
+    assert_eq!(
+        Profile::detect(None, &cmd("/x/.bin/opencode acp -m anthropic/claude-sonnet-4-5")),
+        Profile::Opencode
+    );
+}
+
+#[test]
+fn qwen_reports() {
+    assert_eq!(Profile::detect(Some("qwen-code"), &[]), Profile::Qwen);
+    for value in ["$runtime|openai|gpt-5.2(openai)", "gpt-5.2(openai)", "gpt-5.2"] {
+        assert_eq!(Profile::Qwen.resolve_model(value), (Some("gpt-5.2".into()), None));
+    }
+    // qwen-code 0.24.4's session/new result: the current model's contextLimit.
+    let new = serde_json::json!({"models": {"currentModelId": "$runtime|openai|gpt-5.2(openai)",
+        "availableModels": [{"modelId": "other", "_meta": {"contextLimit": 100_000}},
+            {"modelId": "$runtime|openai|gpt-5.2(openai)", "_meta": {"contextLimit": 272_000}}]}});
+    assert_eq!(Profile::Qwen.reported_window_of(&new), Some(272_000));
+    assert_eq!(Profile::Claude.reported_window_of(&new), None);
+    // A main call and a subagent's, as qwen reports them.
+    let chunk = |extra: &str| {
+        format!(
+            r#"{{"sessionId":"s","update":{{"sessionUpdate":"agent_message_chunk","content":{{"type":"text","text":""}},"_meta":{{"usage":{{"inputTokens":5100,"outputTokens":41,"totalTokens":5141,"thoughtTokens":11,"cachedReadTokens":4001}},"durationMs":641{extra}}}}}}}"#
+        )
+    };
+    let (rec, role) = Profile::Qwen.call_in_chunk(&chunk("")).unwrap();
+    assert_eq!((rec.input, rec.cache_read, rec.output, rec.thought), (5100, 4001, 41, 11));
+    assert_eq!(role, Role::Main);
+    let (_, role) = Profile::Qwen.call_in_chunk(&chunk(r#","parentToolCallId":"call_1""#)).unwrap();
+    assert_eq!(role, Role::Subagent);
+    assert!(Profile::Generic.call_in_chunk(&chunk("")).is_none());
+    let text = r#"{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"usage"}}}"#;
+    assert!(Profile::Qwen.call_in_chunk(text).is_none());
+}
+
+#[test]
+fn claude_options() {
+    // claude-agent-acp 0.101.0's model option after session/new.
+    let option = serde_json::json!({"id": "model", "category": "model", "currentValue": "default",
+        "options": [
+            {"value": "default", "name": "Default (recommended)", "description": "Opus"},
+            {"value": "opus", "name": "Opus 5.5", "description": "Opus 5.5 · Best for everyday, complex tasks"},
+            {"value": "sonnet", "name": "Sonnet 5.5", "description": "Sonnet 5.5 · Efficient"},
+            {"value": "opus[1m]", "name": "Opus 4.7 (1M context)", "description": ""},
+            {"value": "haiku", "name": "Haiku 4.5", "description": "Haiku 4.5 · Fastest"}]});
+    let r = |v: &str| Profile::Claude.resolve_option(v, &option);
+    assert_eq!(r("default"), (Some("claude-opus-5-5".into()), None));
+    assert_eq!(r("sonnet"), (Some("claude-sonnet-5-5".into()), None));
+    assert_eq!(r("opus[1m]"), (Some("claude-opus-4-7".into()), Some(1_000_000)));
+    assert_eq!(r("haiku"), (Some("claude-haiku-4-5".into()), Some(200_000)));
+    // A value the list does not have falls back to the alias rules.
+    assert_eq!(r("claude-opus-4-8"), (Some("claude-opus-4-8".into()), Some(200_000)));
+    let resolved = serde_json::json!({"options": [
+        {"value": "default", "name": "Default", "description": "claude-sonnet-4-6[1m]"}]});
+    assert_eq!(
+        Profile::Claude.resolve_option("default", &resolved),
+        (Some("claude-sonnet-4-6".into()), Some(1_000_000))
+    );
+}
+
+#[test]
+fn model_aliases() {
+    assert_eq!(Profile::Claude.resolve_model("default"), (None, None));
+    assert_eq!(
+        Profile::Claude.resolve_model("opus[1m]"),
+        (Some("claude-opus-4-8".into()), Some(1_000_000))
+    );
+    assert_eq!(
+        Profile::Claude.resolve_model("sonnet"),
+        (Some("claude-sonnet-4-6".into()), Some(200_000))
+    );
+    assert_eq!(
+        Profile::Codex.resolve_model("gpt-5.2-codex/medium"),
+        (Some("gpt-5.2-codex".into()), None)
+    );
+    assert_eq!(
+        Profile::Codex.resolve_model("gpt-5.2-codex[medium]"),
+        (Some("gpt-5.2-codex".into()), None)
+    );
+    assert_eq!(
+        Profile::Gemini.resolve_model("gemini-2.5-pro"),
+        (Some("gemini-2.5-pro".into()), Some(1_048_576))
+    );
+    assert_eq!(
+        Profile::Generic.resolve_model("anthropic/claude-sonnet-4-5"),
+        (Some("claude-sonnet-4-5".into()), None)
+    );
+    for (value, id) in [
+        ("anthropic/claude-sonnet-4-5", "claude-sonnet-4-5"),
+        ("anthropic/claude-opus-4-8/max", "claude-opus-4-8"),
+        ("openrouter/anthropic/claude-sonnet-4.5", "anthropic/claude-sonnet-4.5"),
+        ("openai/gpt-5.2-codex/high", "gpt-5.2-codex"),
+        ("claude-sonnet-4-5", "claude-sonnet-4-5"),
+    ] {
+        assert_eq!(Profile::Opencode.resolve_model(value), (Some(id.into()), None), "{value}");
+    }
+}
+
+fn opencode_turn(tool: bool) -> (Ledger, acp_usage_core::Snapshot) {
+    let catalog = acp_usage_core::Catalog::embedded();
+    let cx = acp_usage_core::ledger::Context {
+        catalog,
+        default_window: 1,
+        window_percent: 100,
+        remembered_size: None,
+    };
+    let mut ledger = Ledger::new();
+    ledger.select_model(Profile::Opencode.resolve_model("anthropic/claude-sonnet-4-5").0, None);
+    ledger.begin_turn();
+    ledger.prompt_tokens(10);
+    ledger.output_tokens(20, false);
+    if tool {
+        ledger.tool_call(5);
+        ledger.tool_output(30);
+        ledger.output_tokens(8, false);
+    }
+    // opencode 1.18.33 against the mock: the update before the result, then the result.
+    let update: AgentUpdate = serde_json::from_value(serde_json::json!({
+        "used": 12520, "size": 1_000_000, "cost": {"amount": 0.009615, "currency": "USD"}
+    }))
+    .unwrap();
+    Profile::Opencode.on_usage_update(&mut ledger, &update);
+    let result = serde_json::json!({"stopReason": "end_turn", "usage": {
+        "inputTokens": 20, "outputTokens": 42, "totalTokens": 12562,
+        "cachedReadTokens": 11000, "cachedWriteTokens": 1500}, "_meta": {}});
+    Profile::Opencode.on_prompt_result(&mut ledger, &result);
+    let turn = ledger.end_turn(&cx).unwrap();
+    assert_eq!(turn.calls, Some(if tool { 2 } else { 1 }));
+    (ledger.clone(), ledger.snapshot(&cx))
+}
+
+#[test]
+fn opencode_numbers() {
+    let (_, snap) = opencode_turn(false);
+    // One call: `used` gets the output opencode leaves out; the window is the catalog's.
+    assert_eq!((snap.used, snap.used_exact), (12_562, true));
+    assert_eq!(snap.size, 200_000);
+    assert_eq!(snap.cost, Some(0.009615));
+    assert_eq!(snap.totals.input, 12_520);
+    assert!(snap.totals_exact);
+    // Two calls: the last call's counts are not the turn's; the turn stays estimated.
+    let (_, snap) = opencode_turn(true);
+    assert!(!snap.totals_exact);
+    assert_eq!(snap.size, 200_000);
+    assert_eq!(snap.cost, Some(0.009615));
+}
+
+#[test]
+fn acp_usage_conventions() {
+    // claude-agent-acp: total = all four.
+    let claude = AcpUsage {
+        total_tokens: Some(12019),
+        input_tokens: Some(12),
+        output_tokens: Some(7),
+        cached_read_tokens: Some(9000),
+        cached_write_tokens: Some(3000),
+        ..AcpUsage::default()
+    };
+    let r = acp_usage_record(&claude).unwrap();
+    assert_eq!((r.input, r.cache_read, r.cache_write_5m, r.output), (12012, 9000, 3000, 7));
+    // OpenAI style: total = input + output, cache inside input.
+    let openai = AcpUsage {
+        total_tokens: Some(5040),
+        input_tokens: Some(5000),
+        output_tokens: Some(40),
+        cached_read_tokens: Some(4096),
+        thought_tokens: Some(16),
+        ..AcpUsage::default()
+    };
+    let r = acp_usage_record(&openai).unwrap();
+    assert_eq!((r.input, r.cache_read, r.output, r.thought), (5000, 4096, 40, 16));
+}
