@@ -64,6 +64,19 @@ if ((${#missing[@]} > 0)); then
   npm install --prefix "$dest" --save-exact --no-audit --no-fund --loglevel=error "${missing[@]}"
 fi
 
+# Two packages link the same name (both codex-acp adapters): npm marks only the linked script
+# executable, and the tests run each package's own bin entry, so mark them all.
+for spec in "${packages[@]}"; do
+  dir="$dest/node_modules/${spec%@*}"
+  node -e '
+    const path = require("path"), fs = require("fs");
+    const dir = process.argv[1], bin = require(path.join(dir, "package.json")).bin || {};
+    for (const rel of typeof bin === "string" ? [bin] : Object.values(bin)) {
+      const file = path.join(dir, rel);
+      fs.chmodSync(file, fs.statSync(file).mode | 0o111);
+    }' "$dir"
+done
+
 for bin in "${bins[@]}"; do
   if [[ ! -x "$dest/node_modules/.bin/$bin" ]]; then
     echo "install-agents: $dest/node_modules/.bin/$bin is missing after the install" >&2

@@ -11,6 +11,7 @@
 //!
 //! The agents come from `.ci/install-agents.sh`; a missing agent fails its tests.
 
+mod acpx;
 mod claude;
 mod codex;
 mod flows;
