@@ -14,6 +14,7 @@
 mod acpx;
 mod claude;
 mod codex;
+mod codex_ts;
 mod flows;
 mod gemini;
 mod opencode;

@@ -1,0 +1,221 @@
+//! codex-acp 2.6.0 (`@agentclientprotocol/codex-acp`, TypeScript, the Codex app server from
+//! `@openai/codex` underneath) against the OpenAI Responses mock.
+//!
+//! What it sends by itself (`codex_ts_direct` pins this down): `agentInfo.name`
+//! `@agentclientprotocol/codex-acp` (acp-usage reads it as Codex), `loadSession` and
+//! `sessionCapabilities.resume`. One `usage_update` per model call (`thread/tokenUsage/updated`),
+//! `used` = that call's `totalTokens` (input incl. cached + output incl. reasoning), `size` = 95%
+//! of the model's window (258,400 for gpt-5.2-codex); never a `cost`. Nothing on `session/new`;
+//! on `session/load` and `session/resume`, one `usage_update` after the response with the
+//! thread's last call (its rollout's last `token_count`); the load replay carries no usage.
+//! The `session/prompt` result's `usage` is the sum of the turn's main calls (input without the
+//! cache, `cachedReadTokens`, `thoughtTokens` = reasoning), repeated in `_meta.quota.token_count`
+//! with Codex's camelCase keys (`inputTokens` without the cache, `cachedInputTokens`,
+//! `reasoningOutputTokens`) and per model in `_meta.quota.model_usage`. Its title call (another
+//! model, `gpt-5.6-luna`, no tools) is in none of these and in no rollout.
+
+use acp_usage_tests::agents::Agent;
+use acp_usage_tests::lab::{Lab, Turn, run_turn};
+use acp_usage_tests::mock_llm::{Call, CallKind, Usage};
+use serde_json::Value;
+
+use crate::flows::{self, Expect, History};
+use crate::support::{self, Checks, Known};
+
+const AGENT: Agent = Agent::CodexTs;
+/// gpt-5.2-codex: 272,000 × 95%.
+const WINDOW: u64 = 258_400;
+
+const EXPECT: Expect = Expect {
+    agent: AGENT,
+    size: WINDOW,
+    size_on_new: Some(WINDOW),
+    known: Known::Everything,
+    turn_exact: true,
+    resume: true,
+    unrecorded_auxiliary: true,
+    auxiliary_in_part: false,
+};
+
+/// The adapter's `usage_update` for one call: `used` = the call's total, `size` = the window, no
+/// cost.
+fn check_update(checks: &mut Checks, phase: &str, update: &Value, call: Option<&Usage>) {
+    let want = call.map(Usage::total);
+    checks.check(support::u64_at(update, "used") == want, || {
+        format!("{phase}: codex-ts used should be the call's total {want:?}: {update}")
+    });
+    checks.check(support::u64_at(update, "size") == Some(WINDOW), || {
+        format!("{phase}: codex-ts size {update}")
+    });
+    checks.check(update.get("cost").is_none(), || {
+        format!("{phase}: codex-ts now sends a cost: {update}")
+    });
+}
+
+/// A Codex token count (`_meta.quota`'s keys) against `usage`.
+fn check_token_count(checks: &mut Checks, phase: &str, count: &Value, usage: &Usage) {
+    let want = [
+        ("totalTokens", usage.total()),
+        ("inputTokens", usage.input - usage.cache_read),
+        ("cachedInputTokens", usage.cache_read),
+        ("cacheWriteInputTokens", 0),
+        ("outputTokens", usage.output),
+        ("reasoningOutputTokens", usage.thought),
+    ];
+    for (key, want) in want {
+        checks.check(support::u64_at(count, key) == Some(want), || {
+            format!("{phase}: _meta.quota token_count.{key} should be {want}: {count}")
+        });
+    }
+}
+
+/// One usage_update per main call, in call order; the result's `usage` (and `_meta.quota`) is
+/// the sum of the turn's main calls, the title call left out.
+fn check_agent_turn(checks: &mut Checks, phase: &str, turn: &Turn) {
+    let calls = turn.main_calls();
+    let updates = turn.usage_updates();
+    checks.check(updates.len() == calls.len(), || {
+        format!(
+            "{phase}: {} usage_update(s) for {} call(s): {updates:?}",
+            updates.len(),
+            calls.len()
+        )
+    });
+    for (update, call) in updates.iter().zip(&calls) {
+        check_update(checks, phase, update, call.usage.as_ref());
+    }
+    let main: Vec<&Call> = calls.clone();
+    let sum = support::sum(&main);
+    let usage = &turn.result["usage"];
+    let want = [
+        ("totalTokens", sum.total()),
+        ("inputTokens", sum.input - sum.cache_read),
+        ("cachedReadTokens", sum.cache_read),
+        ("cachedWriteTokens", 0),
+        ("outputTokens", sum.output),
+        ("thoughtTokens", sum.thought),
+    ];
+    for (key, want) in want {
+        checks.check(support::u64_at(usage, key) == Some(want), || {
+            format!(
+                "{phase}: codex-ts usage.{key} should be the turn's main calls' {want}: {}",
+                turn.result
+            )
+        });
+    }
+    let quota = &turn.result["_meta"]["quota"];
+    check_token_count(checks, phase, &quota["token_count"], &sum);
+    let models = quota["model_usage"].as_array().cloned().unwrap_or_default();
+    checks.check(models.len() == 1 && models[0]["model"] == "gpt-5.2-codex", || {
+        format!("{phase}: _meta.quota.model_usage should be gpt-5.2-codex alone: {quota}")
+    });
+    if let Some(row) = models.first() {
+        check_token_count(checks, phase, &row["token_count"], &sum);
+    }
+    checks.check(turn.result.get("cost").is_none() && quota.get("cost").is_none(), || {
+        format!("{phase}: codex-ts now sends a cost: {}", turn.result)
+    });
+}
+
+/// Reopens the session directly with `method` in a fresh process: the adapter answers, then
+/// sends one `usage_update` with the thread's last main call (`last`); then a plain turn. Returns
+/// the turn and the process's transcript. ([`flows::reopen_direct`] demands no update at all.)
+fn reopen_direct(
+    checks: &mut Checks,
+    lab: &Lab,
+    session_id: &str,
+    method: &str,
+    last: Option<&Usage>,
+) -> (Turn, String) {
+    let client = lab.direct().expect("start the agent");
+    let mark = client.mark();
+    let response = flows::reopen(&client, method, session_id, &lab.scratch.work()).expect(method);
+    checks.check(response.get("result").is_some(), || format!("{method} failed: {response}"));
+    // Give the agent a moment: anything it sends on reopening must be in the record.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let updates = client.updates_since(mark, "usage_update");
+    checks.check(updates.len() == 1, || {
+        format!("{method}: codex-ts should send one usage_update on reopening: {updates:?}")
+    });
+    for update in &updates {
+        check_update(checks, &format!("on {method}"), update, last);
+    }
+    let turn = run_turn(&client, &lab.mock, session_id, flows::PLAIN_PROMPT)
+        .expect("turn after reopening");
+    (turn, client.transcript_jsonl())
+}
+
+fn last_main(calls: &[Call]) -> Option<Usage> {
+    calls.iter().rev().find(|call| call.kind == CallKind::Main).and_then(|call| call.usage)
+}
+
+#[test]
+fn codex_ts_direct() {
+    let _lock = support::agent_lock(AGENT);
+    let history = flows::direct_history(AGENT).expect("direct codex-ts session");
+    let mut checks = Checks::new(AGENT);
+    let History { init, turns, lab, updates_after_new, session_id, .. } = &history;
+    checks.check(init["agentInfo"]["name"] == "@agentclientprotocol/codex-acp", || {
+        format!("agentInfo: {init}")
+    });
+    checks.check(init["agentInfo"]["version"] == "2.6.0", || format!("agentInfo: {init}"));
+    let caps = &init["agentCapabilities"];
+    checks.check(
+        caps["loadSession"] == true && caps["sessionCapabilities"]["resume"].is_object(),
+        || format!("codex-ts should advertise loadSession and sessionCapabilities.resume: {init}"),
+    );
+    checks.check(
+        !updates_after_new.iter().any(|update| update["sessionUpdate"] == "usage_update"),
+        || "codex-ts sent a usage_update after session/new".to_owned(),
+    );
+    for (n, turn) in turns.iter().enumerate() {
+        check_agent_turn(&mut checks, &format!("direct turn {}", n + 1), turn);
+    }
+    // The title call: another model, no tools, once per session.
+    let aux: Vec<Call> =
+        lab.mock.calls().into_iter().filter(|call| call.kind == CallKind::Auxiliary).collect();
+    checks.check(aux.len() == 1 && aux[0].model.as_deref() != Some("gpt-5.2-codex"), || {
+        format!("codex-ts should make one title call with another model: {aux:#?}")
+    });
+    let mut fixtures = Vec::new();
+    for method in ["session/load", "session/resume"] {
+        let last = last_main(&lab.mock.calls());
+        let (turn, transcript) = reopen_direct(&mut checks, lab, session_id, method, last.as_ref());
+        check_agent_turn(&mut checks, &format!("direct turn after {method}"), &turn);
+        fixtures.push(transcript);
+    }
+    support::save_fixture("codex-ts-direct.jsonl", &history.transcript);
+    support::save_fixture("codex-ts-direct-load.jsonl", &fixtures[0]);
+    support::save_fixture("codex-ts-direct-resume.jsonl", &fixtures[1]);
+    support::save_fixture("codex-ts-direct.mock.jsonl", &support::calls_jsonl(&lab.mock.calls()));
+    checks.finish();
+}
+
+#[test]
+fn codex_ts_relay_turns() {
+    let _lock = support::agent_lock(AGENT);
+    flows::relay_turns(EXPECT);
+}
+
+#[test]
+fn codex_ts_relay_load_and_resume() {
+    let _lock = support::agent_lock(AGENT);
+    flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
+}
+
+#[test]
+fn codex_ts_relay_reopen_unseen() {
+    let _lock = support::agent_lock(AGENT);
+    flows::relay_reopen_unseen(EXPECT, Some(WINDOW), Some(WINDOW));
+}
+
+/// Without the transcript (`--transcripts off`), the session goes on with what the agent reports
+/// over ACP: each call's total (`used`) is exact, the rest estimated. (2.6.0's result `usage` is
+/// the turn's exact sum, but the Codex profile does not read it: it was the last response only
+/// before 2.x, and `_meta.quota.token_count` has camelCase keys the profile does not read.)
+#[test]
+fn codex_ts_relay_turns_without_transcripts() {
+    let _lock = support::agent_lock(AGENT);
+    let expect = Expect { known: Known::Total, turn_exact: false, ..EXPECT };
+    flows::relay_turns_with(expect, &["--transcripts", "off"]);
+}
