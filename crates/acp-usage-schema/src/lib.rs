@@ -93,6 +93,11 @@ pub struct CostFigure {
     /// cost: the difference is calls acp-usage did not see (side calls no transcript records).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_stated: Option<f64>,
+    /// Side calls this agent is known to make that no source acp-usage reads records (e.g. a
+    /// session title generated with another model): the cost leaves them out. `exact` speaks
+    /// for the calls acp-usage counts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unrecorded_side_calls: Vec<String>,
 }
 
 /// acp-usage's payload in a `usage_update`'s `_meta`, under [`META_KEY`]

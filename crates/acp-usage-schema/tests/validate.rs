@@ -525,6 +525,7 @@ fn our_update_meta() -> UsageUpdateMeta {
             unpriced_calls: 1,
             partial: true,
             agent_stated: Some(0.05),
+            unrecorded_side_calls: vec!["session title".into()],
         }),
         model: Some("claude-sonnet-4-5".into()),
         used_split: Some(UsedSplit { prompt: 52000, output: 1000 }),

@@ -172,6 +172,10 @@ pub enum ProfileArg {
     Opencode,
     /// qwen-code `qwen --acp`.
     Qwen,
+    /// GitHub Copilot CLI `copilot --acp`.
+    Copilot,
+    /// cline `cline --acp`.
+    Cline,
     /// Any other agent.
     Generic,
 }

@@ -344,7 +344,7 @@ fn codex_style() {
                 absent(&us("/cachedReadTokens")),
                 absent(&us("/thoughtTokens")),
             ]),
-        // codex-acp (TS) puts the last response's usage on the result: not the turn's.
+        // codex-acp 2.6 (TS) puts the turn's summed usage on the result: it is read.
         ed(req("3", "session/prompt", prompt_params("x1", "again"))),
         ag(agent_usage("x1", 6_000, Some(258_400), None)).replaced(vec![eq(&up("/used"), 6_000)]),
         ag(resp(
@@ -353,7 +353,8 @@ fn codex_style() {
         ))
         .before(vec![eq(&up("/used"), 6_000)])
         .replaced(vec![
-            eq(&us("/totalTokens"), 6_000),
+            eq(&us("/totalTokens"), 999),
+            eq(&us("/_meta/acpUsage/source"), "agent"),
             eq(&us("/_meta/acpUsage/agent/totalTokens"), 999),
         ]),
     ]);

@@ -44,6 +44,9 @@ pub struct Ledger {
     reported_window: Option<u64>,
     used: Option<Used>,
     stated_cost: Option<f64>,
+    /// The agent's last cumulative report of the session's usage (Copilot's prompt `usage`
+    /// counts everything since the session was opened in its process).
+    agent_cumulative: Option<TokenRecord>,
     /// The last cost the agent stated for the session, kept even when a transcript replaces
     /// the agent's figures: the session's cost is never sent lower than it.
     stated_floor: Option<f64>,
@@ -149,6 +152,10 @@ impl Ledger {
     /// The model option the user selected, as a catalog id, and the window the profile's alias
     /// rules give it (e.g. `[1m]`), if any.
     pub fn select_model(&mut self, model: Option<String>, window: Option<u64>) {
+        if model != self.selected_model {
+            // A reported window is the previous model's.
+            self.reported_window = None;
+        }
         self.selected_model = model;
         self.selected_window = window;
     }
@@ -185,6 +192,40 @@ impl Ledger {
         if !self.transcript {
             self.stated_cost = Some(amount);
         }
+    }
+
+    /// The agent's usage since the session was opened in its process, reported at the end of a
+    /// turn: the turn's own usage is what it grew by. A report below the last one means the
+    /// agent's count started over (a reload): it is then the turn's whole.
+    pub fn agent_cumulative_turn(&mut self, now: TokenRecord) {
+        let delta = match &self.agent_cumulative {
+            Some(before)
+                if now.input >= before.input
+                    && now.output >= before.output
+                    && now.cache_read >= before.cache_read
+                    && now.cache_write_5m >= before.cache_write_5m =>
+            {
+                TokenRecord {
+                    input: now.input - before.input,
+                    cache_read: now.cache_read - before.cache_read,
+                    cache_write_5m: now.cache_write_5m - before.cache_write_5m,
+                    cache_write_1h: now.cache_write_1h.saturating_sub(before.cache_write_1h),
+                    output: now.output - before.output,
+                    thought: now.thought.saturating_sub(before.thought),
+                    model: now.model.clone(),
+                    stated_cost: None,
+                }
+            }
+            _ => now.clone(),
+        };
+        self.agent_cumulative = Some(now);
+        self.agent_turn(delta, TurnReport::Complete, None);
+    }
+
+    /// The agent opened the session anew in its process (`session/load`): its cumulative
+    /// count starts over.
+    pub fn reset_agent_cumulative(&mut self) {
+        self.agent_cumulative = None;
     }
 
     /// The agent's per-model counts of the turn in progress, every call of the turn included

@@ -69,15 +69,25 @@ fn figure(source: Source) -> Figure {
 }
 
 /// The `update` object of a `usage_update` for a snapshot (without the agent's extra fields).
+/// Who the figures are about: the agent's profile, and the side calls it makes that no source
+/// records.
+#[derive(Debug, Clone, Copy)]
+pub struct AgentLabel {
+    /// The profile's name.
+    pub profile: &'static str,
+    /// Side calls the agent is known to make that acp-usage cannot see.
+    pub unrecorded: &'static [&'static str],
+}
+
 fn update_fields(
     snap: &Snapshot,
-    profile: &str,
+    label: AgentLabel,
     trigger: Trigger,
     agent: Option<Value>,
 ) -> Map<String, Value> {
     let meta = UsageUpdateMeta {
         version: META_VERSION,
-        profile: profile.to_string(),
+        profile: label.profile.to_string(),
         used: Figure { source: source_name(snap.used_source), exact: snap.used_exact },
         size: figure(snap.size_source),
         cost: snap.cost.map(|_| CostFigure {
@@ -86,6 +96,7 @@ fn update_fields(
             unpriced_calls: snap.unpriced_calls,
             partial: snap.cost_partial,
             agent_stated: snap.cost_floor.map(round_usd),
+            unrecorded_side_calls: label.unrecorded.iter().map(|s| s.to_string()).collect(),
         }),
         model: snap.model.clone(),
         used_split: snap.used_split.map(|(prompt, output)| UsedSplit { prompt, output }),
@@ -122,8 +133,13 @@ fn round_usd(amount: f64) -> f64 {
 }
 
 /// A complete `session/update` `usage_update` notification line.
-pub fn usage_update(session_id: &str, snap: &Snapshot, profile: &str, trigger: Trigger) -> Vec<u8> {
-    let update = update_fields(snap, profile, trigger, None);
+pub fn usage_update(
+    session_id: &str,
+    snap: &Snapshot,
+    label: AgentLabel,
+    trigger: Trigger,
+) -> Vec<u8> {
+    let update = update_fields(snap, label, trigger, None);
     let msg = json!({
         "jsonrpc": "2.0",
         "method": "session/update",
@@ -134,7 +150,7 @@ pub fn usage_update(session_id: &str, snap: &Snapshot, profile: &str, trigger: T
 
 /// Rewrites the agent's own `usage_update` line in place: `used`, `size` and `cost` become the
 /// normalised figures, the agent's originals go to `_meta`, every other byte of the line stays.
-pub fn rewrite_agent_update(line: &[u8], snap: &Snapshot, profile: &str) -> Option<Vec<u8>> {
+pub fn rewrite_agent_update(line: &[u8], snap: &Snapshot, label: AgentLabel) -> Option<Vec<u8>> {
     let env = Envelope::parse(line)?;
     let params = ObjectEdit::parse(env.params?.get())?;
     let update_raw = params.raw("update")?;
@@ -146,7 +162,7 @@ pub fn rewrite_agent_update(line: &[u8], snap: &Snapshot, profile: &str) -> Opti
             Some((k.to_string(), v))
         })
         .collect();
-    let ours = update_fields(snap, profile, Trigger::Agent, Some(Value::Object(original)));
+    let ours = update_fields(snap, label, Trigger::Agent, Some(Value::Object(original)));
     for (k, v) in ours {
         match (k.as_str(), v) {
             ("_meta", Value::Object(ours)) => {

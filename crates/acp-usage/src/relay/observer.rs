@@ -115,6 +115,9 @@ struct Session {
     /// The tokenizer family of the session's model, for the profile it was resolved with
     /// (resolving a model per chunk would cost two allocations).
     family: Option<(Profile, Family)>,
+    /// The window the agent reports for each of its models (qwen-code's `contextLimit`), by
+    /// model option value.
+    model_windows: HashMap<String, u64>,
     /// Model calls a `session/load` replay reported (qwen-code replays its per-call usage):
     /// the session's history when no transcript is followed.
     replayed_calls: Vec<(TokenRecord, bool)>,
@@ -133,6 +136,7 @@ impl Session {
             follow: None,
             family: None,
             replayed_calls: Vec::new(),
+            model_windows: HashMap::new(),
         }
     }
 
@@ -211,6 +215,8 @@ pub struct Observer {
     commands: Vec<Command>,
     /// The next agent line is a held one being released: do not hold it again.
     releasing: bool,
+    /// `initialize`'s `agentInfo.name`, when the agent sent one.
+    agent_name: Option<String>,
 }
 
 impl Observer {
@@ -229,6 +235,7 @@ impl Observer {
             counters: Counters::default(),
             commands: Vec::new(),
             releasing: false,
+            agent_name: None,
         }
     }
 
@@ -249,6 +256,8 @@ impl Observer {
             Profile::Opencode => Some(Format::Opencode),
             // qwen-code reports every call on the wire; its chat files are not read.
             Profile::Qwen => None,
+            // Not read yet: Copilot's events.jsonl and cline's messages.json.
+            Profile::Copilot | Profile::Cline => None,
             Profile::Generic => None,
         }
     }
@@ -677,6 +686,11 @@ impl Observer {
         let mut out = Outcome::default();
         match p.method {
             Method::Initialize => {
+                self.agent_name = result
+                    .as_ref()
+                    .and_then(|r| r.pointer("/agentInfo/name"))
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
                 if let (None, Some(r)) = (self.settings.forced_profile, &result) {
                     let name = r.pointer("/agentInfo/name").and_then(Value::as_str);
                     self.profile = Profile::detect(name, &self.settings.command);
@@ -713,6 +727,7 @@ impl Observer {
                 }
                 let s = self.reopened(id);
                 s.loading = false;
+                s.ledger.reset_agent_cumulative();
                 if let Some(r) = &result {
                     self.read_models(id, r);
                 }
@@ -877,7 +892,7 @@ impl Observer {
                     return Outcome::default();
                 }
                 let snap = self.snapshot(id);
-                let replace = emit::rewrite_agent_update(line, &snap, profile.name());
+                let replace = emit::rewrite_agent_update(line, &snap, self.label());
                 return Outcome { replace, ..Outcome::default() };
             }
             "compaction_summary_chunk" => {
@@ -947,15 +962,18 @@ impl Observer {
     /// `models.currentModelId`; true when it changed.
     fn read_models(&mut self, id: &str, v: &Value) -> bool {
         let option = v.get("configOptions").and_then(Value::as_array).and_then(|opts| {
-            opts.iter().find(|o| {
-                o.get("category").and_then(Value::as_str) == Some("model")
-                    || o.get("id").and_then(Value::as_str) == Some("model")
-            })
+            // The option named `model` first: cline also files its provider under the `model`
+            // category.
+            let named = |o: &&Value| o.get("id").and_then(Value::as_str) == Some("model");
+            let model_category =
+                |o: &&Value| o.get("category").and_then(Value::as_str) == Some("model");
+            opts.iter().find(named).or_else(|| opts.iter().find(model_category))
         });
         let from_options = option.and_then(|o| o.get("currentValue")).and_then(Value::as_str);
         let legacy = v.pointer("/models/currentModelId").and_then(Value::as_str);
-        if let Some(limit) = self.profile.reported_window_of(v) {
-            self.session(id, Ledger::restored).ledger.reported_window(limit);
+        let windows = self.profile.reported_windows(v);
+        if !windows.is_empty() {
+            self.session(id, Ledger::restored).model_windows.extend(windows);
         }
         match (from_options, legacy) {
             (Some(model), _) => {
@@ -989,6 +1007,9 @@ impl Observer {
         s.model_value = Some(value.to_string());
         s.family = None;
         s.ledger.select_model(model, window);
+        if let Some(&reported) = s.model_windows.get(value) {
+            s.ledger.reported_window(reported);
+        }
         true
     }
 
@@ -1076,6 +1097,14 @@ impl Observer {
 
     fn update_line(&mut self, id: &str, trigger: Trigger) -> Vec<u8> {
         let snap = self.snapshot(id);
-        emit::usage_update(id, &snap, self.profile.name(), trigger)
+        emit::usage_update(id, &snap, self.label(), trigger)
+    }
+
+    /// The agent's profile and the side calls it makes that no source records.
+    fn label(&self) -> emit::AgentLabel {
+        emit::AgentLabel {
+            profile: self.profile.name(),
+            unrecorded: self.profile.unrecorded_side_calls(self.agent_name.as_deref()),
+        }
     }
 }

@@ -18,6 +18,12 @@
 //!   `parentToolCallId`), a `usage_update` per call whose `used` leaves the output out and whose
 //!   `size` is the model's `contextLimit` (also in `session/new`'s model list), no cost, no
 //!   per-turn `usage`; its model ids look like `$runtime|openai|gpt-5.2(openai)`;
+//! - Copilot CLI (1.0) sends a `usage_update` before each model call whose `used` is its own
+//!   estimate of the prompt it is about to send and whose `size` is the prompt limit it applies
+//!   (`maxPromptTokens`, e.g. 168,000 for claude-sonnet-4.5), no cost, and a `usage` in the
+//!   prompt result that is cumulative since the session was created or loaded in the process;
+//!   its `events.jsonl` records every call;
+//! - cline (3.0) sends no usage at all; its model option is the concrete model id;
 //! - anything else gets the generic reading of the ACP fields.
 //!
 //! A profile turns those into ledger events; it never reads the wire itself.
@@ -43,6 +49,10 @@ pub enum Profile {
     Opencode,
     /// qwen-code `qwen --acp` (npm `@qwen-code/qwen-code`).
     Qwen,
+    /// GitHub Copilot CLI `copilot --acp` (npm `@github/copilot`).
+    Copilot,
+    /// cline `cline --acp` (npm `cline`).
+    Cline,
     /// Any other agent.
     Generic,
 }
@@ -117,6 +127,8 @@ impl Profile {
             ProfileArg::Gemini => Some(Profile::Gemini),
             ProfileArg::Opencode => Some(Profile::Opencode),
             ProfileArg::Qwen => Some(Profile::Qwen),
+            ProfileArg::Copilot => Some(Profile::Copilot),
+            ProfileArg::Cline => Some(Profile::Cline),
             ProfileArg::Generic => Some(Profile::Generic),
         }
     }
@@ -137,6 +149,11 @@ impl Profile {
             } else if s.contains("qwen") {
                 // agentInfo.name is "qwen-code"; the command is `qwen --acp`.
                 Some(Profile::Qwen)
+            } else if s.contains("copilot") {
+                // agentInfo.name is "Copilot"; the command is `copilot --acp`.
+                Some(Profile::Copilot)
+            } else if s == "cline" || s.starts_with("cline-") || s.starts_with("cline ") {
+                Some(Profile::Cline)
             } else {
                 None
             }
@@ -162,6 +179,8 @@ impl Profile {
             Profile::Gemini => "gemini",
             Profile::Opencode => "opencode",
             Profile::Qwen => "qwen",
+            Profile::Copilot => "copilot",
+            Profile::Cline => "cline",
             Profile::Generic => "generic",
         }
     }
@@ -182,7 +201,9 @@ impl Profile {
             Profile::Codex => Family::OpenAi,
             Profile::Gemini => Family::Gemini,
             Profile::Qwen => Family::OpenAi,
-            Profile::Opencode | Profile::Generic => Family::Other,
+            Profile::Opencode | Profile::Generic | Profile::Copilot | Profile::Cline => {
+                Family::Other
+            }
         }
     }
 
@@ -233,6 +254,8 @@ impl Profile {
                 (Some(opencode_model_id(base).to_string()), None)
             }
             Profile::Qwen => (Some(qwen_model_id(base).to_string()), None),
+            // Copilot names no model over ACP; cline's option values are model ids.
+            Profile::Copilot | Profile::Cline => (Some(base.to_string()), None),
             Profile::Generic => {
                 // opencode-style `provider/model[/variant]`: the model is the second part.
                 let mut parts = base.split('/');
@@ -262,22 +285,23 @@ impl Profile {
         self.resolve_model(value)
     }
 
-    /// A window the agent reports in a `session/new`/`load`/`resume` result or a config
-    /// update, when its profile knows where (qwen-code: the current model's `contextLimit` in
-    /// `_meta`).
-    pub fn reported_window_of(self, result: &Value) -> Option<u64> {
+    /// The windows the agent reports per model in a `session/new`/`load`/`resume` result, when
+    /// its profile knows where (qwen-code: each model's `_meta.contextLimit` in `models`), by
+    /// model option value.
+    pub fn reported_windows(self, result: &Value) -> Vec<(String, u64)> {
         if !matches!(self, Profile::Qwen | Profile::Generic) {
-            return None;
+            return Vec::new();
         }
-        let models = result.get("models")?;
-        let current = models.get("currentModelId")?.as_str()?;
+        let models = result.pointer("/models/availableModels").and_then(Value::as_array);
         models
-            .get("availableModels")?
-            .as_array()?
-            .iter()
-            .find(|m| m.get("modelId").and_then(Value::as_str) == Some(current))?
-            .pointer("/_meta/contextLimit")?
-            .as_u64()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| {
+                let id = m.get("modelId")?.as_str()?;
+                let limit = m.pointer("/_meta/contextLimit")?.as_u64()?;
+                Some((id.to_string(), limit))
+            })
+            .collect()
     }
 
     /// A model call the agent reports inside an `agent_message_chunk` (qwen-code's
@@ -314,6 +338,21 @@ impl Profile {
         };
         let role = if meta.parent_tool_call_id.is_some() { Role::Subagent } else { Role::Main };
         Some((rec, role))
+    }
+
+    /// Side calls the agent is known to make that no source acp-usage reads records (until the
+    /// LLM-API tap): the cost leaves them out, and `_meta` says so.
+    pub fn unrecorded_side_calls(self, agent_name: Option<&str>) -> &'static [&'static str] {
+        match self {
+            // The TypeScript adapter's Codex app server titles each session with another model;
+            // the zed adapter makes no such call.
+            Profile::Codex if agent_name.is_some_and(|n| n.starts_with("@agentclientprotocol")) => {
+                &["session title"]
+            }
+            Profile::Opencode => &["session title"],
+            Profile::Qwen => &["memory extraction", "prompt suggestion"],
+            _ => &[],
+        }
     }
 
     /// Reads the agent's own `usage_update` into the ledger.
@@ -361,6 +400,17 @@ impl Profile {
                     ledger.agent_cost(amount);
                 }
             }
+            Profile::Copilot => {
+                // Sent before each call: `used` is Copilot's estimate of the prompt it is about
+                // to send (the calls' records give the exact figure); `size` is the prompt limit
+                // it applies to the model.
+                if let Some(used) = update.used.filter(|_| !ledger.in_turn()) {
+                    ledger.agent_used(used, false);
+                }
+                if let Some(size) = update.size {
+                    ledger.agent_window(size);
+                }
+            }
             Profile::Qwen => {
                 // `used` is the call's prompt without its output; inside a turn the call's own
                 // `_meta.usage` gives the exact figure, so only a stray update is read.
@@ -371,7 +421,7 @@ impl Profile {
                     ledger.reported_window(size);
                 }
             }
-            Profile::Codex | Profile::Generic | Profile::Gemini => {
+            Profile::Codex | Profile::Generic | Profile::Gemini | Profile::Cline => {
                 if let Some(used) = update.used {
                     // Codex's `used` is the call's total, hidden reasoning included, which later
                     // requests drop; other agents' definitions are unknown. Both stay the
@@ -406,13 +456,16 @@ impl Profile {
             ledger.agent_turn_models(rows.iter().filter_map(claude_model_row).collect());
         }
         if let Some(usage) = result.get("usage").filter(|u| u.is_object()) {
-            // claude-agent-acp's per-turn usage is the main loop's sum; codex-acp (TS) reports
-            // only the last response, which is not a turn's usage, so it is not read as one.
-            if self != Profile::Codex
-                && let Ok(u) = serde_json::from_value::<AcpUsage>(usage.clone())
+            // claude-agent-acp's per-turn usage is the main loop's sum, so is codex-acp 2.6's
+            // (TypeScript; the zed adapter sends none). Copilot's counts everything since the
+            // session was opened in the process: the turn is what it grew by.
+            if let Ok(u) = serde_json::from_value::<AcpUsage>(usage.clone())
                 && let Some(rec) = acp_usage_record(&u)
             {
-                ledger.agent_turn(rec, TurnReport::Complete, None);
+                match self {
+                    Profile::Copilot => ledger.agent_cumulative_turn(rec),
+                    _ => ledger.agent_turn(rec, TurnReport::Complete, None),
+                }
                 return;
             }
         }

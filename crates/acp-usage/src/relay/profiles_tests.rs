@@ -29,8 +29,14 @@ fn qwen_reports() {
     let new = serde_json::json!({"models": {"currentModelId": "$runtime|openai|gpt-5.2(openai)",
         "availableModels": [{"modelId": "other", "_meta": {"contextLimit": 100_000}},
             {"modelId": "$runtime|openai|gpt-5.2(openai)", "_meta": {"contextLimit": 272_000}}]}});
-    assert_eq!(Profile::Qwen.reported_window_of(&new), Some(272_000));
-    assert_eq!(Profile::Claude.reported_window_of(&new), None);
+    assert_eq!(
+        Profile::Qwen.reported_windows(&new),
+        vec![
+            ("other".to_string(), 100_000),
+            ("$runtime|openai|gpt-5.2(openai)".to_string(), 272_000)
+        ]
+    );
+    assert!(Profile::Claude.reported_windows(&new).is_empty());
     // A main call and a subagent's, as qwen reports them.
     let chunk = |extra: &str| {
         format!(
