@@ -256,8 +256,9 @@ impl Observer {
             Profile::Opencode => Some(Format::Opencode),
             // qwen-code reports every call on the wire; its chat files are not read.
             Profile::Qwen => None,
-            // Not read yet: Copilot's events.jsonl and cline's messages.json.
-            Profile::Copilot | Profile::Cline => None,
+            Profile::Copilot => Some(Format::Copilot),
+            // Not read yet: cline's `messages.json` (one JSON document rewritten whole).
+            Profile::Cline => None,
             Profile::Generic => None,
         }
     }

@@ -43,6 +43,7 @@ impl Locator {
             Format::Codex => locs.codex.as_deref().map(|d| self.codex(d, session)),
             Format::Gemini => locs.gemini.as_deref().map(|d| gemini(d, session)),
             Format::Opencode => None,
+            Format::Copilot => locs.copilot.as_deref().map(|d| copilot(d, session)),
         }
         .unwrap_or_default()
     }
@@ -91,6 +92,13 @@ fn claude(config: &Path, session: &str) -> Found {
         }
     }
     found
+}
+
+/// Copilot CLI keeps one directory per session; subagents (its `task` tool) write into the
+/// same `events.jsonl`.
+fn copilot(home: &Path, session: &str) -> Found {
+    let events = home.join("session-state").join(session).join("events.jsonl");
+    Found { main: events.is_file().then_some(events), subagents: Vec::new() }
 }
 
 fn gemini(dir: &Path, session: &str) -> Found {

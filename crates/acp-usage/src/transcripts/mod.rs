@@ -32,6 +32,8 @@ pub enum Format {
     Gemini,
     /// opencode's SQLite store.
     Opencode,
+    /// Copilot CLI's session events (`<copilot home>/session-state/<session>/events.jsonl`).
+    Copilot,
 }
 
 impl Format {
@@ -42,6 +44,7 @@ impl Format {
             Format::Codex => "codex",
             Format::Gemini => "gemini",
             Format::Opencode => "opencode",
+            Format::Copilot => "copilot",
         }
     }
 
@@ -64,6 +67,8 @@ pub struct Locations {
     /// opencode's database (`$OPENCODE_DB`, else `$XDG_DATA_HOME/opencode/opencode.db`, else
     /// `~/.local/share/opencode/opencode.db`).
     pub opencode: Option<PathBuf>,
+    /// Copilot CLI's home (`$COPILOT_HOME`, else `~/.copilot`).
+    pub copilot: Option<PathBuf>,
 }
 
 impl Locations {
@@ -76,6 +81,7 @@ impl Locations {
             codex: set("CODEX_HOME").or_else(|| home.as_ref().map(|h| h.join(".codex"))),
             gemini: set("GEMINI_CLI_HOME").or_else(|| home.clone()).map(|h| h.join(".gemini")),
             opencode: opencode::default_db_path(&env),
+            copilot: set("COPILOT_HOME").or_else(|| home.as_ref().map(|h| h.join(".copilot"))),
         }
     }
 
@@ -99,6 +105,7 @@ mod tests {
         assert_eq!(l.codex, Some(PathBuf::from("/h/.codex")));
         assert_eq!(l.gemini, Some(PathBuf::from("/h/.gemini")));
         assert_eq!(l.opencode, Some(PathBuf::from("/h/.local/share/opencode/opencode.db")));
+        assert_eq!(l.copilot, Some(PathBuf::from("/h/.copilot")));
         let l = Locations::from_env(env(&[
             ("HOME", "/h"),
             ("CLAUDE_CONFIG_DIR", "/c"),

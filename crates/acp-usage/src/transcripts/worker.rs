@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use acp_usage_core::transcript::claude::ClaudeParser;
 use acp_usage_core::transcript::codex::CodexParser;
 use acp_usage_core::transcript::gemini::GeminiParser;
+use acp_usage_core::transcript::copilot::CopilotParser;
 use acp_usage_core::transcript::{Event, FileRole, Parser};
 use notify::Watcher as _;
 
@@ -152,6 +153,7 @@ fn parser_for(format: Format) -> Option<Box<dyn Parser>> {
         Format::Claude => Some(Box::new(ClaudeParser::default())),
         Format::Codex => Some(Box::new(CodexParser::default())),
         Format::Gemini => Some(Box::new(GeminiParser::default())),
+        Format::Copilot => Some(Box::new(CopilotParser::default())),
         Format::Opencode => None,
     }
 }
