@@ -197,9 +197,7 @@ async fn a_held_result_is_not_overtaken_by_a_long_line_after_it() {
     opts.settings.transcripts = true;
     opts.transcripts = Some(acp_usage::transcripts::Locations {
         claude: Some(dir),
-        codex: None,
-        gemini: None,
-        opencode: None,
+        ..acp_usage::transcripts::Locations::default()
     });
     opts.transcript_wait = std::time::Duration::from_millis(300);
     let mut ed = start(opts).await;
