@@ -8,6 +8,7 @@
 //! yields an [`Event::Call`] with the same [`Call::key`] that replaces the earlier one.
 
 pub mod claude;
+pub mod cline;
 pub mod codex;
 pub mod copilot;
 pub mod gemini;

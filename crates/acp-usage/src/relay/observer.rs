@@ -257,8 +257,7 @@ impl Observer {
             // qwen-code reports every call on the wire; its chat files are not read.
             Profile::Qwen => None,
             Profile::Copilot => Some(Format::Copilot),
-            // Not read yet: cline's `messages.json` (one JSON document rewritten whole).
-            Profile::Cline => None,
+            Profile::Cline => Some(Format::Cline),
             Profile::Generic => None,
         }
     }

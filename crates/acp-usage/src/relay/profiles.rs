@@ -23,7 +23,8 @@
 //!   (`maxPromptTokens`, e.g. 168,000 for claude-sonnet-4.5), no cost, and a `usage` in the
 //!   prompt result that is cumulative since the session was created or loaded in the process;
 //!   its `events.jsonl` records every call;
-//! - cline (3.0) sends no usage at all; its model option is the concrete model id;
+//! - cline (3.0) sends no usage at all; its model option is the concrete model id; its
+//!   `messages.json` (one JSON document it rewrites whole) records every call;
 //! - anything else gets the generic reading of the ACP fields.
 //!
 //! A profile turns those into ledger events; it never reads the wire itself.

@@ -44,6 +44,7 @@ impl Locator {
             Format::Gemini => locs.gemini.as_deref().map(|d| gemini(d, session)),
             Format::Opencode => None,
             Format::Copilot => locs.copilot.as_deref().map(|d| copilot(d, session)),
+            Format::Cline => locs.cline.as_deref().map(|d| cline(d, session)),
         }
         .unwrap_or_default()
     }
@@ -99,6 +100,12 @@ fn claude(config: &Path, session: &str) -> Found {
 fn copilot(home: &Path, session: &str) -> Found {
     let events = home.join("session-state").join(session).join("events.jsonl");
     Found { main: events.is_file().then_some(events), subagents: Vec::new() }
+}
+
+/// cline keeps one directory per session with its conversation in one JSON document.
+fn cline(data: &Path, session: &str) -> Found {
+    let doc = data.join("sessions").join(session).join(format!("{session}.messages.json"));
+    Found { main: doc.is_file().then_some(doc), subagents: Vec::new() }
 }
 
 fn gemini(dir: &Path, session: &str) -> Found {

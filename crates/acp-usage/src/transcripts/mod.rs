@@ -34,6 +34,9 @@ pub enum Format {
     Opencode,
     /// Copilot CLI's session events (`<copilot home>/session-state/<session>/events.jsonl`).
     Copilot,
+    /// cline's conversation (`<cline data>/sessions/<session>/<session>.messages.json`), one
+    /// JSON document rewritten whole.
+    Cline,
 }
 
 impl Format {
@@ -45,7 +48,13 @@ impl Format {
             Format::Gemini => "gemini",
             Format::Opencode => "opencode",
             Format::Copilot => "copilot",
+            Format::Cline => "cline",
         }
+    }
+
+    /// Whether the session's file is one document rewritten whole rather than appended lines.
+    pub fn whole_document(self) -> bool {
+        matches!(self, Format::Cline)
     }
 
     /// Whether the format records the end of a turn (see [`acp_usage_core::transcript::Event::TurnEnd`]).
@@ -69,6 +78,8 @@ pub struct Locations {
     pub opencode: Option<PathBuf>,
     /// Copilot CLI's home (`$COPILOT_HOME`, else `~/.copilot`).
     pub copilot: Option<PathBuf>,
+    /// cline's data directory (`$CLINE_DATA_DIR`, else `~/.cline/data`).
+    pub cline: Option<PathBuf>,
 }
 
 impl Locations {
@@ -82,6 +93,7 @@ impl Locations {
             gemini: set("GEMINI_CLI_HOME").or_else(|| home.clone()).map(|h| h.join(".gemini")),
             opencode: opencode::default_db_path(&env),
             copilot: set("COPILOT_HOME").or_else(|| home.as_ref().map(|h| h.join(".copilot"))),
+            cline: set("CLINE_DATA_DIR").or_else(|| home.as_ref().map(|h| h.join(".cline/data"))),
         }
     }
 
@@ -106,6 +118,7 @@ mod tests {
         assert_eq!(l.gemini, Some(PathBuf::from("/h/.gemini")));
         assert_eq!(l.opencode, Some(PathBuf::from("/h/.local/share/opencode/opencode.db")));
         assert_eq!(l.copilot, Some(PathBuf::from("/h/.copilot")));
+        assert_eq!(l.cline, Some(PathBuf::from("/h/.cline/data")));
         let l = Locations::from_env(env(&[
             ("HOME", "/h"),
             ("CLAUDE_CONFIG_DIR", "/c"),

@@ -5,7 +5,9 @@
 //! rotation, an atomic rewrite) or truncated (shorter than the offset): it then reads the file
 //! again from the start. Parsers key calls by id, so a line read twice replaces itself instead
 //! of counting twice. A `.zst` file (Codex compresses cold rollouts) cannot be tailed: it is
-//! decompressed whole whenever its size or modification time changes.
+//! decompressed whole whenever its size or modification time changes. A whole-document file
+//! (cline rewrites one JSON document as its conversation grows) is read whole, as one "line",
+//! whenever it changed.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
@@ -23,8 +25,10 @@ pub struct Tail {
     offset: u64,
     partial: Vec<u8>,
     identity: Option<(u64, u64)>,
-    /// For `.zst` files: the size and modification time last decompressed.
+    /// For `.zst` and whole-document files: the size and modification time last read.
     zst_seen: Option<(u64, i64, i64)>,
+    /// The file is one document rewritten whole, not lines appended.
+    whole: bool,
 }
 
 /// What one read found.
@@ -41,7 +45,13 @@ pub struct Chunk {
 impl Tail {
     /// A tail of `path`, from its start.
     pub fn new(path: PathBuf) -> Tail {
-        Tail { path, offset: 0, partial: Vec::new(), identity: None, zst_seen: None }
+        Tail { path, offset: 0, partial: Vec::new(), identity: None, zst_seen: None, whole: false }
+    }
+
+    /// A file that holds one document its writer rewrites whole: each read that finds it
+    /// changed returns its whole content as one line.
+    pub fn whole(path: PathBuf) -> Tail {
+        Tail { whole: true, ..Tail::new(path) }
     }
 
     /// The file.
@@ -53,6 +63,9 @@ impl Tail {
     pub fn read(&mut self) -> io::Result<Chunk> {
         if self.path.extension().is_some_and(|e| e == "zst") {
             return self.read_zst();
+        }
+        if self.whole {
+            return self.read_whole();
         }
         let mut file = File::open(&self.path)?;
         let meta = file.metadata()?;
@@ -94,6 +107,22 @@ impl Tail {
         // A compressed file is complete: a last line without a terminator is still a line.
         if !self.partial.is_empty() {
             chunk.lines.push(std::mem::take(&mut self.partial));
+        }
+        Ok(chunk)
+    }
+
+    fn read_whole(&mut self) -> io::Result<Chunk> {
+        let meta = std::fs::metadata(&self.path)?;
+        let seen = (meta.len(), meta.mtime(), meta.mtime_nsec());
+        if self.zst_seen == Some(seen) {
+            return Ok(Chunk { at_end: true, ..Chunk::default() });
+        }
+        let restarted = self.zst_seen.is_some();
+        self.zst_seen = Some(seen);
+        let doc = std::fs::read(&self.path)?;
+        let mut chunk = Chunk { restarted, at_end: true, ..Chunk::default() };
+        if !doc.iter().all(u8::is_ascii_whitespace) {
+            chunk.lines.push(doc);
         }
         Ok(chunk)
     }
@@ -166,6 +195,22 @@ mod tests {
         let c = tail.read().unwrap();
         assert!(c.restarted);
         assert_eq!(c.lines.len(), 3);
+    }
+
+    #[test]
+    fn a_whole_document_is_read_whole_when_it_changed() {
+        let dir = scratch("whole");
+        let path = dir.join("s.messages.json");
+        std::fs::write(&path, b"{\n  \"messages\": []\n}\n").unwrap();
+        let mut tail = Tail::whole(path.clone());
+        let c = tail.read().unwrap();
+        assert_eq!(c.lines, vec![b"{\n  \"messages\": []\n}\n".to_vec()]);
+        assert!(!c.restarted && c.at_end);
+        assert!(tail.read().unwrap().lines.is_empty(), "unchanged: nothing new");
+        std::fs::write(&path, b"{\"messages\": [{\"id\": \"m1\"}]}").unwrap();
+        let c = tail.read().unwrap();
+        assert_eq!(c.lines.len(), 1);
+        assert!(c.restarted);
     }
 
     #[test]

@@ -12,9 +12,10 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use acp_usage_core::transcript::claude::ClaudeParser;
+use acp_usage_core::transcript::cline::ClineParser;
 use acp_usage_core::transcript::codex::CodexParser;
-use acp_usage_core::transcript::gemini::GeminiParser;
 use acp_usage_core::transcript::copilot::CopilotParser;
+use acp_usage_core::transcript::gemini::GeminiParser;
 use acp_usage_core::transcript::{Event, FileRole, Parser};
 use notify::Watcher as _;
 
@@ -154,6 +155,7 @@ fn parser_for(format: Format) -> Option<Box<dyn Parser>> {
         Format::Codex => Some(Box::new(CodexParser::default())),
         Format::Gemini => Some(Box::new(GeminiParser::default())),
         Format::Copilot => Some(Box::new(CopilotParser::default())),
+        Format::Cline => Some(Box::new(ClineParser::default())),
         Format::Opencode => None,
     }
 }
@@ -332,7 +334,10 @@ impl State {
             {
                 tracing::info!(session = id, path = %path.display(), "following the agent's transcript");
                 self.watch(path.parent());
-                s.main = Some(Tail::new(path));
+                s.main = Some(match s.format.whole_document() {
+                    true => Tail::whole(path),
+                    false => Tail::new(path),
+                });
             }
             for path in found.subagents {
                 if !s.subagents.iter().any(|(t, _)| t.path() == path) {
