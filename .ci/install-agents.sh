@@ -21,9 +21,11 @@ packages=(
   "@google/gemini-cli@0.61.0"
   "opencode-ai@1.18.33"
   "@qwen-code/qwen-code@0.24.4"
+  "@github/copilot@1.0.102"
+  "cline@3.0.65"
   "acpx@0.19.1"
 )
-bins=(claude-agent-acp codex-acp gemini opencode qwen acpx)
+bins=(claude-agent-acp codex-acp gemini opencode qwen copilot cline acpx)
 dest="${ACP_USAGE_AGENTS_CACHE:-$HOME/.cache/acp-usage/agents}"
 mkdir -p "$dest"
 
@@ -76,6 +78,13 @@ for spec in "${packages[@]}"; do
       fs.chmodSync(file, fs.statSync(file).mode | 0o111);
     }' "$dir"
 done
+
+# Copilot CLI's native binary unpacks its JavaScript package (235 MB) on first run: once, here,
+# into copilot/pkg (the tests point COPILOT_PKG_CACHE_HOME at it), not into every scratch HOME.
+copilot_native="$dest/node_modules/@github/copilot-linux-x64/copilot"
+if [[ -x "$copilot_native" ]]; then
+  COPILOT_SEA_EXTRACT_ONLY=1 COPILOT_PKG_CACHE_HOME="$dest/copilot" "$copilot_native" >/dev/null
+fi
 
 for bin in "${bins[@]}"; do
   if [[ ! -x "$dest/node_modules/.bin/$bin" ]]; then

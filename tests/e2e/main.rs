@@ -13,8 +13,10 @@
 
 mod acpx;
 mod claude;
+mod cline;
 mod codex;
 mod codex_ts;
+mod copilot;
 mod flows;
 mod gemini;
 mod opencode;

@@ -90,7 +90,8 @@ pub fn price(model: &str) -> Option<Price> {
             cache_write_5m: 2.5e-6,
             cache_write_1h: 4e-6,
         },
-        "claude-sonnet-4-6" | "claude-sonnet-4-5" => Price {
+        // Copilot CLI names Sonnet 4.5 with a dot.
+        "claude-sonnet-4-6" | "claude-sonnet-4-5" | "claude-sonnet-4.5" => Price {
             input: 3e-6,
             output: 15e-6,
             cache_read: 0.3e-6,

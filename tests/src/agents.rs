@@ -1,7 +1,8 @@
 //! Launchers for the real agents, configured to talk only to a mock LLM on 127.0.0.1.
 //!
 //! Each agent gets a scratch HOME with its own config directory (CLAUDE_CONFIG_DIR, CODEX_HOME,
-//! GEMINI_CLI_HOME, opencode's XDG directories) and an environment built from scratch, not inherited: no key or base URL
+//! GEMINI_CLI_HOME, opencode's XDG directories, COPILOT_HOME, CLINE_DATA_DIR) and an environment
+//! built from scratch, not inherited: no key or base URL
 //! of the developer's can leak in, and nothing points anywhere but the mock. Proxy variables
 //! point at a dead loopback port so that a stray telemetry or update request fails fast instead
 //! of leaving the machine.
@@ -34,11 +35,24 @@ pub enum Agent {
     Opencode,
     /// `@qwen-code/qwen-code` (`qwen --acp`), an OpenAI-compatible provider (Chat Completions).
     Qwen,
+    /// `@github/copilot` (`copilot --acp`, GitHub Copilot CLI), bring-your-own-key on its
+    /// Anthropic provider (Messages API) in offline mode: no GitHub login.
+    Copilot,
+    /// `cline` (`cline --acp`), its Anthropic provider (Messages API) with a custom base URL.
+    Cline,
 }
 
 impl Agent {
-    pub const ALL: [Agent; 6] =
-        [Agent::Claude, Agent::Codex, Agent::CodexTs, Agent::Gemini, Agent::Opencode, Agent::Qwen];
+    pub const ALL: [Agent; 8] = [
+        Agent::Claude,
+        Agent::Codex,
+        Agent::CodexTs,
+        Agent::Gemini,
+        Agent::Opencode,
+        Agent::Qwen,
+        Agent::Copilot,
+        Agent::Cline,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -48,6 +62,8 @@ impl Agent {
             Agent::Gemini => "gemini",
             Agent::Opencode => "opencode",
             Agent::Qwen => "qwen",
+            Agent::Copilot => "copilot",
+            Agent::Cline => "cline",
         }
     }
 
@@ -60,6 +76,8 @@ impl Agent {
             Agent::Gemini => ("@google/gemini-cli", "0.61.0"),
             Agent::Opencode => ("opencode-ai", "1.18.33"),
             Agent::Qwen => ("@qwen-code/qwen-code", "0.24.4"),
+            Agent::Copilot => ("@github/copilot", "1.0.102"),
+            Agent::Cline => ("cline", "3.0.65"),
         }
     }
 
@@ -71,6 +89,8 @@ impl Agent {
             Agent::Gemini => "gemini",
             Agent::Opencode => "opencode",
             Agent::Qwen => "qwen",
+            Agent::Copilot => "copilot",
+            Agent::Cline => "cline",
         }
     }
 
@@ -79,7 +99,8 @@ impl Agent {
             // A fixed model: the default `auto` router makes classifier calls and may switch models.
             Agent::Gemini => vec!["--acp".into(), "-m".into(), GEMINI_MODEL.into()],
             Agent::Opencode => vec!["acp".into()],
-            Agent::Qwen => vec!["--acp".into()],
+            Agent::Qwen | Agent::Cline => vec!["--acp".into()],
+            Agent::Copilot => vec!["--acp".into(), "--disable-client-telemetry".into()],
             Agent::Claude | Agent::Codex | Agent::CodexTs => Vec::new(),
         }
     }
@@ -92,6 +113,10 @@ pub const GEMINI_MODEL: &str = "gemini-2.5-pro";
 pub const QWEN_MODEL: &str = "gpt-5.2";
 /// opencode's model option value (`providerID/modelID`): Anthropic's provider, pointed at the mock.
 pub const OPENCODE_MODEL: &str = "anthropic/claude-sonnet-4-5";
+/// Copilot's id of Claude Sonnet 4.5 (dotted; its catalog's `maxPromptTokens` is 168,000).
+pub const COPILOT_MODEL: &str = "claude-sonnet-4.5";
+/// cline's model on its Anthropic provider (a catalog window of 200,000).
+pub const CLINE_MODEL: &str = "claude-sonnet-4-5";
 
 /// The cache `.ci/install-agents.sh` installs into: `node_modules/` (npm agents and acpx) and
 /// `node/bin/node` (Node 22).
@@ -109,6 +134,11 @@ pub fn agents_bin_dir() -> PathBuf {
         Some(dir) => PathBuf::from(dir),
         None => agents_cache().join("node_modules/.bin"),
     }
+}
+
+/// Where Copilot CLI keeps its unpacked package (`<dir>/pkg/linux-x64/<version>`).
+pub fn copilot_pkg_cache() -> PathBuf {
+    agents_cache().join("copilot")
 }
 
 /// The directory of the Node 22 the agents run on, put first on their PATH (and on acpx's).
@@ -251,6 +281,49 @@ pub fn agent_command(
                 set(quiet, "1".into());
             }
         }
+        Agent::Copilot => {
+            // BYOK in offline mode (`copilot help environment`): no GitHub login, no telemetry,
+            // no update check, no web tools. The Anthropic provider's base URL has no `/v1`
+            // (the SDK appends `/v1/messages`).
+            set("COPILOT_HOME", home.join(".copilot").display().to_string());
+            // The native binary unpacks its 235 MB JavaScript package on first run; once, into
+            // the agents' cache (`.ci/install-agents.sh` does it), not into every scratch HOME.
+            set("COPILOT_PKG_CACHE_HOME", copilot_pkg_cache().display().to_string());
+            set("COPILOT_OFFLINE", "true".into());
+            set("COPILOT_AUTO_UPDATE", "false".into());
+            set("COPILOT_PROVIDER_TYPE", "anthropic".into());
+            set("COPILOT_PROVIDER_BASE_URL", mock_url.to_owned());
+            set("COPILOT_PROVIDER_API_KEY", "sk-ant-mock-key".into());
+            set("COPILOT_MODEL", COPILOT_MODEL.into());
+        }
+        Agent::Cline => {
+            // The provider comes from `providers.json` (its base URL, which `cline auth` refuses
+            // to set for Anthropic); the ACP mode starts a session only with CLINE_API_KEY set
+            // (otherwise "Authentication required"), and that key is the one sent.
+            let data = home.join(".cline").join("data");
+            let settings = data.join("settings");
+            std::fs::create_dir_all(&settings)?;
+            std::fs::write(settings.join("providers.json"), cline_providers(mock_url))?;
+            // Without the opt-out, cline exports OpenTelemetry to otel.cline.bot (a DNS lookup
+            // the proxy variables do not stop); DISABLE_TELEMETRY is not cline's switch.
+            std::fs::write(
+                settings.join("global-settings.json"),
+                r#"{"telemetryOptOut": true, "autoUpdateEnabled": false}"#,
+            )?;
+            set("CLINE_DATA_DIR", data.display().to_string());
+            set("CLINE_API_KEY", "sk-ant-mock-key".into());
+            set("CLINE_PROVIDER", "anthropic".into());
+            set("CLINE_MODEL", CLINE_MODEL.into());
+            // Sessions in this process: the default (`auto`) spawns a detached hub daemon on
+            // 127.0.0.1:25463 that outlives the agent and is shared by every cline on the machine.
+            set("CLINE_SESSION_BACKEND_MODE", "local".into());
+            // Its PostHog feature-flag client is off only under these test switches (they change
+            // nothing else in 3.0.65).
+            set("E2E_TEST", "true".into());
+            for quiet in ["CLINE_NO_AUTO_UPDATE", "DISABLE_TELEMETRY", "DISABLE_ERROR_REPORTING"] {
+                set(quiet, "1".into());
+            }
+        }
     }
     Ok(CommandSpec {
         program,
@@ -314,6 +387,27 @@ pub fn opencode_config(mock_url: &str) -> String {
         "provider": {"anthropic": {"options": {"baseURL": format!("{mock_url}/v1"), "apiKey": "x"}}},
     });
     config.to_string()
+}
+
+/// cline's `<data>/settings/providers.json`: the Anthropic provider, pointed at the mock (with
+/// `/v1`: cline appends `/messages`). A provider entry without `updatedAt` is ignored (and the
+/// real API's URL used).
+pub fn cline_providers(mock_url: &str) -> String {
+    let providers = json!({
+        "version": 1,
+        "lastUsedProvider": "anthropic",
+        "providers": {"anthropic": {
+            "settings": {
+                "provider": "anthropic",
+                "apiKey": "sk-ant-mock-key",
+                "model": CLINE_MODEL,
+                "baseUrl": format!("{mock_url}/v1"),
+            },
+            "tokenSource": "manual",
+            "updatedAt": "2026-01-01T00:00:00.000Z",
+        }},
+    });
+    serde_json::to_string_pretty(&providers).unwrap_or_default()
 }
 
 /// `$GEMINI_CLI_HOME/.gemini/settings.json`: API-key auth (0.61 asks to authenticate without a

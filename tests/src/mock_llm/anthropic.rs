@@ -167,12 +167,15 @@ fn block_events(index: usize, block: &Value) -> Vec<(Option<String>, Value)> {
     events
 }
 
-/// Harmless read-only tools of Claude Code that run without a permission prompt, best first,
-/// with arguments that work in any directory.
+/// Harmless read-only tools, best first, with arguments that work in any directory: Claude
+/// Code's (no permission prompt), then Copilot CLI's `glob` and cline's `read_files` (relative
+/// to the session's directory).
 const HARMLESS: &[(&str, &str)] = &[
     ("Read", r#"{"file_path":"README.md"}"#),
     ("Glob", r#"{"pattern":"*"}"#),
     ("LS", r#"{"path":"."}"#),
+    ("glob", r#"{"pattern":"*"}"#),
+    ("read_files", r#"{"files":[{"path":"README.md"}]}"#),
 ];
 
 fn pick_tool(tool: &super::script::ToolCall, declared: &[String]) -> Option<Value> {

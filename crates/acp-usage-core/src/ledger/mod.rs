@@ -114,6 +114,14 @@ impl Ledger {
         Ledger { priced_exact: true, ..Ledger::default() }
     }
 
+    /// The session turned out to be new (its `session/new` response came after notifications
+    /// that made acp-usage start it as a restored one): it has no unseen history.
+    pub fn mark_new(&mut self) {
+        if !self.has_turns() {
+            self.history_unseen = false;
+        }
+    }
+
     /// A session acp-usage did not see from the start (`session/load`, `session/resume`): its
     /// earlier cost is unknown until a source reports it.
     pub fn restored() -> Ledger {

@@ -706,8 +706,13 @@ impl Observer {
                     _ if p.method == Method::Fork => Ledger::restored(),
                     _ => Ledger::new(),
                 };
-                // Keep what a pipelining client already started in the session.
-                self.sessions.entry(id.to_string()).or_insert_with(|| Session::new(ledger));
+                // Keep what a pipelining client already started in the session, or an agent's
+                // notifications before its response (Copilot sends some): a new session has no
+                // unseen history either way.
+                let s = self.sessions.entry(id.to_string()).or_insert_with(|| Session::new(ledger));
+                if p.method == Method::New {
+                    s.ledger.mark_new();
+                }
                 self.read_models(id, r);
                 if p.method == Method::New {
                     self.follow(id, false);
