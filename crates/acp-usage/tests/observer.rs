@@ -6,10 +6,12 @@
 //!   agent's original kept in `usage._meta.acpUsage.agent`; a `usage_update` with a cost makes its
 //!   `size` trusted, one without a cost does not.
 //! - codex-style: `used` per model call, `size` 258400 trusted, no cost: the per-turn usage is
-//!   the sum of the calls' `used`, marked estimate; a `usage` on the result is not read as the
-//!   turn's.
+//!   the sum of the calls' `used`, marked estimate; a `usage` on the result (codex-acp 2.6 sums
+//!   the turn's calls) is read as the turn's.
 //! - gemini-style: `_meta.quota.token_count` gives exact input, thoughts are estimated from
 //!   `agent_thought_chunk`s, the turn is marked estimate, `used` leaves thoughts out.
+//! - qwen-style: each model's `contextLimit` from the model list is the window of that model,
+//!   from `session/new` on and after a switch.
 //! - generic with nothing reported: everything estimated from the visible content, `size` the
 //!   default 200000 with `_meta.acpUsage.size.source == "default"`.
 //! - Across profiles: every emitted line is one JSON line, every `usage_update` has a `size` > 0
@@ -560,6 +562,40 @@ fn model_changes_are_noticed_once() {
         ag(resp("6", json!({}))),
     ];
     run(settings(&["agent"]), script);
+}
+
+/// qwen-code: each model's window comes with the model list (`_meta.contextLimit`); it is the
+/// session's window from `session/new` on, and a model switch brings the new model's window,
+/// never the previous one.
+#[test]
+fn qwen_reported_windows_follow_the_selected_model() {
+    let models = json!({"currentModelId": "gpt-5.2(openai)", "availableModels": [
+        {"modelId": "gpt-5.2(openai)", "name": "GPT 5.2", "_meta": {"contextLimit": 272_000}},
+        {"modelId": "mock-small(openai)", "name": "Mock Small", "_meta": {"contextLimit": 100_000}}]});
+    let script = vec![
+        ed(req("1", "session/new", new_params())),
+        ag(resp("1", json!({"sessionId": "q", "models": models}))).after(vec![
+            eq(&up("/size"), 272_000),
+            eq(&up("/_meta/acpUsage/size/source"), "agent"),
+            eq(&up("/_meta/acpUsage/profile"), "qwen"),
+            absent(&up("/cost")),
+        ]),
+        ed(req("2", "session/set_model", json!({"sessionId": "q", "modelId": "mock-small(openai)"}))),
+        ag(resp("2", json!({}))).after(vec![
+            eq(&up("/size"), 100_000),
+            eq(&up("/_meta/acpUsage/trigger"), "model_change"),
+            eq(&up("/_meta/acpUsage/model"), "mock-small"),
+        ]),
+        // A model the list gave no window for: the catalog (empty here) or a guess, never the
+        // previous model's report.
+        ed(req("3", "session/set_model", json!({"sessionId": "q", "modelId": "gpt-5.4-mini"}))),
+        ag(resp("3", json!({}))).after(vec![
+            eq(&up("/size"), DEFAULT_WINDOW),
+            eq(&up("/_meta/acpUsage/size/source"), "default"),
+        ]),
+    ];
+    let obs = run(settings(&["qwen", "--acp"]), script);
+    assert_eq!(obs.profile(), Profile::Qwen);
 }
 
 /// An agent that reports its usage while a session loads (goose sends one at session setup):
