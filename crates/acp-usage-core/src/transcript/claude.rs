@@ -36,7 +36,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
-use super::{Call, Event, FileRole, FormatError, Parser, parse_timestamp};
+use super::{Call, Event, FileRole, FormatError, Parser, json_record, parse_timestamp};
 use crate::tokens::TokenRecord;
 
 /// Parses one Claude Code session's transcripts (the main file and its subagents' files).
@@ -370,15 +370,9 @@ impl Parser for ClaudeParser {
         line: &[u8],
         out: &mut Vec<Event>,
     ) -> Result<(), FormatError> {
-        match line.iter().find(|byte| !byte.is_ascii_whitespace()) {
-            None => return Ok(()),
-            Some(b'{') => {}
-            Some(_) => {
-                return Err(FormatError("claude: a line that is not a JSON object".to_owned()));
-            }
-        }
-        let record: Record<'_> = serde_json::from_slice(line)
-            .map_err(|err| FormatError(format!("claude: not a transcript record: {err}")))?;
+        let Some(record) = json_record::<Record<'_>>("claude", "a transcript record", line)? else {
+            return Ok(());
+        };
         // Older builds wrote sidechains into the main file, flagged; they are never the main
         // agent's.
         let is_main = role == FileRole::Main && record.is_sidechain != Some(true);

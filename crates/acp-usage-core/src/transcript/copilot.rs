@@ -60,7 +60,7 @@ use serde::de::IgnoredAny;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::{Call, Event, FileRole, FormatError, Parser, parse_timestamp};
+use super::{Call, Event, FileRole, FormatError, Parser, json_record, parse_timestamp};
 use crate::tokens::TokenRecord;
 
 /// Parses one Copilot CLI session's `events.jsonl`.
@@ -389,15 +389,9 @@ impl Parser for CopilotParser {
         line: &[u8],
         out: &mut Vec<Event>,
     ) -> Result<(), FormatError> {
-        match line.iter().find(|byte| !byte.is_ascii_whitespace()) {
-            None => return Ok(()),
-            Some(b'{') => {}
-            Some(_) => {
-                return Err(FormatError("copilot: a line that is not a JSON object".to_owned()));
-            }
-        }
-        let record: Record<'_> = serde_json::from_slice(line)
-            .map_err(|err| FormatError(format!("copilot: not a session event: {err}")))?;
+        let Some(record) = json_record::<Record<'_>>("copilot", "a session event", line)? else {
+            return Ok(());
+        };
         let at_ms = record.timestamp.as_deref().and_then(parse_timestamp);
         let main = role == FileRole::Main && !present(record.agent_id.as_ref());
         match record.kind.as_ref() {

@@ -87,6 +87,23 @@ pub trait Parser: std::fmt::Debug + Send {
     ) -> Result<(), FormatError>;
 }
 
+/// Parses a JSONL line that must hold one JSON object of `format`'s records (`what` names them
+/// in errors); `Ok(None)` for a blank line.
+pub(crate) fn json_record<'a, T: serde::Deserialize<'a>>(
+    format: &str,
+    what: &str,
+    line: &'a [u8],
+) -> Result<Option<T>, FormatError> {
+    match line.iter().find(|byte| !byte.is_ascii_whitespace()) {
+        None => return Ok(None),
+        Some(b'{') => {}
+        Some(_) => return Err(FormatError(format!("{format}: a line that is not a JSON object"))),
+    }
+    serde_json::from_slice(line)
+        .map(Some)
+        .map_err(|err| FormatError(format!("{format}: not {what}: {err}")))
+}
+
 /// Parses an RFC 3339 UTC timestamp as transcripts write it (`2026-11-22T01:23:12.749Z`, also
 /// with an offset such as `+00:00`) into Unix milliseconds.
 pub fn parse_timestamp(s: &str) -> Option<i64> {
