@@ -580,7 +580,11 @@ fn qwen_reported_windows_follow_the_selected_model() {
             eq(&up("/_meta/acpUsage/profile"), "qwen"),
             absent(&up("/cost")),
         ]),
-        ed(req("2", "session/set_model", json!({"sessionId": "q", "modelId": "mock-small(openai)"}))),
+        ed(req(
+            "2",
+            "session/set_model",
+            json!({"sessionId": "q", "modelId": "mock-small(openai)"}),
+        )),
         ag(resp("2", json!({}))).after(vec![
             eq(&up("/size"), 100_000),
             eq(&up("/_meta/acpUsage/trigger"), "model_change"),
