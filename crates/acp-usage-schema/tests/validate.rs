@@ -676,9 +676,9 @@ fn not_valid(path: &Path) -> (usize, Vec<String>) {
     (count, found)
 }
 
-/// The recorded sessions of claude-agent-acp 0.49.0, codex-acp 0.16.0 (zed, Rust) and 2.6.0
-/// (TypeScript), gemini-cli 0.61.0 and opencode 1.18.33 follow the schema; every message that
-/// does not validate plainly is listed here.
+/// The recorded sessions of claude-agent-acp 0.101.0, codex-acp 0.16.0 (zed, Rust) and 2.6.0
+/// (TypeScript), gemini-cli 0.61.0, opencode 1.18.33, qwen-code 0.24.4, Copilot CLI 1.0.102 and
+/// cline 3.0.65 follow the schema; every message that does not validate plainly is listed here.
 #[test]
 fn real_agents_follow_the_schema() {
     let files = recordings();
@@ -697,8 +697,17 @@ fn real_agents_follow_the_schema() {
     assert_eq!(
         found,
         [
-            // codex-acp 2.6.0 (TypeScript) announces its auth state with an extension
-            // notification: allowed, and not checked beyond its envelope.
+            // claude-agent-acp 0.101.0 and codex-acp 2.6.0 (TypeScript) announce their auth
+            // state with an extension notification: allowed, and not checked beyond its envelope.
+            "claude-direct-load.jsonl:11 _auth/status_update Extension",
+            "claude-direct-resume.jsonl:4 _auth/status_update Extension",
+            "claude-direct.jsonl:4 _auth/status_update Extension",
+            "codex-ts-direct-load.jsonl:4 _auth/status_update Extension",
+            "codex-ts-direct-resume.jsonl:4 _auth/status_update Extension",
+            "codex-ts-direct.jsonl:4 _auth/status_update Extension",
+            // qwen-code 0.24.4 asks the client for queued prompts mid-turn with a custom method
+            // that lacks the `_` prefix ACP requires of extensions.
+            "qwen-direct.jsonl:29 craft/drainMidTurnQueue UnknownMethod",
             "acp-codexts.probe.jsonl:4 _auth/status_update Extension",
         ]
     );
