@@ -200,23 +200,17 @@ fn cline_relay_reopen_unseen() {
 #[test]
 fn cline_relay_turns_without_transcripts() {
     let _lock = support::agent_lock(AGENT);
-    // The learning session's turn first, then the script's turns.
-    let mut script = support::script(AGENT);
-    script.steps.insert(0, script.steps[0].clone());
-    let lab = Lab::new(AGENT, script).expect("lab");
+    let lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
     let _hub = HubGuard::new(lab.scratch.home());
     let mut checks = Checks::new(AGENT);
-    // A first session through the relay with its transcript teaches acp-usage what cline sends
-    // that ACP never shows (its system prompt and tools, ~3,000 tokens): the hidden baseline
-    // that later estimates of the same agent and model start from.
-    {
-        let client = lab.relayed().expect("start the relay");
-        client.initialize().expect("initialize through the relay");
-        let new_result =
-            client.new_session(&lab.scratch.work()).expect("session/new through the relay");
-        let session = flows::session_id(&new_result).expect("session id");
-        run_turn(&client, &lab.mock, &session, flows::PLAIN_PROMPT).expect("learning turn");
-    }
+    // Sessions through the relay with the transcript teach acp-usage what cline sends that ACP
+    // never shows (its system prompt and tools, ~3,000 tokens): the hidden baseline that later
+    // estimates of the same agent and model start from. They run in a lab of their own (its
+    // mock's default replies), whose state file this lab then starts from.
+    let learned = learn_baseline().expect("a session that teaches the baseline");
+    let state = lab.scratch.home().join(".local/state/acp-usage");
+    std::fs::create_dir_all(&state).expect("state dir");
+    std::fs::write(state.join("learned.json"), learned).expect("state file");
     let client = lab.relayed_with(&["--transcripts", "off"]).expect("start the relay");
     client.initialize().expect("initialize through the relay");
     let new_result =
@@ -246,6 +240,38 @@ fn cline_relay_turns_without_transcripts() {
     drop(client);
     checks.transcript_waits("results held", lab.scratch.root());
     checks.finish();
+}
+
+/// Runs sessions of one plain turn through the relay, with cline's transcript, until acp-usage
+/// has learned cline's hidden context (at most three: a turn whose transcript came too late
+/// teaches nothing); returns the state file that holds it.
+fn learn_baseline() -> anyhow::Result<String> {
+    // The first turn of the tests' script, once per attempt: cline's real prompt size.
+    let mut script = support::script(AGENT);
+    script.steps = vec![script.steps[0].clone(); 3];
+    let lab = Lab::new(AGENT, script)?;
+    let _hub = HubGuard::new(lab.scratch.home());
+    let path = lab.scratch.home().join(".local/state/acp-usage/learned.json");
+    for attempt in 1..=3 {
+        {
+            let client = lab.relayed()?;
+            client.initialize()?;
+            let session = flows::session_id(&client.new_session(&lab.scratch.work())?)?;
+            run_turn(&client, &lab.mock, &session, flows::PLAIN_PROMPT)?;
+        }
+        // The relay writes its state file last thing before it exits (the client waited).
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let state: Value = serde_json::from_str(&text).unwrap_or_default();
+        let learned =
+            state["agents"].as_object().into_iter().flatten().any(|(key, entry)| {
+                key.starts_with("cline/") && entry["baseline"].as_u64().is_some()
+            });
+        if learned {
+            return Ok(text);
+        }
+        eprintln!("learning session {attempt}: no baseline learned (its turn was not exact)");
+    }
+    anyhow::bail!("three sessions through the relay taught no baseline: {}", path.display())
 }
 
 /// A relayed turn of an agent that reports nothing: the per-turn usage is there, marked as an

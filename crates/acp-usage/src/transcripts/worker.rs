@@ -300,6 +300,14 @@ impl State {
                 let found = s.main.is_some() || s.db.is_some();
                 let settled = pending && !s.hold_search_pending && at_end;
                 if !events.is_empty() || s.held {
+                    tracing::trace!(
+                        session = id,
+                        events = events.len(),
+                        found,
+                        at_end,
+                        settled,
+                        "transcript read"
+                    );
                     self.send(id, UpdateKind::Events { events, found, at_end, settled });
                 }
             }

@@ -1,0 +1,154 @@
+//! The observer's reading of the agent's responses to the editor's requests: a session opened,
+//! reopened or forked, a turn's result, a model changed, a session closed.
+
+use super::*;
+
+impl Observer {
+    pub(super) fn on_response(&mut self, line: &[u8], env: &Envelope<'_>, p: Pending) -> Outcome {
+        let result: Option<Value> = env.result.and_then(|r| serde_json::from_str(r.get()).ok());
+        let ok = env.error.is_none() && env.result.is_some();
+        let mut out = Outcome::default();
+        match p.method {
+            Method::Initialize => {
+                self.agent_name = result
+                    .as_ref()
+                    .and_then(|r| r.pointer("/agentInfo/name"))
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                if let (None, Some(r)) = (self.settings.forced_profile, &result) {
+                    let name = r.pointer("/agentInfo/name").and_then(Value::as_str);
+                    self.profile = Profile::detect(name, &self.settings.command);
+                    tracing::info!(profile = self.profile.name(), agent = ?name, "agent recognised");
+                }
+            }
+            Method::New | Method::Fork => {
+                let Some(r) = result.as_ref().filter(|_| ok) else { return out };
+                let Some(id) = r.get("sessionId").and_then(Value::as_str) else { return out };
+                let ledger = match p.session.as_ref().and_then(|parent| self.sessions.get(parent)) {
+                    // A fork starts from its parent's context and carries its cost, as agents do.
+                    Some(parent) if p.method == Method::Fork => parent.ledger.clone(),
+                    _ if p.method == Method::Fork => Ledger::restored(),
+                    _ => Ledger::new(),
+                };
+                // Keep what a pipelining client already started in the session, or an agent's
+                // notifications before its response (Copilot sends some): a new session has no
+                // unseen history either way.
+                let s = self.sessions.entry(id.to_string()).or_insert_with(|| Session::new(ledger));
+                if p.method == Method::New {
+                    s.ledger.mark_new();
+                }
+                self.read_models(id, r);
+                if p.method == Method::New {
+                    self.follow(id, false);
+                } else {
+                    self.settle_history(id);
+                }
+                let trigger = if p.method == Method::New { Trigger::New } else { Trigger::Fork };
+                out.after.push(self.update_line(id, trigger));
+            }
+            Method::Load | Method::Resume => {
+                let Some(id) = p.session.as_deref() else { return out };
+                if !ok {
+                    if let Some(s) = self.sessions.get_mut(id) {
+                        s.loading = false;
+                    }
+                    return out;
+                }
+                let s = self.reopened(id);
+                s.loading = false;
+                s.ledger.reset_agent_cumulative();
+                if let Some(r) = &result {
+                    self.read_models(id, r);
+                }
+                self.settle_history(id);
+                let trigger =
+                    if p.method == Method::Load { Trigger::Load } else { Trigger::Resume };
+                out.after.push(self.update_line(id, trigger));
+            }
+            Method::Prompt => {
+                let Some(id) = p.session.as_deref() else { return out };
+                let key = env.id_key().expect("responses have ids");
+                let profile = self.profile;
+                let cx_owned = self.context_parts(id);
+                let s = self
+                    .sessions
+                    .entry(id.to_string())
+                    .or_insert_with(|| Session::new(Ledger::restored()));
+                if let Some(r) = &result {
+                    profile.on_prompt_result(&mut s.ledger, r);
+                }
+                let cx = Context {
+                    catalog: &self.settings.catalog,
+                    default_window: self.settings.default_window,
+                    window_percent: cx_owned.0,
+                    remembered_size: cx_owned.1,
+                };
+                let owns_turn = s.turn_owner.as_deref() == Some(key.as_str());
+                if owns_turn
+                    && let Some(calls) = s.follow.as_mut().and_then(|f| f.end_turn(now_ms()))
+                {
+                    s.ledger.transcript_turn(calls);
+                }
+                let turn = if owns_turn { s.ledger.end_turn(&cx) } else { None };
+                if owns_turn {
+                    s.turn_owner = None;
+                } else {
+                    s.queued.retain(|(k, _)| *k != key);
+                }
+                if s.turn_owner.is_none()
+                    && let Some((next, tokens)) = s.queued.pop_front()
+                {
+                    s.turn_owner = Some(next);
+                    s.begin_turn(tokens);
+                }
+                let entry = SessionEntry::from_carried(&s.ledger.carry(&cx), crate::state::now());
+                self.learned.sessions.insert(format!("{}/{id}", profile.name()), entry);
+                self.learned_dirty = true;
+                if let Some(b) = s.ledger.take_learned_baseline() {
+                    let key = self.learned_key(id);
+                    tracing::debug!(key, baseline = b, "learned the agent's hidden context");
+                    self.learned.agents.entry(key).or_default().baseline = Some(b);
+                    self.learned_dirty = true;
+                }
+                if let (Some(turn), true) = (&turn, ok) {
+                    out.replace =
+                        emit::rewrite_prompt_result(line, turn, self.settings.keep_agent_usage);
+                }
+                out.before.push(self.update_line(id, Trigger::Turn));
+            }
+            Method::SetConfigOption => {
+                let (Some(id), Some(r)) = (p.session.as_deref(), result.as_ref().filter(|_| ok))
+                else {
+                    return out;
+                };
+                if self.read_models(id, r) {
+                    out.after.push(self.update_line(id, Trigger::ModelChange));
+                }
+            }
+            Method::SetModel => {
+                let (Some(id), Some(model)) = (p.session.as_deref(), p.model.as_deref()) else {
+                    return out;
+                };
+                if ok && self.select_model(id, model) {
+                    out.after.push(self.update_line(id, Trigger::ModelChange));
+                }
+            }
+            Method::Close | Method::Delete => {
+                if let (Some(id), true) = (p.session.as_deref(), ok) {
+                    if self.sessions.remove(id).is_some_and(|s| s.follow.is_some()) {
+                        self.commands.push(Command::Forget(id.to_string()));
+                    }
+                    // A closed session can be loaded again; a deleted one is gone for good.
+                    if p.method == Method::Delete {
+                        let key = format!("{}/{id}", self.profile.name());
+                        self.learned.sessions.remove(&key);
+                        self.learned.forget.insert(key);
+                        self.learned_dirty = true;
+                    }
+                }
+            }
+            Method::Other => {}
+        }
+        out
+    }
+}

@@ -1,0 +1,141 @@
+//! The observer's reading of `session/update` notifications (the hot path: every streamed chunk),
+//! and of a reopened session's history.
+
+use super::*;
+
+impl Observer {
+    /// The hot path: every chunk of every stream comes through here, so it reads the update
+    /// from the view parsed with the envelope (no second pass), looks its session up once,
+    /// uses the session's cached family, and counts tokens only when the ledger will use them.
+    pub(super) fn on_session_update(&mut self, line: &[u8], env: &Envelope<'_>) -> Outcome {
+        let (Some(params), Some(n)) = (env.params, env.update.as_ref()) else {
+            return Outcome::default();
+        };
+        let id = n.session_id.as_ref();
+        let profile = self.profile;
+        let s = self.updated_session(id);
+        let family = s.family(profile);
+        let update = &n.update;
+        let kind = update.session_update.as_deref().unwrap_or("");
+        let content_kind = is_content_kind(kind);
+        if s.loading && content_kind {
+            if let Some((rec, role)) = profile.call_in_chunk(params.get()) {
+                s.replayed_calls.push((rec, role == Role::Main));
+            }
+            // Replayed history fills the context but is not new usage; a ledger that saw the
+            // session's turns already knows that context.
+            if !s.ledger.has_turns() {
+                s.ledger.replayed(content::update_tokens(update, family));
+            }
+            return Outcome::default();
+        }
+        if content_kind && !s.ledger.in_turn() {
+            // Outside a turn the ledger ignores content (and a user message resets nothing):
+            // nothing to count.
+            return Outcome::default();
+        }
+        match kind {
+            "user_message_chunk" => s.ledger.user_message_in_turn(),
+            "agent_message_chunk" => {
+                s.ledger.output_tokens(content::update_tokens(update, family), false);
+                if let Some((rec, role)) = profile.call_in_chunk(params.get()) {
+                    let (window_percent, remembered_size) = self.context_parts(id);
+                    let cx = Context {
+                        catalog: &self.settings.catalog,
+                        default_window: self.settings.default_window,
+                        window_percent,
+                        remembered_size,
+                    };
+                    let s = self.sessions.get_mut(id).expect("the session exists");
+                    s.ledger.record_call_as(rec, Source::Agent, role, &cx);
+                }
+            }
+            "agent_thought_chunk" => {
+                s.ledger.output_tokens(content::update_tokens(update, family), true)
+            }
+            "tool_call" => {
+                s.ledger.tool_call(content::tool_input_tokens(update, family));
+                s.ledger.tool_output(content::tool_output_tokens(update, family));
+            }
+            "tool_call_update" => s.ledger.tool_output(content::tool_output_tokens(update, family)),
+            "usage_update" => {
+                // One typed pass over the params, no intermediate `Value`.
+                #[derive(serde::Deserialize)]
+                struct Params {
+                    #[serde(default)]
+                    update: AgentUpdate,
+                }
+                let agent = serde_json::from_str::<Params>(params.get())
+                    .map(|p| p.update)
+                    .unwrap_or_default();
+                profile.on_usage_update(&mut s.ledger, &agent);
+                if self.settings.keep_agent_usage {
+                    return Outcome::default();
+                }
+                let snap = self.snapshot(id);
+                let replace = emit::rewrite_agent_update(line, &snap, self.label());
+                return Outcome { replace, ..Outcome::default() };
+            }
+            "compaction_summary_chunk" => {
+                s.compaction_summary += content::update_tokens(update, family);
+            }
+            "compaction_update" => {
+                // A `summary` in the update replaces the chunks seen so far.
+                if let Some(summary) = update.summary
+                    && let Ok(v) = serde_json::from_str::<Value>(summary.get())
+                {
+                    s.compaction_summary = content::blocks_tokens(Some(&v), family);
+                }
+                if update.status.as_deref() == Some("completed") {
+                    let tokens = std::mem::take(&mut s.compaction_summary);
+                    s.ledger.compacted(tokens);
+                    return Outcome {
+                        after: vec![self.update_line(id, Trigger::Compaction)],
+                        ..Outcome::default()
+                    };
+                }
+            }
+            "config_option_update" => {
+                let v: Option<Value> = serde_json::from_str(params.get()).ok();
+                if let Some(u) = v.as_ref().and_then(|v| v.get("update"))
+                    && self.read_models(id, u)
+                {
+                    let after = vec![self.update_line(id, Trigger::ModelChange)];
+                    return Outcome { after, ..Outcome::default() };
+                }
+            }
+            _ => {}
+        }
+        Outcome::default()
+    }
+
+    /// A reopened or forked session's history, when its transcript was read: its cost, totals
+    /// and `used` are the transcript's.
+    pub(super) fn settle_history(&mut self, id: &str) {
+        let (window_percent, remembered_size) = self.context_parts(id);
+        let cx = Context {
+            catalog: &self.settings.catalog,
+            default_window: self.settings.default_window,
+            window_percent,
+            remembered_size,
+        };
+        let Some(s) = self.sessions.get_mut(id) else { return };
+        let replayed = std::mem::take(&mut s.replayed_calls);
+        // An empty history says nothing (a fork's transcript holds only its parent's calls,
+        // which the fork inherits): the ledger keeps what it has.
+        if let Some(calls) = s
+            .follow
+            .as_mut()
+            .and_then(Follow::take_history)
+            .or(Some(replayed))
+            .filter(|c| !c.is_empty())
+        {
+            tracing::info!(
+                session = id,
+                calls = calls.len(),
+                "the session's history read from its transcript"
+            );
+            s.ledger.transcript_history(&calls, &cx);
+        }
+    }
+}
