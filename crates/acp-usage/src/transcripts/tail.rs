@@ -112,14 +112,20 @@ impl Tail {
     }
 
     fn read_whole(&mut self) -> io::Result<Chunk> {
-        let meta = std::fs::metadata(&self.path)?;
-        let seen = (meta.len(), meta.mtime(), meta.mtime_nsec());
+        let stat =
+            |path: &Path| std::fs::metadata(path).map(|m| (m.len(), m.mtime(), m.mtime_nsec()));
+        let seen = stat(&self.path)?;
         if self.zst_seen == Some(seen) {
             return Ok(Chunk { at_end: true, ..Chunk::default() });
         }
         let restarted = self.zst_seen.is_some();
-        self.zst_seen = Some(seen);
         let doc = std::fs::read(&self.path)?;
+        // The writer rewrites the file in place: a read can catch a rewrite half done, and the
+        // finished rewrite can have the same size and (coarse) modification time as the version
+        // stat saw. Only a read that got the whole of an unchanged file is remembered; anything
+        // else is read again next time.
+        let whole = stat(&self.path)? == seen && doc.len() as u64 == seen.0;
+        self.zst_seen = whole.then_some(seen);
         let mut chunk = Chunk { restarted, at_end: true, ..Chunk::default() };
         if !doc.iter().all(u8::is_ascii_whitespace) {
             chunk.lines.push(doc);
