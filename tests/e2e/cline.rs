@@ -203,10 +203,10 @@ fn cline_relay_turns_without_transcripts() {
     let lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
     let _hub = HubGuard::new(lab.scratch.home());
     let mut checks = Checks::new(AGENT);
-    // Sessions through the relay with the transcript teach acp-usage what cline sends that ACP
-    // never shows (its system prompt and tools, ~3,000 tokens): the hidden baseline that later
-    // estimates of the same agent and model start from. They run in a lab of their own (its
-    // mock's default replies), whose state file this lab then starts from.
+    // A session through the relay with the transcript teaches acp-usage what cline sends that
+    // ACP never shows (its system prompt and tools, ~3,000 tokens): the hidden baseline that
+    // later estimates of the same agent and model start from. It runs in a lab of its own,
+    // whose state file this lab then starts from.
     let learned = learn_baseline().expect("a session that teaches the baseline");
     let state = lab.scratch.home().join(".local/state/acp-usage");
     std::fs::create_dir_all(&state).expect("state dir");
@@ -242,36 +242,32 @@ fn cline_relay_turns_without_transcripts() {
     checks.finish();
 }
 
-/// Runs sessions of one plain turn through the relay, with cline's transcript, until acp-usage
-/// has learned cline's hidden context (at most three: a turn whose transcript came too late
-/// teaches nothing); returns the state file that holds it.
+/// Runs a session of one plain turn through the relay, with cline's transcript, in a lab of its
+/// own; returns the state file in which acp-usage keeps what the turn taught: cline's hidden
+/// context, learned from the turn's exact first call.
 fn learn_baseline() -> anyhow::Result<String> {
-    // The first turn of the tests' script, once per attempt: cline's real prompt size.
+    // The first turn of the tests' script: cline's real prompt size.
     let mut script = support::script(AGENT);
-    script.steps = vec![script.steps[0].clone(); 3];
+    script.steps.truncate(1);
     let lab = Lab::new(AGENT, script)?;
     let _hub = HubGuard::new(lab.scratch.home());
-    let path = lab.scratch.home().join(".local/state/acp-usage/learned.json");
-    for attempt in 1..=3 {
-        {
-            let client = lab.relayed()?;
-            client.initialize()?;
-            let session = flows::session_id(&client.new_session(&lab.scratch.work())?)?;
-            run_turn(&client, &lab.mock, &session, flows::PLAIN_PROMPT)?;
-        }
-        // The relay writes its state file last thing before it exits (the client waited).
-        let text = std::fs::read_to_string(&path).unwrap_or_default();
-        let state: Value = serde_json::from_str(&text).unwrap_or_default();
-        let learned =
-            state["agents"].as_object().into_iter().flatten().any(|(key, entry)| {
-                key.starts_with("cline/") && entry["baseline"].as_u64().is_some()
-            });
-        if learned {
-            return Ok(text);
-        }
-        eprintln!("learning session {attempt}: no baseline learned (its turn was not exact)");
+    {
+        let client = lab.relayed()?;
+        client.initialize()?;
+        let session = flows::session_id(&client.new_session(&lab.scratch.work())?)?;
+        run_turn(&client, &lab.mock, &session, flows::PLAIN_PROMPT)?;
     }
-    anyhow::bail!("three sessions through the relay taught no baseline: {}", path.display())
+    // The relay writes its state file last thing before it exits (the client waited for it).
+    let path = lab.scratch.home().join(".local/state/acp-usage/learned.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let state: Value = serde_json::from_str(&text).unwrap_or_default();
+    let learned = state["agents"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .any(|(key, entry)| key.starts_with("cline/") && entry["baseline"].as_u64().is_some());
+    anyhow::ensure!(learned, "the session taught no baseline (its turn was not exact): {text}");
+    Ok(text)
 }
 
 /// A relayed turn of an agent that reports nothing: the per-turn usage is there, marked as an
