@@ -429,8 +429,15 @@ impl Checks {
                 // seen and everything billed, exact or the agent's own figure (partial).
                 self.row(phase, "cost (USD)", got, want, exact);
                 let got = got.unwrap_or(-1.0);
-                self.check(got >= want - 1e-9 && got <= want + slack + 1e-9, || {
-                    format!("{phase}: cost {got} outside [{want}, {}]", want + slack)
+                // Above everything the checks know of, it can only be the agent's own statement
+                // (which may include side calls made between turns, in no turn's window).
+                let stated = meta["cost"]["agentStated"].as_f64();
+                let agents = stated.is_some_and(|s| (s - got).abs() < 1e-9);
+                self.check(got >= want - 1e-9 && (got <= want + slack + 1e-9 || agents), || {
+                    format!(
+                        "{phase}: cost {got} outside [{want}, {}] and not the agent's: {update}",
+                        want + slack
+                    )
                 });
                 self.check(exact == Some(true) || meta["cost"]["partial"] == true, || {
                     format!("{phase}: an inexact cost must be marked partial: {update}")
