@@ -315,11 +315,17 @@ fn openai_compatible_provider() {
 
 #[test]
 fn subagent_documents_are_not_the_main_agent() {
+    // cline 3.0.65 marks an ACP session's own file `"agent": "subagent"` now and then (seen in
+    // the e2e tests): fed as the session's file, it is still the main agent's.
     let mut doc = fixture_json("tool-turn-and-load.messages.json");
     doc["agent"] = json!("subagent");
     doc["taskType"] = json!("subagent_task");
     let events = parse(&serde_json::to_string_pretty(&doc).unwrap());
-    assert_eq!(kinds(&events), ["side"; 4]);
+    assert_eq!(
+        kinds(&events),
+        ["prompt", "call", "end", "prompt", "call", "call", "end", "prompt", "call", "end"]
+    );
+    // A subagent's file, as the caller feeds it.
     let lead = fixture("tool-turn-and-load.messages.json");
     let events = feed(&mut ClineParser::default(), FileRole::Subagent, &lead);
     assert_eq!(kinds(&events), ["side"; 4]);

@@ -33,9 +33,10 @@
 //!   one without tool use ends it. A failed run ends with an assistant message that is only for
 //!   display (`metadata.displayOnly`, an `error_…` id, no metrics): it ends the turn too, unless
 //!   it already ended.
-//! - Subagents and teammates write their own documents beside the session's (their top-level
-//!   `agent` is `subagent` or `teammate`, not `lead`); their calls are never the main agent's
-//!   and their messages say nothing about the user's turns.
+//! - Subagents and teammates write their own documents beside the session's; fed as
+//!   [`FileRole::Subagent`], their calls are never the main agent's and their messages say
+//!   nothing about the user's turns. The top-level `agent` (`lead`, `subagent`, `teammate`) is
+//!   not trusted for this: cline sometimes marks an ACP session's own file `subagent`.
 //!
 //! cline writes the file in place, so a read can catch it half-written (or mixed with the
 //! previous, longer content): a document that is not valid JSON is "not complete yet", nothing
@@ -69,9 +70,6 @@ pub struct ClineParser {
 /// The document cline writes; only what usage needs.
 #[derive(Deserialize)]
 struct Document<'a> {
-    /// `lead` for the session's own conversation, `subagent` or `teammate` otherwise.
-    #[serde(borrow, default)]
-    agent: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     messages: Option<Vec<Message<'a>>>,
 }
@@ -353,7 +351,7 @@ impl Parser for ClineParser {
         };
         let parsed = if bare_list {
             serde_json::from_slice::<Vec<Message<'_>>>(line)
-                .map(|messages| Document { agent: None, messages: Some(messages) })
+                .map(|messages| Document { messages: Some(messages) })
         } else {
             serde_json::from_slice::<Document<'_>>(line)
         };
@@ -366,8 +364,10 @@ impl Parser for ClineParser {
         let Some(messages) = &document.messages else {
             return Err(FormatError("cline: a document without messages".to_owned()));
         };
-        let main = role == FileRole::Main
-            && document.agent.as_deref().is_none_or(|agent| agent.is_empty() || agent == "lead");
+        // The session's own document is the main agent's whatever its `agent` says: cline
+        // 3.0.65 writes `"agent": "subagent"` (`taskType: subagent_task`) into an ACP session's
+        // own file now and then. Only the caller knows which file is which.
+        let main = role == FileRole::Main;
         let mut events = Vec::new();
         let mut seen = HashSet::new();
         let turn_ended = self.turn_ended;
