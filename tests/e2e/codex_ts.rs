@@ -15,7 +15,7 @@
 //! model, `gpt-5.6-luna`, no tools) is in none of these and in no rollout.
 
 use acp_usage_tests::agents::Agent;
-use acp_usage_tests::lab::{Lab, Turn, run_turn};
+use acp_usage_tests::lab::Turn;
 use acp_usage_tests::mock_llm::{Call, CallKind, Usage};
 use serde_json::Value;
 
@@ -117,34 +117,6 @@ fn check_agent_turn(checks: &mut Checks, phase: &str, turn: &Turn) {
     });
 }
 
-/// Reopens the session directly with `method` in a fresh process: the adapter answers, then
-/// sends one `usage_update` with the thread's last main call (`last`); then a plain turn. Returns
-/// the turn and the process's transcript. ([`flows::reopen_direct`] demands no update at all.)
-fn reopen_direct(
-    checks: &mut Checks,
-    lab: &Lab,
-    session_id: &str,
-    method: &str,
-    last: Option<&Usage>,
-) -> (Turn, String) {
-    let client = lab.direct().expect("start the agent");
-    let mark = client.mark();
-    let response = flows::reopen(&client, method, session_id, &lab.scratch.work()).expect(method);
-    checks.check(response.get("result").is_some(), || format!("{method} failed: {response}"));
-    // Give the agent a moment: anything it sends on reopening must be in the record.
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let updates = client.updates_since(mark, "usage_update");
-    checks.check(updates.len() == 1, || {
-        format!("{method}: codex-ts should send one usage_update on reopening: {updates:?}")
-    });
-    for update in &updates {
-        check_update(checks, &format!("on {method}"), update, last);
-    }
-    let turn = run_turn(&client, &lab.mock, session_id, flows::PLAIN_PROMPT)
-        .expect("turn after reopening");
-    (turn, client.transcript_jsonl())
-}
-
 fn last_main(calls: &[Call]) -> Option<Usage> {
     calls.iter().rev().find(|call| call.kind == CallKind::Main).and_then(|call| call.usage)
 }
@@ -180,7 +152,18 @@ fn codex_ts_direct() {
     let mut fixtures = Vec::new();
     for method in ["session/load", "session/resume"] {
         let last = last_main(&lab.mock.calls());
-        let (turn, transcript) = reopen_direct(&mut checks, lab, session_id, method, last.as_ref());
+        // The adapter answers, then sends one `usage_update` with the thread's last main call.
+        let (turn, transcript) =
+            flows::reopen_direct_with(&mut checks, lab, session_id, method, |checks, updates| {
+                checks.check(updates.len() == 1, || {
+                    format!(
+                        "{method}: codex-ts should send one usage_update on reopening: {updates:?}"
+                    )
+                });
+                for update in updates {
+                    check_update(checks, &format!("on {method}"), update, last.as_ref());
+                }
+            });
         check_agent_turn(&mut checks, &format!("direct turn after {method}"), &turn);
         fixtures.push(transcript);
     }
@@ -210,9 +193,8 @@ fn codex_ts_relay_reopen_unseen() {
 }
 
 /// Without the transcript (`--transcripts off`), the session goes on with what the agent reports
-/// over ACP: each call's total (`used`) is exact, the rest estimated. (2.6.0's result `usage` is
-/// the turn's exact sum, but the Codex profile does not read it: it was the last response only
-/// before 2.x, and `_meta.quota.token_count` has camelCase keys the profile does not read.)
+/// over ACP: each call's total (`used`) and 2.6.0's per-turn `usage` (the turn's sum) are exact;
+/// the checks demand the exact totals only, as for the zed adapter.
 #[test]
 fn codex_ts_relay_turns_without_transcripts() {
     let _lock = support::agent_lock(AGENT);

@@ -174,15 +174,27 @@ pub fn reopen_direct(
     method: &str,
 ) -> (Turn, String) {
     let agent = lab.agent;
+    reopen_direct_with(checks, lab, session_id, method, |checks, updates| {
+        checks.check(updates.is_empty(), || format!("{agent:?} sent a usage_update on {method}"));
+    })
+}
+
+/// [`reopen_direct`] for an agent that reports on reopening: `on_reopen` checks the
+/// `usage_update`s it sent before the turn.
+pub fn reopen_direct_with(
+    checks: &mut Checks,
+    lab: &Lab,
+    session_id: &str,
+    method: &str,
+    on_reopen: impl FnOnce(&mut Checks, &[Value]),
+) -> (Turn, String) {
     let client = lab.direct().expect("start the agent");
     let mark = client.mark();
     let response = reopen(&client, method, session_id, &lab.scratch.work()).expect(method);
     checks.check(response.get("result").is_some(), || format!("{method} failed: {response}"));
     // Give the agent a moment: anything it sends on reopening must be in the record.
     std::thread::sleep(std::time::Duration::from_millis(500));
-    checks.check(client.updates_since(mark, "usage_update").is_empty(), || {
-        format!("{agent:?} sent a usage_update on {method}")
-    });
+    on_reopen(checks, &client.updates_since(mark, "usage_update"));
     let turn =
         run_turn(&client, &lab.mock, session_id, PLAIN_PROMPT).expect("turn after reopening");
     (turn, client.transcript_jsonl())

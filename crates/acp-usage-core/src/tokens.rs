@@ -92,12 +92,41 @@ impl TokenRecord {
         output_tokens: u64,
         reasoning: u64,
     ) -> TokenRecord {
+        TokenRecord::from_inclusive(input_tokens, cached, 0, output_tokens, reasoning)
+    }
+
+    /// Counts whose totals include their subsets (input with every cache read and write, output
+    /// with thoughts), as OpenAI, Copilot CLI and cline record them; writes of unknown TTL count
+    /// as 5-minute ones. A subset never exceeds its total, whatever a source reported.
+    pub fn from_inclusive(
+        input: u64,
+        cache_read: u64,
+        cache_write: u64,
+        output: u64,
+        thought: u64,
+    ) -> TokenRecord {
         TokenRecord {
-            input: input_tokens.max(cached),
-            cache_read: cached,
-            output: output_tokens.max(reasoning),
-            thought: reasoning,
+            input: input.max(cache_read.saturating_add(cache_write)),
+            cache_read,
+            cache_write_5m: cache_write,
+            output: output.max(thought),
+            thought,
             ..TokenRecord::default()
+        }
+    }
+
+    /// What `self` counts beyond `before`, count by count (never below zero), with `self`'s
+    /// model: the growth of a running total, or what one report has that another lacks.
+    pub fn beyond(&self, before: &TokenRecord) -> TokenRecord {
+        TokenRecord {
+            input: self.input.saturating_sub(before.input),
+            cache_read: self.cache_read.saturating_sub(before.cache_read),
+            cache_write_5m: self.cache_write_5m.saturating_sub(before.cache_write_5m),
+            cache_write_1h: self.cache_write_1h.saturating_sub(before.cache_write_1h),
+            output: self.output.saturating_sub(before.output),
+            thought: self.thought.saturating_sub(before.thought),
+            model: self.model.clone(),
+            stated_cost: None,
         }
     }
 

@@ -1,7 +1,9 @@
 //! The cline session-document parser against real `<id>.messages.json` files (cline 3.0.65 run
-//! offline against a mock LLM; see `fixtures/cline/README.md`), and documents edited from them.
+//! offline against a mock LLM; see `fixtures/transcripts/cline/README.md`), and documents edited from them.
 
-use std::collections::BTreeMap;
+mod common;
+
+use common::calls;
 
 use acp_usage_core::tokens::{TokenRecord, TokenTotals};
 use acp_usage_core::transcript::cline::ClineParser;
@@ -11,8 +13,7 @@ use serde_json::{Value, json};
 const MODEL: &str = "claude-sonnet-4-5";
 
 fn fixture(name: &str) -> String {
-    let path = format!("{}/tests/fixtures/cline/{name}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{path}: {err}"))
+    common::fixture("cline", name)
 }
 
 fn fixture_json(name: &str) -> Value {
@@ -21,9 +22,7 @@ fn fixture_json(name: &str) -> Value {
 
 /// Feeds the whole document, as the caller does each time the file changed.
 fn feed(parser: &mut ClineParser, role: FileRole, doc: &str) -> Vec<Event> {
-    let mut out = Vec::new();
-    parser.line(role, doc.as_bytes(), &mut out).expect("a readable document");
-    out
+    common::feed(parser, role, [doc])
 }
 
 fn parse(doc: &str) -> Vec<Event> {
@@ -44,20 +43,6 @@ fn with_messages(name: &str, messages: &[Value]) -> String {
 
 fn messages(name: &str) -> Vec<Value> {
     fixture_json(name)["messages"].as_array().expect("a messages list").clone()
-}
-
-/// The calls that survive, by key, in first-seen order (a later event replaces an earlier one).
-fn calls(events: &[Event]) -> Vec<Call> {
-    let mut order = Vec::new();
-    let mut by_key = BTreeMap::new();
-    for event in events {
-        if let Event::Call(call) = event
-            && by_key.insert(call.key.clone(), call.clone()).is_none()
-        {
-            order.push(call.key.clone());
-        }
-    }
-    order.into_iter().map(|key| by_key[&key].clone()).collect()
 }
 
 fn kinds(events: &[Event]) -> Vec<&'static str> {

@@ -1,18 +1,19 @@
 //! The Copilot CLI event-log parser against real `events.jsonl` files (Copilot CLI 1.0.102 run
-//! offline against a mock LLM; see `fixtures/copilot/README.md`), and lines edited from them.
+//! offline against a mock LLM; see `fixtures/transcripts/copilot/README.md`), and lines edited from them.
 
-use std::collections::BTreeMap;
+mod common;
+
+use common::calls;
 
 use acp_usage_core::tokens::TokenRecord;
 use acp_usage_core::transcript::copilot::CopilotParser;
-use acp_usage_core::transcript::{Call, Event, FileRole, FormatError, Parser, parse_timestamp};
+use acp_usage_core::transcript::{Event, FileRole, FormatError, Parser, parse_timestamp};
 
 const SESSION: &str = "222c1bac-c227-4ace-b77c-e6fd912a13dc";
 const MODEL: &str = "claude-sonnet-4.5";
 
 fn fixture(name: &str) -> String {
-    let path = format!("{}/tests/fixtures/copilot/{name}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{path}: {err}"))
+    common::fixture("copilot", name)
 }
 
 fn feed<'a>(
@@ -20,29 +21,11 @@ fn feed<'a>(
     role: FileRole,
     lines: impl IntoIterator<Item = &'a str>,
 ) -> Vec<Event> {
-    let mut out = Vec::new();
-    for line in lines {
-        parser.line(role, line.as_bytes(), &mut out).expect("a valid event line");
-    }
-    out
+    common::feed(parser, role, lines)
 }
 
 fn parse(name: &str) -> Vec<Event> {
     feed(&mut CopilotParser::default(), FileRole::Main, fixture(name).lines())
-}
-
-/// The calls that survive, by key, in first-seen order (a later event replaces an earlier one).
-fn calls(events: &[Event]) -> Vec<Call> {
-    let mut order = Vec::new();
-    let mut by_key = BTreeMap::new();
-    for event in events {
-        if let Event::Call(call) = event
-            && by_key.insert(call.key.clone(), call.clone()).is_none()
-        {
-            order.push(call.key.clone());
-        }
-    }
-    order.into_iter().map(|key| by_key[&key].clone()).collect()
 }
 
 fn kinds(events: &[Event]) -> Vec<&'static str> {

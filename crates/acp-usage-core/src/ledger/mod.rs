@@ -213,16 +213,7 @@ impl Ledger {
                     && now.cache_read >= before.cache_read
                     && now.cache_write_5m >= before.cache_write_5m =>
             {
-                TokenRecord {
-                    input: now.input - before.input,
-                    cache_read: now.cache_read - before.cache_read,
-                    cache_write_5m: now.cache_write_5m - before.cache_write_5m,
-                    cache_write_1h: now.cache_write_1h.saturating_sub(before.cache_write_1h),
-                    output: now.output - before.output,
-                    thought: now.thought.saturating_sub(before.thought),
-                    model: now.model.clone(),
-                    stated_cost: None,
-                }
+                now.beyond(before)
             }
             _ => now.clone(),
         };

@@ -3,7 +3,7 @@
 //! transcript leaves out).
 
 use super::Role;
-use crate::tokens::{Source, TokenRecord};
+use crate::tokens::{Source, TokenRecord, TokenTotals};
 
 /// The calls the agent's per-model counts show beyond the exact calls of the same model: one
 /// record per model, every count the shortfall (never negative). Empty when the agent gave no
@@ -15,28 +15,27 @@ pub(super) fn unseen_calls(
     let mut unseen = Vec::new();
     for agent in agent_models {
         let Some(model) = agent.model.as_deref() else { continue };
-        let mut seen = TokenRecord::default();
+        let mut seen = TokenTotals::default();
         for (rec, _, _) in exact.iter().filter(|(r, _, _)| r.model.as_deref() == Some(model)) {
-            seen.input += rec.input;
-            seen.cache_read += rec.cache_read;
-            seen.cache_write_5m += rec.cache_write_5m;
-            seen.cache_write_1h += rec.cache_write_1h;
-            seen.output += rec.output;
-            seen.thought += rec.thought;
+            seen += rec;
         }
-        let seen_writes = seen.cache_write_5m + seen.cache_write_1h;
-        let agent_writes = agent.cache_write_5m + agent.cache_write_1h;
-        let rec = TokenRecord {
-            input: agent.input.saturating_sub(seen.input),
-            cache_read: agent.cache_read.saturating_sub(seen.cache_read),
-            // The agent's counts do not split 5-minute from 1-hour writes: the shortfall is
-            // priced as 5-minute writes.
-            cache_write_5m: agent_writes.saturating_sub(seen_writes),
-            output: agent.output.saturating_sub(seen.output),
-            thought: agent.thought.saturating_sub(seen.thought),
-            model: Some(model.to_string()),
-            ..TokenRecord::default()
-        };
+        // The agent's counts do not split 5-minute from 1-hour writes: both sides are compared,
+        // and the shortfall priced, as 5-minute writes.
+        let agent = TokenRecord::from_inclusive(
+            agent.input,
+            agent.cache_read,
+            agent.cache_write(),
+            agent.output,
+            agent.thought,
+        );
+        let seen = TokenRecord::from_inclusive(
+            seen.input,
+            seen.cache_read,
+            seen.cache_write,
+            seen.output,
+            seen.thought,
+        );
+        let rec = TokenRecord { model: Some(model.to_string()), ..agent.beyond(&seen) };
         if rec.input > 0 || rec.output > 0 {
             unseen.push(rec);
         }

@@ -250,21 +250,20 @@ fn call(message: &Message<'_>, key: &str, main: bool) -> Result<Option<Call>, Fo
     let (Some(input), Some(output)) = (metrics.input_tokens, metrics.output_tokens) else {
         return Err(FormatError("cline: metrics without inputTokens/outputTokens".to_owned()));
     };
-    let cache_read = metrics.cache_read_tokens.unwrap_or(0);
-    let cache_write = metrics.cache_write_tokens.unwrap_or(0);
     let record = TokenRecord {
-        // The cache figures are subsets of the input whatever a provider reported.
-        input: input.max(cache_read.saturating_add(cache_write)),
-        cache_read,
-        cache_write_5m: cache_write,
-        output,
         model: message
             .model_info
             .as_ref()
             .and_then(|info| info.id.as_deref())
             .filter(|id| !id.is_empty())
             .map(str::to_owned),
-        ..TokenRecord::default()
+        ..TokenRecord::from_inclusive(
+            input,
+            metrics.cache_read_tokens.unwrap_or(0),
+            metrics.cache_write_tokens.unwrap_or(0),
+            output,
+            0,
+        )
     };
     Ok(Some(Call {
         key: format!("cline:{key}"),

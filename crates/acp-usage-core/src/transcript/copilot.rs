@@ -255,9 +255,6 @@ impl CopilotParser {
                 "copilot: usage record without inputTokens/outputTokens".to_owned(),
             ));
         };
-        let cache_read = usage.cache_read_tokens.unwrap_or(0);
-        let cache_write = usage.cache_write_tokens.unwrap_or(0);
-        let reasoning = usage.reasoning_tokens.unwrap_or(0);
         let source = usage.accounting.as_ref().and_then(|a| a["sourceSessionId"].as_str());
         let main = role == FileRole::Main
             && !present(record.agent_id.as_ref())
@@ -290,14 +287,14 @@ impl CopilotParser {
             self.window(usage.max_prompt_tokens, out);
         }
         let token_record = TokenRecord {
-            // The cache figures are subsets of the input whatever a provider reported.
-            input: input.max(cache_read + cache_write),
-            cache_read,
-            cache_write_5m: cache_write,
-            output: output.max(reasoning),
-            thought: reasoning,
             model: usage.model.as_deref().map(str::to_owned),
-            ..TokenRecord::default()
+            ..TokenRecord::from_inclusive(
+                input,
+                usage.cache_read_tokens.unwrap_or(0),
+                usage.cache_write_tokens.unwrap_or(0),
+                output,
+                usage.reasoning_tokens.unwrap_or(0),
+            )
         };
         out.push(Event::Call(Call { key, record: token_record, at_ms, main }));
         Ok(())
@@ -317,15 +314,15 @@ impl CopilotParser {
             && (used.input_tokens.is_some() || used.output_tokens.is_some())
             && let Some(id) = compaction.compaction_attempt_id.as_deref().or(record.id.as_deref())
         {
-            let cache_read = used.cache_read_tokens.unwrap_or(0);
-            let cache_write = used.cache_write_tokens.unwrap_or(0);
             let token_record = TokenRecord {
-                input: used.input_tokens.unwrap_or(0).max(cache_read + cache_write),
-                cache_read,
-                cache_write_5m: cache_write,
-                output: used.output_tokens.unwrap_or(0),
                 model: used.model.as_deref().or(compaction.model.as_deref()).map(str::to_owned),
-                ..TokenRecord::default()
+                ..TokenRecord::from_inclusive(
+                    used.input_tokens.unwrap_or(0),
+                    used.cache_read_tokens.unwrap_or(0),
+                    used.cache_write_tokens.unwrap_or(0),
+                    used.output_tokens.unwrap_or(0),
+                    0,
+                )
             };
             out.push(Event::Call(Call {
                 key: format!("copilot:compaction:{id}"),

@@ -214,11 +214,6 @@ impl Profile {
         let (base, bracket) = split_bracket(value);
         match self {
             Profile::Claude => {
-                let window = if bracket.is_some_and(|b| b.eq_ignore_ascii_case("1m")) {
-                    ONE_MILLION
-                } else {
-                    CLAUDE_WINDOW
-                };
                 // Plain aliases name a family whose concrete version the agent picks; the
                 // catalog id only guides estimation until a call shows the real model.
                 let id = match base {
@@ -228,11 +223,7 @@ impl Profile {
                     "haiku" => Some("claude-haiku-4-5".to_string()),
                     other => Some(other.to_string()),
                 };
-                let window = match &id {
-                    _ if window == ONE_MILLION => Some(window),
-                    Some(id) => claude_plain_window(id),
-                    None => None,
-                };
+                let window = claude_window(id.as_deref(), is_one_m(bracket));
                 (id, window)
             }
             Profile::Codex => {
@@ -275,12 +266,7 @@ impl Profile {
         if self == Profile::Claude
             && let Some((id, one_m)) = claude_concrete(value, option)
         {
-            let window =
-                if one_m || split_bracket(value).1.is_some_and(|b| b.eq_ignore_ascii_case("1m")) {
-                    Some(ONE_MILLION)
-                } else {
-                    claude_plain_window(&id)
-                };
+            let window = claude_window(Some(&id), one_m || is_one_m(split_bracket(value).1));
             return (Some(id), window);
         }
         self.resolve_model(value)
@@ -329,14 +315,13 @@ impl Profile {
         let meta = serde_json::from_str::<Params>(params).ok()?.update.meta?;
         let u = meta.usage?;
         let (input, output) = (u.input_tokens?, u.output_tokens?);
-        // OpenAI/Gemini style: the cache is inside the input, thoughts inside the output.
-        let rec = TokenRecord {
+        // OpenAI style: the cache is inside the input, thoughts inside the output.
+        let rec = TokenRecord::from_openai(
             input,
-            cache_read: u.cached_read_tokens.unwrap_or(0).min(input),
+            u.cached_read_tokens.unwrap_or(0),
             output,
-            thought: u.thought_tokens.unwrap_or(0).min(output),
-            ..TokenRecord::default()
-        };
+            u.thought_tokens.unwrap_or(0),
+        );
         let role = if meta.parent_tool_call_id.is_some() { Role::Subagent } else { Role::Main };
         Some((rec, role))
     }
@@ -401,25 +386,18 @@ impl Profile {
                     ledger.agent_cost(amount);
                 }
             }
-            Profile::Copilot => {
-                // Sent before each call: `used` is Copilot's estimate of the prompt it is about
-                // to send (the calls' records give the exact figure); `size` is the prompt limit
-                // it applies to the model.
+            Profile::Copilot | Profile::Qwen => {
+                // `used` is a prompt without its output (qwen: the call's; Copilot: its own
+                // estimate of the one it is about to send); inside a turn the calls' own records
+                // give the exact figure, so only a stray update is read. Copilot's `size` is the
+                // prompt limit it applies to the model; qwen's the model's `contextLimit`.
                 if let Some(used) = update.used.filter(|_| !ledger.in_turn()) {
                     ledger.agent_used(used, false);
                 }
-                if let Some(size) = update.size {
-                    ledger.agent_window(size);
-                }
-            }
-            Profile::Qwen => {
-                // `used` is the call's prompt without its output; inside a turn the call's own
-                // `_meta.usage` gives the exact figure, so only a stray update is read.
-                if let Some(used) = update.used.filter(|_| !ledger.in_turn()) {
-                    ledger.agent_used(used, false);
-                }
-                if let Some(size) = update.size {
-                    ledger.reported_window(size);
+                match (self, update.size) {
+                    (Profile::Copilot, Some(size)) => ledger.agent_window(size),
+                    (_, Some(size)) => ledger.reported_window(size),
+                    (_, None) => {}
                 }
             }
             Profile::Codex | Profile::Generic | Profile::Gemini | Profile::Cline => {
@@ -506,12 +484,21 @@ impl Profile {
     }
 }
 
-/// The window Claude Code runs a model at without the `[1m]` suffix: 200,000 for the 4.x and
-/// older models (their 1M context is a beta it asks for only with `[1m]`); from generation 5
-/// on the catalog's window (claude-agent-acp 0.101 reports 1,000,000 for plain `opus`, Opus 5.5).
-fn claude_plain_window(id: &str) -> Option<u64> {
-    let generation = id.split(['-', '.']).find_map(|part| part.parse::<u32>().ok()).unwrap_or(0);
+/// The window Claude Code runs a model at: 1,000,000 with `[1m]`; without it 200,000 for the 4.x
+/// and older models (their 1M context is a beta it asks for only with `[1m]`), and from
+/// generation 5 on the catalog's (claude-agent-acp 0.101 reports 1,000,000 for plain `opus`,
+/// Opus 5.5). Unknown (`None`) for an alias whose model is not known yet.
+fn claude_window(id: Option<&str>, one_m: bool) -> Option<u64> {
+    if one_m {
+        return Some(ONE_MILLION);
+    }
+    let generation = id?.split(['-', '.']).find_map(|part| part.parse::<u32>().ok()).unwrap_or(0);
     (generation < 5).then_some(CLAUDE_WINDOW)
+}
+
+/// Whether a `[...]` suffix selects the 1M-context window.
+fn is_one_m(bracket: Option<&str>) -> bool {
+    bracket.is_some_and(|b| b.eq_ignore_ascii_case("1m"))
 }
 
 /// The concrete Claude model behind a model option value, from the option list: the entry's
@@ -538,7 +525,7 @@ fn claude_concrete(value: &str, option: &Value) -> Option<(String, bool)> {
     }
     if description.starts_with("claude-") {
         let (id, bracket) = split_bracket(&description);
-        return Some((id.to_string(), bracket.is_some_and(|b| b.eq_ignore_ascii_case("1m"))));
+        return Some((id.to_string(), is_one_m(bracket)));
     }
     let family = description.split_whitespace().next()?.to_ascii_lowercase();
     let sibling = entries.iter().find(|e| {
