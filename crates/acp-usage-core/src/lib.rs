@@ -4,6 +4,7 @@
 //! API (transcript parsers read JSON lines, but hand back typed events). The binary crate observes ACP traffic, turns what it sees into [`tokens::TokenRecord`]s and
 //! ledger events, and renders what the [`ledger::Ledger`] answers back into ACP messages.
 
+pub mod api;
 pub mod catalog;
 pub mod estimate;
 pub mod ledger;
