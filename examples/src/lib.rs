@@ -23,7 +23,7 @@ pub fn demo_client_main() -> ExitCode {
     let Some(acp_usage::cli::Command::Demo(demo)) = parsed.command else {
         unreachable!("parsed as `acp-usage demo ...`")
     };
-    match acp_usage::demo::run(&parsed.relay, &demo) {
+    match acp_usage::commands::demo::run(&parsed.relay.into(), demo.raw) {
         Ok(code) => code,
         Err(err) => {
             eprintln!("demo_client: {err:#}");
@@ -35,7 +35,7 @@ pub fn demo_client_main() -> ExitCode {
 /// `demo_agent`'s entry point: the scripted agent on stdin/stdout, e.g.
 /// `acp-usage -- cargo run -q -p acp-usage-examples --example demo_agent`.
 pub fn demo_agent_main() -> ExitCode {
-    match acp_usage::demo::agent::run() {
+    match acp_usage::commands::demo::agent::run() {
         Ok(code) => code,
         Err(err) => {
             eprintln!("demo_agent: {err:#}");

@@ -1,10 +1,18 @@
 //! Command line: `acp-usage [OPTIONS] -- AGENT [ARGS...]`, plus the `demo`, `models`, `validate`
 //! and `schema` commands.
+//!
+//! The one module that knows clap: it parses the arguments into its own types and hands the
+//! relay and the commands plain values ([`RelayOptions`] and the like), so nothing else depends
+//! on how the options were given.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::commands;
+use crate::relay::{self, RelayOptions, profiles::Profile};
 
 /// Wraps an ACP agent and makes its token usage, context-window use and cost right.
 ///
@@ -180,6 +188,69 @@ pub enum ProfileArg {
     Generic,
 }
 
+impl From<RelayArgs> for RelayOptions {
+    fn from(a: RelayArgs) -> RelayOptions {
+        RelayOptions {
+            catalog: a.catalog,
+            config: a.config,
+            agent_usage: a.agent_usage.into(),
+            profile: a.profile.profile(),
+            log_file: a.log_file,
+            grace: Duration::from_millis(a.grace_ms),
+            max_line_mib: a.max_line_mib,
+            record: a.record,
+            validate: a.validate,
+            transcripts: a.transcripts.into(),
+            transcript_wait: Duration::from_millis(a.transcript_wait_ms),
+            agent: a.agent,
+        }
+    }
+}
+
+impl From<AgentUsage> for relay::AgentUsage {
+    fn from(a: AgentUsage) -> relay::AgentUsage {
+        match a {
+            AgentUsage::Normalize => relay::AgentUsage::Normalize,
+            AgentUsage::Keep => relay::AgentUsage::Keep,
+        }
+    }
+}
+
+impl From<Transcripts> for relay::Transcripts {
+    fn from(t: Transcripts) -> relay::Transcripts {
+        match t {
+            Transcripts::On => relay::Transcripts::On,
+            Transcripts::Off => relay::Transcripts::Off,
+        }
+    }
+}
+
+impl From<FromSide> for commands::validate::FromSide {
+    fn from(f: FromSide) -> commands::validate::FromSide {
+        match f {
+            FromSide::Agent => commands::validate::FromSide::Agent,
+            FromSide::Client => commands::validate::FromSide::Client,
+        }
+    }
+}
+
+impl ProfileArg {
+    /// The profile forced by `--profile`, if any.
+    pub fn profile(self) -> Option<Profile> {
+        match self {
+            ProfileArg::Auto => None,
+            ProfileArg::Claude => Some(Profile::Claude),
+            ProfileArg::Codex => Some(Profile::Codex),
+            ProfileArg::Gemini => Some(Profile::Gemini),
+            ProfileArg::Opencode => Some(Profile::Opencode),
+            ProfileArg::Qwen => Some(Profile::Qwen),
+            ProfileArg::Copilot => Some(Profile::Copilot),
+            ProfileArg::Cline => Some(Profile::Cline),
+            ProfileArg::Generic => Some(Profile::Generic),
+        }
+    }
+}
+
 /// Parses the command line and runs.
 pub fn main() -> ExitCode {
     let args = Args::parse();
@@ -188,21 +259,24 @@ pub fn main() -> ExitCode {
         eprintln!("acp-usage: cannot open the log: {err:#}");
         return ExitCode::from(2);
     }
+    let options = RelayOptions::from(args.relay);
     let res = match args.command {
-        Some(Command::Models(m)) => crate::models_cmd::run(&args.relay, &m),
-        Some(Command::Demo(d)) => crate::demo::run(&args.relay, &d),
-        Some(Command::DemoAgent) => crate::demo::agent::run(),
-        Some(Command::Validate(v)) => crate::validate_cmd::run(&v),
-        Some(Command::Schema) => crate::validate_cmd::print_schema(),
+        Some(Command::Models(m)) => commands::models::run(&options, m.query.as_deref(), m.json),
+        Some(Command::Demo(d)) => commands::demo::run(&options, d.raw),
+        Some(Command::DemoAgent) => commands::demo::agent::run(),
+        Some(Command::Validate(v)) => {
+            commands::validate::run(v.input.as_deref(), v.from.map(Into::into), v.json)
+        }
+        Some(Command::Schema) => commands::validate::print_schema(),
         None => {
-            if args.relay.agent.is_empty() {
+            if options.agent.is_empty() {
                 eprintln!(
                     "acp-usage: no agent given. Usage: acp-usage [OPTIONS] -- AGENT [ARGS...]\n\
                      Try `acp-usage demo` to see what it does, or `acp-usage --help`."
                 );
                 return ExitCode::from(2);
             }
-            crate::relay::run(args.relay)
+            relay::run(options)
         }
     };
     match res {

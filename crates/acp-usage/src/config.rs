@@ -25,7 +25,7 @@ use anyhow::{Context, bail};
 use serde::Deserialize;
 
 use crate::catalog_file::{self, ModelOverride, Overrides};
-use crate::cli::RelayArgs;
+use crate::relay::RelayOptions;
 
 /// Environment variable naming the config file.
 pub const CONFIG_ENV: &str = "ACP_USAGE_CONFIG";
@@ -71,12 +71,12 @@ pub fn config_path(explicit: Option<&Path>) -> Option<(PathBuf, bool)> {
 }
 
 /// Reads the config and layers the catalog.
-pub fn load(args: &RelayArgs) -> anyhow::Result<Settings> {
+pub fn load(args: &RelayOptions) -> anyhow::Result<Settings> {
     load_from(config_path(args.config.as_deref()), args.catalog.as_deref())
 }
 
 /// The catalog to use: embedded, then the config file's overrides, then `--catalog`.
-pub fn load_catalog(args: &RelayArgs) -> anyhow::Result<Catalog> {
+pub fn load_catalog(args: &RelayOptions) -> anyhow::Result<Catalog> {
     Ok(load(args)?.catalog)
 }
 

@@ -3,8 +3,8 @@
 
 use std::process::{Command, Output};
 
-use acp_usage::demo::agent::{self, SECOND_MODEL, TURNS};
-use acp_usage::demo::render::thousands;
+use acp_usage::commands::demo::agent::{self, SECOND_MODEL, TURNS};
+use acp_usage::commands::demo::render::thousands;
 use acp_usage_core::Catalog;
 use serde_json::Value;
 

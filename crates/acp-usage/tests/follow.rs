@@ -5,7 +5,7 @@
 mod support;
 
 use acp_usage::relay::observer::{Observer, Settings};
-use acp_usage::transcripts::{Command, Format, Update, UpdateKind};
+use acp_usage::sources::transcripts::{Command, Format, Update, UpdateKind};
 use acp_usage_core::transcript::{Call, Event};
 use acp_usage_core::{Catalog, TokenRecord};
 use serde_json::{Value, json};

@@ -17,7 +17,7 @@ mod support;
 use std::path::PathBuf;
 use support::run_binary as run;
 
-use acp_usage::demo::agent::{CWD, SECOND_MODEL, SESSION_ID, TURNS};
+use acp_usage::commands::demo::agent::{CWD, SECOND_MODEL, SESSION_ID, TURNS};
 use acp_usage::record::{Dir, Entry};
 use serde_json::{Value, json};
 

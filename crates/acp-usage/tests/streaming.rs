@@ -195,9 +195,9 @@ async fn a_held_result_is_not_overtaken_by_a_long_line_after_it() {
     let mut opts = options(&agent());
     opts.settings.forced_profile = Some(Profile::Claude);
     opts.settings.transcripts = true;
-    opts.transcripts = Some(acp_usage::transcripts::Locations {
+    opts.transcripts = Some(acp_usage::sources::transcripts::Locations {
         claude: Some(dir),
-        ..acp_usage::transcripts::Locations::default()
+        ..acp_usage::sources::transcripts::Locations::default()
     });
     opts.transcript_wait = std::time::Duration::from_millis(300);
     let mut ed = start(opts).await;

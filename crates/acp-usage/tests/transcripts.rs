@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use acp_usage::transcripts::{Command, Format, Locations, Update, UpdateKind, Worker};
+use acp_usage::sources::transcripts::{Command, Format, Locations, Update, UpdateKind, Worker};
 use acp_usage_core::TokenRecord;
 use acp_usage_core::transcript::claude::ClaudeParser;
 use acp_usage_core::transcript::{Event, FileRole, Parser};

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::process::Output;
 use support::run_binary as run;
 
-use acp_usage::demo::agent::{CWD, SECOND_MODEL, SESSION_ID, TURNS};
+use acp_usage::commands::demo::agent::{CWD, SECOND_MODEL, SESSION_ID, TURNS};
 use serde_json::{Value, json};
 
 fn fixture(name: &str) -> String {

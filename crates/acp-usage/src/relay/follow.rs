@@ -1,7 +1,7 @@
 //! Following a session through its transcript: which calls belong to which turn, and when a
 //! held result may go on.
 //!
-//! The worker (`crate::transcripts`) reads the files; this module decides what the calls mean.
+//! The worker (`crate::sources::transcripts`) reads the files; this module decides what the calls mean.
 //! A call belongs to the session whose transcript it is in, and to the turn during which it was
 //! written: calls read before the session's history is settled (`session/load`, `resume`,
 //! `fork`) are history; calls written while a turn is open are the turn's (by their timestamps,

@@ -48,14 +48,17 @@ pub mod emit;
 pub mod envelope;
 pub mod follow;
 pub mod lines;
+pub mod live_validate;
 pub mod observer;
+mod options;
 pub mod profiles;
 pub mod splice;
+mod taps;
 
 use std::ops::Range;
 use std::process::{ExitCode, ExitStatus};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use jsonrpsee_types::ErrorObjectOwned;
@@ -63,14 +66,14 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::cli::{AgentUsage, RelayArgs};
-use crate::record::{Dir, Recorder, Tapped};
-use crate::transcripts::Worker;
-use crate::validate_cmd::Live;
+use crate::record::{Dir, Recorder};
+use crate::sources::transcripts::Worker;
 use envelope::Envelope;
 use lines::{Framer, Piece};
-use observer::{Observer, Outcome, Settings};
-use profiles::Profile;
+use live_validate::Live;
+use observer::{Observer, Outcome};
+pub use options::{AgentUsage, Options, RelayOptions, Transcripts};
+pub use taps::Taps;
 
 /// Bytes read at a time from either side: a batch of lines. A line still arriving when the
 /// buffer is full makes it grow, up to the line limit.
@@ -78,47 +81,9 @@ const READ_BUFFER: usize = 256 * 1024;
 /// JSON-RPC "internal error", used to answer requests the agent can no longer answer.
 const INTERNAL_ERROR: i32 = -32603;
 
-/// Options of one relay run.
-#[derive(Debug, Clone)]
-pub struct Options {
-    /// The agent command line.
-    pub argv: Vec<String>,
-    /// How long the agent may take to exit after the editor closed its side.
-    pub grace: Duration,
-    /// Longest accepted line.
-    pub max_line: usize,
-    /// Observer settings.
-    pub settings: Settings,
-    /// Where learned baselines and windows are saved (`None`: not saved).
-    pub state_path: Option<std::path::PathBuf>,
-    /// Where the agents' transcripts are (`None`: not read).
-    pub transcripts: Option<crate::transcripts::Locations>,
-    /// Longest a turn's result waits for the transcript to catch up.
-    pub transcript_wait: Duration,
-}
-
 /// Runs the relay on this process's stdin/stdout until the agent exits or the editor goes away.
-pub fn run(args: RelayArgs) -> anyhow::Result<ExitCode> {
-    let config = crate::config::load(&args)?;
-    let state_path = crate::state::path();
-    let opts = Options {
-        argv: args.agent.clone(),
-        grace: Duration::from_millis(args.grace_ms),
-        max_line: args.max_line_mib.saturating_mul(1024 * 1024).max(1024),
-        settings: Settings {
-            forced_profile: Profile::forced(args.profile),
-            command: args.agent.clone(),
-            keep_agent_usage: args.agent_usage == AgentUsage::Keep,
-            catalog: config.catalog,
-            default_window: config.default_window,
-            learned: state_path.as_deref().map(crate::state::load).unwrap_or_default(),
-            transcripts: args.transcripts == crate::cli::Transcripts::On,
-        },
-        state_path,
-        transcripts: (args.transcripts == crate::cli::Transcripts::On)
-            .then(crate::transcripts::Locations::from_process),
-        transcript_wait: Duration::from_millis(args.transcript_wait_ms),
-    };
+pub fn run(args: RelayOptions) -> anyhow::Result<ExitCode> {
+    let opts = Options::resolve(&args)?;
     // Created before anything starts, so a bad path is a clear error and not a silent gap.
     let recorder = args.record.as_deref().map(Recorder::create).transpose()?;
     let validator = if args.validate { Some(Live::start()?) } else { None };
@@ -135,61 +100,6 @@ pub fn run(args: RelayArgs) -> anyhow::Result<ExitCode> {
     // don't wait for it.
     rt.shutdown_background();
     res.map(ExitCode::from)
-}
-
-/// What the relay copies off its path: the recording and the live validator.
-#[derive(Debug)]
-pub struct Taps {
-    recorder: Option<Recorder>,
-    validator: Option<Live>,
-    /// Lines tapped so far.
-    seq: u64,
-    start: Instant,
-}
-
-impl Default for Taps {
-    fn default() -> Taps {
-        Taps::new(None, None)
-    }
-}
-
-impl Taps {
-    /// Taps for a recording and/or live validation; both `None` costs the relay nothing.
-    pub fn new(recorder: Option<Recorder>, validator: Option<Live>) -> Taps {
-        Taps { recorder, validator, seq: 0, start: Instant::now() }
-    }
-
-    /// Whether anything is tapped.
-    fn active(&self) -> bool {
-        self.recorder.is_some() || self.validator.is_some()
-    }
-
-    /// Copies one line (without its terminator) that is being sent on.
-    fn line(&mut self, dir: Dir, bytes: &[u8], rewritten: bool) {
-        if self.recorder.is_none() && self.validator.is_none() {
-            return;
-        }
-        self.seq += 1;
-        let t = self.start.elapsed().as_micros() as f64 / 1e6;
-        // One copy, shared by both consumers.
-        let line = Tapped { seq: self.seq, t, dir, rewritten, bytes: Arc::from(bytes) };
-        if let Some(r) = &mut self.recorder {
-            r.offer(&line);
-        }
-        if let Some(v) = &mut self.validator {
-            v.offer(&line);
-        }
-    }
-
-    /// Waits for both to finish what they were given, and logs their summaries.
-    async fn finish(self) {
-        if let Some(r) = self.recorder {
-            r.finish().await;
-        }
-        if let Some(v) = self.validator {
-            v.finish().await;
-        }
-    }
 }
 
 /// Relays between an editor (`editor_in`/`editor_out`) and the agent `opts.argv`; returns the

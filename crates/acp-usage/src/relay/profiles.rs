@@ -35,8 +35,6 @@ use acp_usage_core::ledger::{Ledger, Role, TurnReport};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::cli::ProfileArg;
-
 /// The agents acp-usage knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Profile {
@@ -119,21 +117,6 @@ struct AcpUsage {
 }
 
 impl Profile {
-    /// The profile forced by `--profile`, if any.
-    pub fn forced(arg: ProfileArg) -> Option<Profile> {
-        match arg {
-            ProfileArg::Auto => None,
-            ProfileArg::Claude => Some(Profile::Claude),
-            ProfileArg::Codex => Some(Profile::Codex),
-            ProfileArg::Gemini => Some(Profile::Gemini),
-            ProfileArg::Opencode => Some(Profile::Opencode),
-            ProfileArg::Qwen => Some(Profile::Qwen),
-            ProfileArg::Copilot => Some(Profile::Copilot),
-            ProfileArg::Cline => Some(Profile::Cline),
-            ProfileArg::Generic => Some(Profile::Generic),
-        }
-    }
-
     /// Recognises the agent from `initialize`'s `agentInfo.name`, else from its command line.
     pub fn detect(agent_name: Option<&str>, command: &[String]) -> Profile {
         let by_name = |s: &str| {

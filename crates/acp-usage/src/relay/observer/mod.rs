@@ -18,8 +18,8 @@ use super::emit::{self, Trigger};
 use super::envelope::{self, Envelope, Kind};
 use super::follow::{Awaiting, Follow};
 use super::profiles::{AgentUpdate, Profile};
+use crate::sources::transcripts::{Command, Format, Update, UpdateKind};
 use crate::state::{Learned, SessionEntry};
-use crate::transcripts::{Command, Format, Update, UpdateKind};
 
 mod models;
 mod responses;

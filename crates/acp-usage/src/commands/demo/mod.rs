@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, anyhow, bail};
 use serde_json::{Value, json};
 
-use crate::cli::{DemoArgs, RelayArgs};
+use crate::relay::RelayOptions;
 use agent::{CWD, SECOND_MODEL, SESSION_ID, TURNS};
 use render::Printer;
 
@@ -32,11 +32,12 @@ const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest wait for the relay to exit once the demo closed its stdin.
 const EXIT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Runs the demo, printing to stdout.
-pub fn run(args: &RelayArgs, d: &DemoArgs) -> anyhow::Result<ExitCode> {
+/// Runs the demo, printing to stdout (with the raw JSON lines too when `raw`). Of the relay's
+/// options it passes on the catalog, the config file and the log file.
+pub fn run(args: &RelayOptions, raw: bool) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("finding the acp-usage binary")?;
     let mut relay = Relay::spawn(relay_command(&exe, args)).context("starting the relay")?;
-    let mut printer = Printer::new(io::stdout().lock(), d.raw);
+    let mut printer = Printer::new(io::stdout().lock(), raw);
     let res = script(&mut relay, &mut printer).and_then(|()| relay.finish(&mut printer));
     let _ = printer.into_inner().flush();
     match res {
@@ -60,7 +61,7 @@ pub fn run(args: &RelayArgs, d: &DemoArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// `<exe> [--catalog F] [--config F] [--log-file F] -- <exe> demo-agent`.
-fn relay_command(exe: &Path, args: &RelayArgs) -> Command {
+fn relay_command(exe: &Path, args: &RelayOptions) -> Command {
     let mut cmd = Command::new(exe);
     for (flag, value) in
         [("--catalog", &args.catalog), ("--config", &args.config), ("--log-file", &args.log_file)]

@@ -12,13 +12,14 @@ use acp_usage_core::pricing::prices_for_prompt;
 use acp_usage_core::{Catalog, ModelInfo, Prices};
 use serde_json::{Value, json};
 
-use crate::cli::{ModelsArgs, RelayArgs};
+use crate::relay::RelayOptions;
 
-/// Runs the command.
-pub fn run(args: &RelayArgs, m: &ModelsArgs) -> anyhow::Result<ExitCode> {
+/// Runs the command: the models whose id contains `query` (all when `None`), as a table or as
+/// JSON lines (`json`), from the catalog the relay would use with `args`.
+pub fn run(args: &RelayOptions, query: Option<&str>, json: bool) -> anyhow::Result<ExitCode> {
     let settings = crate::config::load(args)?;
     let catalog = &settings.catalog;
-    let query = m.query.as_deref().unwrap_or("").trim();
+    let query = query.unwrap_or("").trim();
     let mut models = catalog.search(query);
     // A concrete id as an agent reports it (`claude-opus-4-8[1m]`, `models/gemini-2.5-pro`)
     // is not a substring of its catalog key; show what it resolves to.
@@ -32,7 +33,7 @@ pub fn run(args: &RelayArgs, m: &ModelsArgs) -> anyhow::Result<ExitCode> {
         eprintln!("no model in the catalog matches `{query}` (catalog: {})", catalog.source());
         return Ok(ExitCode::from(1));
     }
-    let written = if m.json { write_json(&models) } else { write_table(&models) };
+    let written = if json { write_json(&models) } else { write_table(&models) };
     match written {
         Ok(()) => {}
         // `acp-usage models | head` closes the pipe early; that is not an error.
