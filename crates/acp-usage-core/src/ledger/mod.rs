@@ -9,6 +9,7 @@
 //! estimate has per-call shape: `used` is the last call's context, not the turn's sum.
 
 mod side;
+mod tapped;
 mod types;
 
 use side::unseen_calls;
@@ -71,6 +72,9 @@ pub struct Ledger {
     /// The session's calls come from its transcript: what the agent states as cost is ignored
     /// (it covers one process's calls, priced by the agent's own table).
     transcript: bool,
+    /// The LLM-API tap has seen this session's calls: it sees every billed call, so neither the
+    /// agent's stated cost nor its `used` is needed, and the cost floor does not apply.
+    tap: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -101,6 +105,8 @@ struct Turn {
     /// In-context totals per call, as the agent reported them (Codex's `used`).
     agent_call_totals: Vec<u64>,
     agent_report: Option<(TokenRecord, TurnReport, Option<u64>)>,
+    /// The calls the LLM-API tap saw during the turn, with the role its attribution gave them.
+    tap_calls: Vec<tapped::TapCall>,
     stated_cost_before: Option<f64>,
     /// Context before the prompt: what the turn's first call can read from the prompt cache.
     start_ctx: u64,
@@ -197,7 +203,7 @@ impl Ledger {
         }
         // A session's cost never goes down: the highest figure the agent stated is the floor.
         self.stated_floor = Some(self.stated_floor.map_or(amount, |f| f.max(amount)));
-        if !self.transcript {
+        if !self.transcript && !self.tap {
             self.stated_cost = Some(amount);
         }
     }
@@ -239,7 +245,9 @@ impl Ledger {
     /// the agent's figure includes tokens the definition leaves out and that cannot be removed
     /// (Codex's hidden reasoning).
     pub fn agent_used(&mut self, used: u64, exact: bool) {
-        self.used = Some(Used { prompt: used, output: 0, source: Source::Agent, exact });
+        if !self.tap {
+            self.used = Some(Used { prompt: used, output: 0, source: Source::Agent, exact });
+        }
         if let Some(turn) = &mut self.turn {
             turn.agent_call_totals.push(used);
         }
@@ -401,6 +409,25 @@ impl Ledger {
         self.add_to_session(std::slice::from_ref(&rec), source, 1, cx);
     }
 
+    /// A model call the LLM-API tap saw, attributed to this session, made by `role` as far as
+    /// the tap can tell. During a turn it joins the turn's calls (merged with the transcript's
+    /// at the turn's end); between turns it counts at once.
+    pub fn tap_call(&mut self, rec: TokenRecord, role: Role, cx: &Context<'_>) {
+        if !self.tap {
+            self.tap = true;
+            self.stated_cost = None;
+        }
+        match &mut self.turn {
+            Some(turn) => turn.tap_calls.push((rec, role)),
+            None => self.record_outside_turn(rec, Source::Tap, role == Role::Main, cx),
+        }
+    }
+
+    /// Whether the LLM-API tap has seen this session's calls.
+    pub fn tapped(&self) -> bool {
+        self.tap
+    }
+
     /// The session is followed through its transcript from now on: the agent's stated cost no
     /// longer counts.
     pub fn follow_transcript(&mut self) {
@@ -441,6 +468,7 @@ impl Ledger {
             baseline: self.baseline,
             turns_ended: self.turns_ended,
             transcript: true,
+            tap: self.tap,
             ..Ledger::new()
         };
         *self = fresh;
@@ -471,7 +499,11 @@ impl Ledger {
     /// The turn ended (its `session/prompt` result arrived): resolve its usage from the best
     /// source and fold it into the session.
     pub fn end_turn(&mut self, cx: &Context<'_>) -> Option<TurnUsage> {
-        let turn = self.turn.take()?;
+        let mut turn = self.turn.take()?;
+        if !turn.tap_calls.is_empty() {
+            let others = std::mem::take(&mut turn.exact_calls);
+            turn.exact_calls = tapped::merge(std::mem::take(&mut turn.tap_calls), others);
+        }
         let est = &turn.est_calls;
         let last_est = est.last().cloned().unwrap_or_default();
         let est_output: u64 = est.iter().map(|c| c.output).sum();
@@ -708,7 +740,7 @@ impl Ledger {
         // What the agent states it spent covers calls no source showed acp-usage (Claude Code's
         // titles and prompt suggestions are in no transcript): never send less than that.
         let mut cost_floor = None;
-        if let Some(floor) = self.stated_floor
+        if let Some(floor) = self.stated_floor.filter(|_| !self.tap)
             && cost.is_none_or(|c| floor > c + 1e-9)
         {
             cost = Some(floor);

@@ -324,6 +324,19 @@ impl Profile {
         }
     }
 
+    /// Whether a request body is one of the side calls the agent makes for itself while
+    /// declaring its main tools (to share the prompt cache), by the text it always carries.
+    pub fn is_side_call(self, body: &[u8]) -> bool {
+        let markers: &[&str] = match self {
+            // Claude Code's prompt suggestion after a turn.
+            Profile::Claude => &["Reply with ONLY the suggestion"],
+            // qwen-code's prompt suggestion and memory extraction.
+            Profile::Qwen => &["[SUGGESTION MODE", "memory extraction subagent"],
+            _ => &[],
+        };
+        markers.iter().any(|m| memchr::memmem::find(body, m.as_bytes()).is_some())
+    }
+
     /// Reads the agent's own `usage_update` into the ledger.
     pub fn on_usage_update(self, ledger: &mut Ledger, update: &AgentUpdate) {
         let usd = update

@@ -23,6 +23,7 @@ use crate::state::{Learned, SessionEntry};
 
 mod models;
 mod responses;
+mod tapped;
 mod updates;
 
 /// Results released because the transcript was late, in a row, before it is given up.
@@ -45,6 +46,8 @@ pub struct Settings {
     pub learned: Learned,
     /// Read the agents' transcripts (`--transcripts on`).
     pub transcripts: bool,
+    /// The agent's model calls go through the LLM-API tap (`--tap`): every call is seen.
+    pub tap: bool,
 }
 
 /// What to write to the editor for one line from the agent.
@@ -125,6 +128,8 @@ struct Session {
     /// Model calls a `session/load` replay reported (qwen-code replays its per-call usage):
     /// the session's history when no transcript is followed.
     replayed_calls: Vec<(TokenRecord, bool)>,
+    /// What attributes the tap's calls to this session.
+    tap: tapped::TapState,
 }
 
 impl Session {
@@ -141,6 +146,7 @@ impl Session {
             family: None,
             replayed_calls: Vec::new(),
             model_windows: HashMap::new(),
+            tap: tapped::TapState::default(),
         }
     }
 
@@ -221,6 +227,10 @@ pub struct Observer {
     releasing: bool,
     /// `initialize`'s `agentInfo.name`, when the agent sent one.
     agent_name: Option<String>,
+    /// Prompts seen so far (orders sessions by their latest prompt, for the tap).
+    tap_prompts: u64,
+    /// Calls the tap saw before any session existed.
+    tap_unclaimed: Vec<crate::sources::tap::TapCall>,
 }
 
 impl Observer {
@@ -240,6 +250,8 @@ impl Observer {
             commands: Vec::new(),
             releasing: false,
             agent_name: None,
+            tap_prompts: 0,
+            tap_unclaimed: Vec::new(),
         }
     }
 
@@ -523,6 +535,7 @@ impl Observer {
                     }
                     self.session(id, Ledger::restored);
                     self.sync_baseline(id);
+                    self.tap_prompt(id, first_text);
                     let s = self.session(id, Ledger::restored);
                     if s.turn_owner.is_none() {
                         s.turn_owner = Some(key.clone());
@@ -775,7 +788,11 @@ impl Observer {
     fn label(&self) -> emit::AgentLabel {
         emit::AgentLabel {
             profile: self.profile.name(),
-            unrecorded: self.profile.unrecorded_side_calls(self.agent_name.as_deref()),
+            unrecorded: if self.settings.tap {
+                &[]
+            } else {
+                self.profile.unrecorded_side_calls(self.agent_name.as_deref())
+            },
         }
     }
 }

@@ -1,0 +1,105 @@
+//! A turn's calls as the LLM-API tap saw them, merged with what another per-call source (the
+//! transcript, an agent that reports each call) recorded of the same turn.
+//!
+//! The tap sees every billed call but can only guess who made it; the other source knows who
+//! made each call it records but misses calls (titles, suggestions, classifiers). A call both
+//! saw counts once, with the tap's figures and the other source's role. Two sources record the
+//! same call with the same counts, so within a turn equal counts are the same call (transcripts
+//! do not all keep the provider's message id). When another source covered the turn, a tap call
+//! it does not have is a call the agent made for itself: a side call.
+
+use super::Role;
+use crate::tokens::{Source, TokenRecord};
+
+/// One call the tap saw: its record and the role the tap's attribution gave it.
+pub(super) type TapCall = (TokenRecord, Role);
+
+fn same_call(a: &TokenRecord, b: &TokenRecord) -> bool {
+    a.input == b.input && a.output == b.output && a.cache_read == b.cache_read
+}
+
+/// The turn's calls: the tap's, in the order it saw them, then calls only `others` had.
+pub(super) fn merge(
+    tap: Vec<TapCall>,
+    others: Vec<(TokenRecord, Source, Role)>,
+) -> Vec<(TokenRecord, Source, Role)> {
+    let covered = others.iter().any(|(_, _, role)| *role != Role::Side);
+    let mut roles: Vec<Option<Role>> = vec![None; tap.len()];
+    let mut only_others = Vec::new();
+    for (rec, source, role) in others {
+        match (0..tap.len()).find(|&i| roles[i].is_none() && same_call(&tap[i].0, &rec)) {
+            Some(i) => roles[i] = Some(role),
+            None => only_others.push((rec, source, role)),
+        }
+    }
+    let mut out: Vec<(TokenRecord, Source, Role)> = tap
+        .into_iter()
+        .zip(roles)
+        .map(|((rec, guessed), known)| {
+            let role = match known {
+                Some(role) => role,
+                None if covered => Role::Side,
+                None => guessed,
+            };
+            (rec, Source::Tap, role)
+        })
+        .collect();
+    out.extend(only_others);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(input: u64, output: u64) -> TokenRecord {
+        TokenRecord { input, output, ..TokenRecord::default() }
+    }
+
+    #[test]
+    fn a_call_both_saw_counts_once_with_the_other_sources_role() {
+        let tap =
+            vec![(rec(100, 10), Role::Main), (rec(50, 5), Role::Main), (rec(9, 1), Role::Side)];
+        let transcript = vec![
+            (rec(100, 10), Source::Transcript, Role::Main),
+            (rec(50, 5), Source::Transcript, Role::Subagent),
+        ];
+        let merged = merge(tap, transcript);
+        let roles: Vec<(u64, Source, Role)> =
+            merged.iter().map(|(r, s, role)| (r.input, *s, *role)).collect();
+        assert_eq!(
+            roles,
+            vec![
+                (100, Source::Tap, Role::Main),
+                (50, Source::Tap, Role::Subagent),
+                (9, Source::Tap, Role::Side)
+            ]
+        );
+    }
+
+    #[test]
+    fn calls_only_the_tap_saw_are_side_calls_when_another_source_covered_the_turn() {
+        // Claude Code's prompt suggestion declares the main loop's tools: the tap alone would
+        // call it main; the transcript, which records every main call, does not have it.
+        let tap = vec![(rec(100, 10), Role::Main), (rec(120, 4), Role::Main)];
+        let transcript = vec![(rec(100, 10), Source::Transcript, Role::Main)];
+        let merged = merge(tap, transcript);
+        assert_eq!(merged[1].2, Role::Side);
+        // Without another source the tap's own attribution stands.
+        let merged = merge(vec![(rec(120, 4), Role::Main)], Vec::new());
+        assert_eq!(merged[0].2, Role::Main);
+    }
+
+    #[test]
+    fn calls_the_tap_missed_are_kept_with_their_source() {
+        let merged = merge(
+            vec![(rec(100, 10), Role::Main)],
+            vec![
+                (rec(100, 10), Source::Transcript, Role::Main),
+                (rec(7, 7), Source::Transcript, Role::Subagent),
+            ],
+        );
+        assert_eq!(merged.len(), 2);
+        assert_eq!((merged[1].0.input, merged[1].1), (7, Source::Transcript));
+    }
+}

@@ -1,0 +1,157 @@
+//! Attribution of the calls the LLM-API tap saw: to which session, and who made each call.
+//!
+//! A call goes to the session its request names in a session header (Claude Code and Codex send
+//! one), else to the one session with a turn in flight, else to the session whose latest prompt
+//! the request carries, else to the only or the most recently prompted session. Who made it: a
+//! call that declares no tools, or that the agent's profile knows as one of its own (a prompt
+//! suggestion), is a side call; a call with the session's main system prompt is the main
+//! agent's; other tool-using calls are subagents'. The first tool-using call that carries the
+//! session's prompt tells which system prompt is the main one. When the transcript (or the
+//! agent's per-call reports) covered the turn, the ledger corrects these guesses.
+
+use acp_usage_core::ledger::{Context, Role};
+
+use super::{Observer, Session};
+use crate::sources::tap::TapCall;
+
+/// What a session's attribution remembers.
+#[derive(Debug, Default)]
+pub(super) struct TapState {
+    /// A piece of the latest prompt's text as it appears in a JSON request body.
+    needle: Option<String>,
+    /// The fingerprint of the main agent's system prompt.
+    main_system: Option<u64>,
+    /// When the session was last prompted (a counter, not a clock).
+    last_prompt: u64,
+}
+
+/// The longest run of the prompt's text that JSON writes as it is (printable ASCII without
+/// quotes or backslashes), at most 80 bytes; none when shorter than 8.
+fn needle_of(text: &str) -> Option<String> {
+    let plain = |c: char| c.is_ascii_graphic() && c != '"' && c != '\\' || c == ' ';
+    let best = text.split(|c: char| !plain(c)).max_by_key(|run| run.len())?;
+    let best = best.trim();
+    if best.len() < 8 {
+        return None;
+    }
+    Some(best[..best.len().min(80)].to_owned())
+}
+
+fn carries(body: &[u8], needle: &str) -> bool {
+    memchr::memmem::find(body, needle.as_bytes()).is_some()
+}
+
+impl Observer {
+    /// A session's prompt went to the agent: what its calls will carry.
+    pub(super) fn tap_prompt(&mut self, id: &str, text: &str) {
+        self.tap_prompts += 1;
+        let n = self.tap_prompts;
+        if let Some(s) = self.sessions.get_mut(id) {
+            s.tap.last_prompt = n;
+            if let Some(needle) = needle_of(text) {
+                s.tap.needle = Some(needle);
+            }
+        }
+    }
+
+    /// Which session a call belongs to.
+    fn tap_session(&self, call: &TapCall) -> Option<String> {
+        if let Some(h) = &call.session_header
+            && self.sessions.contains_key(h)
+        {
+            return Some(h.clone());
+        }
+        let carrying = |s: &Session| s.tap.needle.as_deref().is_some_and(|n| carries(&call.body, n));
+        let in_turn: Vec<(&String, &Session)> =
+            self.sessions.iter().filter(|(_, s)| s.turn_owner.is_some()).collect();
+        if let [(id, _)] = in_turn.as_slice() {
+            return Some((*id).clone());
+        }
+        // Several turns in flight, or none: the session whose prompt the request carries.
+        let pool: Vec<(&String, &Session)> =
+            if in_turn.is_empty() { self.sessions.iter().collect() } else { in_turn };
+        let matching: Vec<&(&String, &Session)> = pool.iter().filter(|(_, s)| carrying(s)).collect();
+        if let [(id, _)] = matching.as_slice() {
+            return Some((*id).clone());
+        }
+        let candidates = if matching.is_empty() { pool.iter().collect() } else { matching };
+        candidates.into_iter().max_by_key(|(_, s)| s.tap.last_prompt).map(|(id, _)| (*id).clone())
+    }
+
+    /// Counts a call the tap saw.
+    pub fn tap_call(&mut self, call: TapCall) {
+        let Some(id) = self.tap_session(&call) else {
+            // No session yet (a call made while the agent starts): the first session has it.
+            self.tap_unclaimed.push(call);
+            return;
+        };
+        for early in std::mem::take(&mut self.tap_unclaimed) {
+            self.count_tap_call(&id, early);
+        }
+        self.count_tap_call(&id, call);
+    }
+
+    fn count_tap_call(&mut self, id: &str, call: TapCall) {
+        let (window_percent, remembered_size) = self.context_parts(id);
+        let profile = self.profile;
+        let cx = Context {
+            catalog: &self.settings.catalog,
+            default_window: self.settings.default_window,
+            window_percent,
+            remembered_size,
+        };
+        let Some(s) = self.sessions.get_mut(id) else { return };
+        let role = if !call.request.has_tools || profile.is_side_call(&call.body) {
+            Role::Side
+        } else {
+            match (s.tap.main_system, call.request.system_fingerprint) {
+                (Some(main), Some(this)) if main == this => Role::Main,
+                (Some(_), _) => Role::Subagent,
+                (None, this) => {
+                    let carries_prompt =
+                        s.tap.needle.as_deref().is_none_or(|n| carries(&call.body, n));
+                    if carries_prompt {
+                        s.tap.main_system = this;
+                        Role::Main
+                    } else {
+                        Role::Subagent
+                    }
+                }
+            }
+        };
+        tracing::debug!(
+            session = id,
+            role = role.as_str(),
+            model = call.record.model.as_deref().unwrap_or("?"),
+            input = call.record.input,
+            output = call.record.output,
+            complete = call.complete,
+            estimated = call.estimated,
+            "tap: a model call"
+        );
+        if role == Role::Main
+            && let Some(model) = &call.record.model
+        {
+            s.ledger.model_seen(model);
+        }
+        s.ledger.tap_call(call.record, role, &cx);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn needles_are_runs_json_keeps_as_they_are() {
+        assert_eq!(
+            needle_of("Fix the \"parser\" in module foo.rs please").as_deref(),
+            Some("in module foo.rs please")
+        );
+        assert_eq!(needle_of("Refactor the tokenizer module now").as_deref(), Some("Refactor the tokenizer module now"));
+        assert_eq!(needle_of("short"), None);
+        assert_eq!(needle_of("ünïcödé ünïcödé").as_deref(), None);
+        let long = "x".repeat(200);
+        assert_eq!(needle_of(&long).map(|n| n.len()), Some(80));
+    }
+}

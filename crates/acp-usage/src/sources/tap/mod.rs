@@ -1,0 +1,135 @@
+//! The LLM-API tap: a reverse proxy on 127.0.0.1 that the agent's model calls go through, and
+//! the usage read from a copy of each response.
+//!
+//! acp-usage starts the agent with its base-URL settings pointed at
+//! `http://127.0.0.1:PORT/<secret>/<route>` (`point.rs` says which settings, per profile). Each
+//! route stands for one upstream: the base URL the agent had, or the provider's public endpoint.
+//! A request is forwarded unchanged (`proxy.rs`); its response streams back as the upstream sends
+//! it while `watch.rs` reads the usage from a copy (`acp_usage_core::api`), and every billed call
+//! becomes a [`TapCall`] on a channel the relay reads. The tap runs on its own thread and runtime
+//! so that neither the relay nor the proxy ever waits for the other.
+
+mod decode;
+pub mod point;
+mod proxy;
+mod watch;
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use acp_usage_core::TokenRecord;
+use acp_usage_core::api::{Api, RequestInfo};
+use anyhow::Context as _;
+use bytes::Bytes;
+
+pub use point::{Pointing, point_agent};
+
+/// One upstream the tap forwards to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// The path segment after the secret that selects this route (`anthropic`, `openai`, ...).
+    pub name: String,
+    /// Where its requests go: scheme, host, port and base path (`https://api.anthropic.com`,
+    /// `http://127.0.0.1:8080/v1`), without a trailing slash.
+    pub upstream: String,
+}
+
+/// A billed model call the tap saw.
+#[derive(Debug)]
+pub struct TapCall {
+    /// Which API it was.
+    pub api: Api,
+    /// What the request said about itself (model, tools, system prompt fingerprint).
+    pub request: RequestInfo,
+    /// The request body, kept only for attribution by content (matching a session's prompt);
+    /// never logged or recorded.
+    pub body: Bytes,
+    /// The session id a header of the request named, when the agent sends one.
+    pub session_header: Option<String>,
+    /// The call's usage (model set from the response, else the request).
+    pub record: TokenRecord,
+    /// The provider's id of the message or response.
+    pub id: Option<String>,
+    /// The usage is the provider's final figure (false: the stream was cut; what was billed
+    /// before the cut).
+    pub complete: bool,
+    /// Counted from the content (an OpenAI Chat stream that did not ask for usage).
+    pub estimated: bool,
+    /// When the request arrived and when its usage was read, in Unix milliseconds.
+    pub started_ms: i64,
+    pub ended_ms: i64,
+}
+
+/// What the tap needs to start.
+#[derive(Debug, Clone)]
+pub struct TapConfig {
+    /// The routes, by name.
+    pub routes: Vec<Route>,
+    /// Request headers that carry the agent's session id, lowercase.
+    pub session_headers: Vec<String>,
+}
+
+/// A running tap.
+#[derive(Debug)]
+pub struct Tap {
+    /// The address it listens on (127.0.0.1, an ephemeral port).
+    pub addr: SocketAddr,
+    secret: String,
+}
+
+impl Tap {
+    /// Binds 127.0.0.1 on an ephemeral port and starts serving on a thread of its own; calls go
+    /// to `calls`. Fails only when the socket or the thread cannot be had.
+    pub fn start(
+        config: TapConfig,
+        calls: tokio::sync::mpsc::UnboundedSender<TapCall>,
+    ) -> anyhow::Result<Tap> {
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .context("cannot listen on 127.0.0.1")?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let secret = new_secret()?;
+        let client = proxy::upstream_client()?;
+        let state = Arc::new(proxy::State {
+            secret: secret.clone(),
+            routes: config.routes,
+            session_headers: config.session_headers,
+            client,
+            calls,
+        });
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("acp-usage-tap")
+            .enable_all()
+            .build()
+            .context("cannot start the tap's runtime")?;
+        std::thread::Builder::new().name("acp-usage-tap".into()).spawn(move || {
+            runtime.block_on(async move {
+                match tokio::net::TcpListener::from_std(listener) {
+                    Ok(listener) => proxy::serve(listener, state).await,
+                    Err(e) => tracing::warn!("the tap stopped: {e}"),
+                }
+            })
+        })?;
+        Ok(Tap { addr, secret })
+    }
+
+    /// The base URL of `route` to give the agent: `http://127.0.0.1:PORT/<secret>/<route>`.
+    pub fn base_url(&self, route: &str) -> String {
+        format!("http://{}/{}/{route}", self.addr, self.secret)
+    }
+}
+
+/// 192 random bits, hex: new for every run, so no other local process can guess the prefix.
+fn new_secret() -> anyhow::Result<String> {
+    let mut raw = [0u8; 24];
+    getrandom::fill(&mut raw).map_err(|e| anyhow::anyhow!("no randomness for the tap: {e}"))?;
+    Ok(raw.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

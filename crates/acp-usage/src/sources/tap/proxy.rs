@@ -1,0 +1,290 @@
+//! The tap's HTTP side: a hyper server on 127.0.0.1 that checks the secret, picks the route and
+//! forwards the request unchanged to the upstream through reqwest (rustls with the system's
+//! roots, `SSL_CERT_FILE`/`SSL_CERT_DIR`, `HTTPS_PROXY`/`NO_PROXY`).
+//!
+//! It is no open proxy: a request must start with the exact secret, the upstream comes from the
+//! route table and never from the request (absolute-form targets and CONNECT are refused, the
+//! `Host` header is dropped), and nothing of a request but its method, route and path (no query,
+//! which may hold a key) reaches a log line.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use acp_usage_core::api::{self, RequestInfo};
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+
+use super::watch::{Pending, Watched};
+use super::{Route, TapCall, now_ms};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type Body = BoxBody<Bytes, BoxError>;
+
+/// What every connection shares.
+#[derive(Debug)]
+pub(super) struct State {
+    pub secret: String,
+    pub routes: Vec<Route>,
+    pub session_headers: Vec<String>,
+    pub client: reqwest::Client,
+    pub calls: tokio::sync::mpsc::UnboundedSender<TapCall>,
+}
+
+/// The client to the upstreams: no redirects followed (the agent sees them as it would),
+/// proxies from the environment, the system's roots.
+pub(super) fn upstream_client() -> anyhow::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_native_certs(true)
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(Duration::from_secs(30))
+        .tcp_nodelay(true)
+        .pool_idle_timeout(Duration::from_secs(60))
+        .build()?)
+}
+
+/// Accepts connections until the process ends.
+pub(super) async fn serve(listener: tokio::net::TcpListener, state: Arc<State>) {
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(conn) => conn,
+            Err(e) => {
+                // Out of file descriptors and the like: wait a little rather than spin.
+                tracing::warn!("tap: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let state = state.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| handle(state.clone(), req));
+            let conn = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service);
+            if let Err(e) = conn.await {
+                tracing::debug!("tap: connection ended: {e}");
+            }
+        });
+    }
+}
+
+/// A response of the tap's own (the request was refused or the upstream could not be reached).
+fn own_response(status: StatusCode, message: &str) -> Response<Body> {
+    let body = serde_json::json!({
+        "type": "error",
+        "error": {"type": "acp_usage_tap_error", "message": message},
+    });
+    let mut resp = Response::new(
+        Full::new(Bytes::from(body.to_string())).map_err(|never| match never {}).boxed(),
+    );
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+/// Compares without stopping at the first differing byte, so the time taken says nothing of
+/// how much of a guess was right.
+fn same_secret(given: &str, secret: &str) -> bool {
+    given.len() == secret.len()
+        && given.bytes().zip(secret.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+}
+
+/// Splits `/<secret>/<route>/<rest>` into the route and the rest (with its leading slash).
+fn split_path<'a>(path: &'a str, secret: &str) -> Option<(&'a str, &'a str)> {
+    let path = path.strip_prefix('/')?;
+    let (given, after) = path.split_once('/').unwrap_or((path, ""));
+    if !same_secret(given, secret) {
+        return None;
+    }
+    let (route, rest) = match after.find('/') {
+        Some(i) => (&after[..i], &after[i..]),
+        None => (after, ""),
+    };
+    Some((route, rest))
+}
+
+/// Hop-by-hop headers (RFC 9110 section 7.6.1) and `Host`: never forwarded either way.
+fn hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            | "host"
+    )
+}
+
+fn forwardable(headers: &HeaderMap) -> HeaderMap {
+    // Headers named in `Connection` are hop-by-hop too.
+    let listed: Vec<String> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(',').map(|s| s.trim().to_ascii_lowercase()))
+        .collect();
+    let mut out = HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        if !hop_by_hop(name) && !listed.iter().any(|l| l == name.as_str()) {
+            out.append(name.clone(), value.clone());
+        }
+    }
+    out
+}
+
+async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    Ok(match forward(&state, req).await {
+        Ok(resp) => resp,
+        Err(resp) => resp,
+    })
+}
+
+async fn forward(state: &State, req: Request<Incoming>) -> Result<Response<Body>, Response<Body>> {
+    // No open proxy: only origin-form targets under the secret are served.
+    if req.method() == Method::CONNECT {
+        return Err(own_response(StatusCode::METHOD_NOT_ALLOWED, "CONNECT is not served"));
+    }
+    if req.uri().scheme().is_some() || req.uri().authority().is_some() {
+        return Err(own_response(StatusCode::BAD_REQUEST, "absolute-form targets are not served"));
+    }
+    let path = req.uri().path().to_owned();
+    let Some((route_name, rest)) = split_path(&path, &state.secret) else {
+        tracing::warn!(method = %req.method(), "tap: a request without the secret was refused");
+        return Err(own_response(StatusCode::FORBIDDEN, "not a path this tap serves"));
+    };
+    let Some(route) = state.routes.iter().find(|r| r.name == route_name) else {
+        return Err(own_response(StatusCode::NOT_FOUND, "no such route"));
+    };
+    let rest = rest.to_owned();
+    let query = req.uri().query().map(str::to_owned);
+    let url = match &query {
+        Some(q) => format!("{}{rest}?{q}", route.upstream),
+        None => format!("{}{rest}", route.upstream),
+    };
+    let method = req.method().clone();
+    let api = api::classify(method.as_str(), &rest);
+    tracing::debug!(%method, route = route_name, path = %rest, model_call = api.is_some(), "tap: request");
+
+    let (parts, body) = req.into_parts();
+    let session_header = state
+        .session_headers
+        .iter()
+        .find_map(|h| parts.headers.get(h.as_str()))
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    // The request body is read whole before it is forwarded: requests are sent at once and are
+    // small next to the response's time, and attribution reads it.
+    let body = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => {
+            tracing::debug!("tap: the agent's request body broke off: {e}");
+            return Err(own_response(StatusCode::BAD_REQUEST, "the request body broke off"));
+        }
+    };
+    let started_ms = now_ms();
+    let upstream = state
+        .client
+        .request(method, &url)
+        .headers(forwardable(&parts.headers))
+        .body(body.clone())
+        .send()
+        .await;
+    let upstream = match upstream {
+        Ok(resp) => resp,
+        Err(e) => {
+            // As close as the tap can come to what the agent would have seen: no response.
+            tracing::warn!(route = route_name, "tap: the upstream could not be reached: {}", root_cause(&e));
+            let message = format!(
+                "acp-usage tap: the upstream {} could not be reached: {}",
+                route.upstream,
+                root_cause(&e)
+            );
+            let status = if e.is_timeout() { StatusCode::GATEWAY_TIMEOUT } else { StatusCode::BAD_GATEWAY };
+            return Err(own_response(status, &message));
+        }
+    };
+
+    let status = upstream.status();
+    let mut resp = Response::builder().status(status).version(hyper::Version::HTTP_11);
+    if let Some(h) = resp.headers_mut() {
+        *h = forwardable(upstream.headers());
+    }
+    let watched = api.map(|api| {
+        let request = RequestInfo::read(api, &rest, &body);
+        let content_type = header_str(upstream.headers(), header::CONTENT_TYPE);
+        let encoding = header_str(upstream.headers(), header::CONTENT_ENCODING);
+        Pending {
+            api,
+            request,
+            body: body.clone(),
+            session_header,
+            started_ms,
+            status: status.as_u16(),
+            content_type,
+            encoding,
+            calls: state.calls.clone(),
+        }
+    });
+    let stream = Watched::new(upstream.bytes_stream(), watched.map(Pending::begin));
+    let body = StreamBody::new(futures_util::StreamExt::map(stream, |chunk| {
+        chunk.map(Frame::data).map_err(|e| Box::new(e) as BoxError)
+    }));
+    resp.body(BodyExt::boxed(body))
+        .map_err(|_| own_response(StatusCode::BAD_GATEWAY, "the upstream's response was malformed"))
+}
+
+fn header_str(headers: &HeaderMap, name: HeaderName) -> Option<String> {
+    headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
+}
+
+/// The innermost error's text: reqwest's outer message hides what went wrong.
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    cur.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_exact_secret_opens_a_route() {
+        let s = "00ff";
+        assert_eq!(split_path("/00ff/anthropic/v1/messages", s), Some(("anthropic", "/v1/messages")));
+        assert_eq!(split_path("/00ff/openai", s), Some(("openai", "")));
+        assert_eq!(split_path("/00fe/anthropic/v1/messages", s), None);
+        assert_eq!(split_path("/00ff0/anthropic", s), None);
+        assert_eq!(split_path("/anthropic/v1/messages", s), None);
+        assert_eq!(split_path("//00ff/anthropic", s), None);
+        assert_eq!(split_path("", s), None);
+    }
+
+    #[test]
+    fn hop_by_hop_and_connection_listed_headers_stay_behind() {
+        let mut h = HeaderMap::new();
+        h.insert("host", HeaderValue::from_static("127.0.0.1:1"));
+        h.insert("connection", HeaderValue::from_static("keep-alive, x-private"));
+        h.insert("x-private", HeaderValue::from_static("1"));
+        h.insert("x-api-key", HeaderValue::from_static("k"));
+        h.append("anthropic-beta", HeaderValue::from_static("a"));
+        h.append("anthropic-beta", HeaderValue::from_static("b"));
+        let out = forwardable(&h);
+        assert!(out.get("host").is_none() && out.get("x-private").is_none());
+        assert_eq!(out.get("x-api-key").unwrap(), "k");
+        assert_eq!(out.get_all("anthropic-beta").iter().count(), 2);
+    }
+}

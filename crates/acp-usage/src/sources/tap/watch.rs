@@ -1,0 +1,138 @@
+//! The copy the tap reads: a stream adapter around the upstream's body that hands every chunk on
+//! unchanged and feeds a decoded copy to the usage reader.
+//!
+//! The call is reported as soon as the reader has the provider's final usage, before the chunk
+//! that completed it goes to the agent. The agent cannot end its turn before it has that chunk,
+//! so the relay always holds a turn's calls by the time the agent's result arrives. A body that
+//! ends, breaks or is dropped (the agent hung up) reports whatever usage was seen, once.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use acp_usage_core::api::{Api, RequestInfo, UsageReader};
+use bytes::Bytes;
+use futures_util::Stream;
+
+use super::decode::Decoder;
+use super::{TapCall, now_ms};
+
+/// What is known of a model call when its response headers arrive.
+#[derive(Debug)]
+pub(super) struct Pending {
+    pub api: Api,
+    pub request: RequestInfo,
+    pub body: Bytes,
+    pub session_header: Option<String>,
+    pub started_ms: i64,
+    pub status: u16,
+    pub content_type: Option<String>,
+    pub encoding: Option<String>,
+    pub calls: tokio::sync::mpsc::UnboundedSender<TapCall>,
+}
+
+impl Pending {
+    /// Starts reading the response.
+    pub fn begin(self) -> Watch {
+        let reader = UsageReader::new(self.api, self.content_type.as_deref(), &self.request);
+        let decoder = Decoder::for_encoding(self.encoding.as_deref());
+        Watch { reader: Some(reader), decoder, pending: self }
+    }
+}
+
+/// A response being read.
+#[derive(Debug)]
+pub(super) struct Watch {
+    reader: Option<UsageReader>,
+    decoder: Decoder,
+    pending: Pending,
+}
+
+impl Watch {
+    fn feed(&mut self, chunk: &[u8]) {
+        if self.reader.is_none() {
+            return;
+        }
+        let decoded = self.decoder.push(chunk);
+        if let Some(reader) = &mut self.reader
+            && reader.feed(&decoded)
+        {
+            self.report();
+        }
+    }
+
+    /// Reports the call (once): what the reader has, if it saw any usage.
+    fn report(&mut self) {
+        let Some(mut reader) = self.reader.take() else { return };
+        let rest = self.decoder.finish();
+        if !rest.is_empty() {
+            reader.feed(&rest);
+        }
+        let Some(observed) = reader.finish(self.pending.status) else {
+            tracing::debug!(status = self.pending.status, "tap: a response without usage");
+            return;
+        };
+        let p = &mut self.pending;
+        let call = TapCall {
+            api: p.api,
+            request: std::mem::take(&mut p.request),
+            body: std::mem::take(&mut p.body),
+            session_header: p.session_header.take(),
+            record: observed.record,
+            id: observed.id,
+            complete: observed.complete,
+            estimated: observed.estimated,
+            started_ms: p.started_ms,
+            ended_ms: now_ms(),
+        };
+        // The relay may have ended: then nobody is counting any more.
+        let _ = p.calls.send(call);
+    }
+}
+
+/// The upstream's body, watched.
+pub(super) struct Watched<S> {
+    inner: S,
+    watch: Option<Watch>,
+}
+
+impl<S> Watched<S> {
+    pub fn new(inner: S, watch: Option<Watch>) -> Watched<S> {
+        Watched { inner, watch }
+    }
+}
+
+impl<S, E> Stream for Watched<S>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+{
+    type Item = Result<Bytes, E>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        let polled = Pin::new(&mut this.inner).poll_next(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(chunk))) => {
+                if let Some(w) = &mut this.watch {
+                    w.feed(chunk);
+                }
+            }
+            // The end, or a broken body: what was seen is what was billed.
+            Poll::Ready(Some(Err(_)) | None) => {
+                if let Some(w) = &mut this.watch {
+                    w.report();
+                }
+            }
+            Poll::Pending => {}
+        }
+        polled
+    }
+}
+
+impl<S> Drop for Watched<S> {
+    fn drop(&mut self) {
+        // The agent hung up before the end: the provider still billed what it had sent.
+        if let Some(w) = &mut self.watch {
+            w.report();
+        }
+    }
+}
