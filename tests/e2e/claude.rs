@@ -34,6 +34,7 @@ const EXPECT: Expect = Expect {
     resume: true,
     unrecorded_auxiliary: false,
     auxiliary_in_part: true,
+    tap: false,
 };
 
 /// Claude's own per-turn usage: Anthropic's disjoint counters.
@@ -208,4 +209,10 @@ fn claude_relay_fork() {
 fn claude_relay_clear() {
     let _lock = support::agent_lock(AGENT);
     flows::relay_clear(EXPECT);
+}
+
+#[test]
+fn claude_relay_turns_tapped() {
+    let _lock = support::agent_lock(AGENT);
+    flows::relay_turns_with(EXPECT.tapped(), &["--tap"]);
 }

@@ -46,6 +46,7 @@ const EXPECT: Expect = Expect {
     resume: false,
     unrecorded_auxiliary: false,
     auxiliary_in_part: false,
+    tap: false,
 };
 
 /// cline's data directory in a lab's scratch HOME (`CLINE_DATA_DIR`).

@@ -24,6 +24,7 @@ const EXPECT: Expect = Expect {
     resume: true,
     unrecorded_auxiliary: false,
     auxiliary_in_part: false,
+    tap: false,
 };
 
 /// One usage_update per call, `used` = the call's total, in call order.
@@ -103,4 +104,10 @@ fn codex_relay_turns_without_transcripts() {
     let _lock = support::agent_lock(AGENT);
     let expect = Expect { known: Known::Total, turn_exact: false, ..EXPECT };
     flows::relay_turns_with(expect, &["--transcripts", "off"]);
+}
+
+#[test]
+fn codex_relay_turns_tapped() {
+    let _lock = support::agent_lock(AGENT);
+    flows::relay_turns_with(EXPECT.tapped(), &["--tap"]);
 }

@@ -35,6 +35,7 @@ const EXPECT: Expect = Expect {
     resume: true,
     unrecorded_auxiliary: true,
     auxiliary_in_part: false,
+    tap: false,
 };
 
 /// The adapter's `usage_update` for one call: `used` = the call's total, `size` = the window, no
@@ -200,4 +201,10 @@ fn codex_ts_relay_turns_without_transcripts() {
     let _lock = support::agent_lock(AGENT);
     let expect = Expect { known: Known::Total, turn_exact: false, ..EXPECT };
     flows::relay_turns_with(expect, &["--transcripts", "off"]);
+}
+
+#[test]
+fn codex_ts_relay_turns_tapped() {
+    let _lock = support::agent_lock(AGENT);
+    flows::relay_turns_with(EXPECT.tapped(), &["--tap"]);
 }

@@ -34,6 +34,7 @@ const EXPECT: Expect = Expect {
     resume: false,
     unrecorded_auxiliary: false,
     auxiliary_in_part: false,
+    tap: false,
 };
 
 /// The ACP `Usage` Copilot reports for `usage` (input including the cache).

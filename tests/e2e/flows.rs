@@ -36,9 +36,24 @@ pub struct Expect {
     /// counts show them, except on a reopened process's first turn): the figures must cover
     /// every other call exactly and may include some or all of these ([`support::Slack`]).
     pub auxiliary_in_part: bool,
+    /// The relay runs with `--tap`: every billed call is seen, and the figures come from the
+    /// tap.
+    pub tap: bool,
 }
 
 impl Expect {
+    /// What to expect with `--tap`: every billed call counted, side calls included, exactly.
+    pub const fn tapped(self) -> Expect {
+        Expect {
+            known: Known::Everything,
+            turn_exact: true,
+            unrecorded_auxiliary: false,
+            auxiliary_in_part: false,
+            tap: true,
+            ..self
+        }
+    }
+
     /// With [`Expect::auxiliary_in_part`]: the turn's and the session's calls without the
     /// auxiliary ones, which become the checks' slack. Otherwise the calls as they are.
     fn set_slack<'a>(
@@ -357,6 +372,12 @@ fn check_turn(
                 "{phase}: the agent reports the whole turn, usage should be exact: {}",
                 turn.result
             )
+        });
+    }
+    if expect.tap {
+        let source = &turn.result["usage"]["_meta"]["acpUsage"]["source"];
+        checks.check(source == "tap", || {
+            format!("{phase}: with --tap the turn's usage should come from the tap: {}", turn.result)
         });
     }
     for update in turn.usage_updates() {

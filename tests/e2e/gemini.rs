@@ -25,6 +25,7 @@ const EXPECT: Expect = Expect {
     resume: false,
     unrecorded_auxiliary: false,
     auxiliary_in_part: false,
+    tap: false,
 };
 
 fn check_agent_turn(checks: &mut Checks, phase: &str, turn: &Turn) {
@@ -148,4 +149,10 @@ fn gemini_relay_turns_without_transcripts() {
     let _lock = support::agent_lock(AGENT);
     let expect = Expect { known: Known::Input, turn_exact: false, ..EXPECT };
     flows::relay_turns_with(expect, &["--transcripts", "off"]);
+}
+
+#[test]
+fn gemini_relay_turns_tapped() {
+    let _lock = support::agent_lock(AGENT);
+    flows::relay_turns_with(EXPECT.tapped(), &["--tap"]);
 }

@@ -33,6 +33,7 @@ const EXPECT: Expect = Expect {
     resume: true,
     unrecorded_auxiliary: true,
     auxiliary_in_part: false,
+    tap: false,
 };
 
 /// opencode's per-turn usage: the last call's Anthropic counters, zero cache counts left out.
@@ -238,4 +239,10 @@ fn opencode_relay_subagent() {
             main_calls: 2,
         },
     );
+}
+
+#[test]
+fn opencode_relay_turns_tapped() {
+    let _lock = support::agent_lock(AGENT);
+    flows::relay_turns_with(EXPECT.tapped(), &["--tap"]);
 }

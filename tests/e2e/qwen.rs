@@ -28,6 +28,7 @@ const EXPECT: Expect = Expect {
     resume: true,
     unrecorded_auxiliary: true,
     auxiliary_in_part: false,
+    tap: false,
 };
 
 #[test]
@@ -98,4 +99,10 @@ fn qwen_relay_load_and_resume() {
     // Reloaded, the replay carries every call's usage: the history is exact. Resumed in a fresh
     // process, nothing is replayed: the state file carries the session's figures.
     flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
+}
+
+#[test]
+fn qwen_relay_turns_tapped() {
+    let _lock = support::agent_lock(AGENT);
+    flows::relay_turns_with(EXPECT.tapped(), &["--tap"]);
 }

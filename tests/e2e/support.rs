@@ -292,8 +292,9 @@ impl Checks {
         });
         let exact = exact.unwrap_or(false);
         if known == Known::Everything {
-            // Per-call records: the transcript's, or the agent's own per-call reports (qwen).
-            let per_call = meta["source"] == "transcript" || meta["source"] == "agent";
+            // Per-call records: the tap's, the transcript's, or the agent's own per-call
+            // reports (qwen).
+            let per_call = ["tap", "transcript", "agent"].iter().any(|s| meta["source"] == *s);
             self.check(exact && per_call, || {
                 format!("{phase}: the turn's usage should be exact, from per-call records: {usage}")
             });

@@ -78,6 +78,13 @@ pub struct RelayArgs {
     #[arg(long, value_enum, default_value_t = Transcripts::On)]
     pub transcripts: Transcripts,
 
+    /// Send the agent's LLM API calls through a tap on 127.0.0.1 that reads every call's usage
+    /// (exact, side calls included): the agent is started with its base-URL variables pointed
+    /// at the tap, which forwards each request unchanged to where it would have gone. Also
+    /// `tap = true` in the config file.
+    #[arg(long, env = "ACP_USAGE_TAP", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
+    pub tap: bool,
+
     /// Longest a turn's result waits for the agent's transcript to catch up, in milliseconds.
     #[arg(long, value_name = "MS", env = "ACP_USAGE_TRANSCRIPT_WAIT_MS", default_value_t = 1000)]
     pub transcript_wait_ms: u64,
@@ -201,6 +208,7 @@ impl From<RelayArgs> for RelayOptions {
             record: a.record,
             validate: a.validate,
             transcripts: a.transcripts.into(),
+            tap: a.tap,
             transcript_wait: Duration::from_millis(a.transcript_wait_ms),
             agent: a.agent,
         }

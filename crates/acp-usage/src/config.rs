@@ -6,6 +6,7 @@
 //! ```toml
 //! catalog = "litellm.json"   # a newer LiteLLM file or an override file, relative to this file
 //! default_window = 200000    # the context window when nothing else is known
+//! tap = true                 # send the agent's LLM API calls through the tap (`--tap`)
 //!
 //! [models."my-model"]        # same shape as an override file; USD per 1M tokens
 //! window = 200000
@@ -43,6 +44,8 @@ pub struct Settings {
     pub default_window: u64,
     /// The config file that was read, if any.
     pub config_file: Option<PathBuf>,
+    /// `tap = true`: the LLM-API tap is on.
+    pub tap: bool,
 }
 
 /// The config file's shape. Keys this version does not know are logged, not refused, so an
@@ -51,6 +54,7 @@ pub struct Settings {
 struct ConfigFile {
     catalog: Option<PathBuf>,
     default_window: Option<u64>,
+    tap: Option<bool>,
     #[serde(default)]
     models: BTreeMap<String, ModelOverride>,
     #[serde(flatten)]
@@ -88,12 +92,14 @@ pub fn load_from(
     let mut catalog = Catalog::embedded().clone();
     let mut default_window = DEFAULT_WINDOW;
     let mut config_file = None;
+    let mut tap = false;
 
     if let Some((path, explicit)) = config {
         match std::fs::read_to_string(&path) {
             Ok(text) => {
                 let file: ConfigFile = toml::from_str(&text)
                     .with_context(|| format!("in config file {}", path.display()))?;
+                tap = file.tap.unwrap_or(false);
                 apply_config(&path, file, &mut catalog, &mut default_window)?;
                 config_file = Some(path);
             }
@@ -110,7 +116,7 @@ pub fn load_from(
         apply_catalog_file(path, &mut catalog)?;
     }
     tracing::info!("catalog: {} models from {}", catalog.len(), catalog.source());
-    Ok(Settings { catalog, default_window, config_file })
+    Ok(Settings { catalog, default_window, config_file, tap })
 }
 
 /// Puts one config file's settings in place, in layering order.

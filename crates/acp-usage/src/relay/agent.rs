@@ -30,9 +30,15 @@ pub struct Pipes {
 
 /// Starts `argv` with piped stdin/stdout; its stderr is acp-usage's stderr.
 pub fn spawn(argv: &[String]) -> anyhow::Result<(Agent, Pipes)> {
+    spawn_with(argv, &[])
+}
+
+/// [`spawn`] with variables added to the agent's environment.
+pub fn spawn_with(argv: &[String], env: &[(String, String)]) -> anyhow::Result<(Agent, Pipes)> {
     let (program, args) = argv.split_first().context("no agent command given")?;
     let mut cmd = Command::new(program);
     cmd.args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

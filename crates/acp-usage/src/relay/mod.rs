@@ -73,6 +73,7 @@ use lines::{Framer, Piece};
 use live_validate::Live;
 use observer::{Observer, Outcome};
 pub use options::{AgentUsage, Options, RelayOptions, Transcripts};
+use profiles::Profile;
 pub use taps::Taps;
 
 /// Bytes read at a time from either side: a batch of lines. A line still arriving when the
@@ -121,9 +122,22 @@ struct Core {
     state_path: Option<std::path::PathBuf>,
     /// Whether anything learned was saved during the run (the last save is made at the end).
     learned_changed: bool,
+    /// The calls the LLM-API tap saw, when it runs.
+    tap_rx: Option<mpsc::UnboundedReceiver<crate::sources::tap::TapCall>>,
 }
 
 impl Core {
+    /// Counts the calls the tap has read. Called before the agent's lines are observed: the
+    /// tap reports a call before the agent has its last bytes, so a turn's calls are all in
+    /// by the time its result is.
+    fn drain_tap(&mut self) {
+        if let Some(rx) = &mut self.tap_rx {
+            while let Ok(call) = rx.try_recv() {
+                self.observer.tap_call(call);
+            }
+        }
+    }
+
     /// Hands the observer's transcript commands to the worker.
     fn send_commands(&mut self) {
         let commands = self.observer.take_commands();
@@ -174,7 +188,26 @@ where
     I: AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
 {
-    let (mut agent, pipes) = agent::spawn(&opts.argv)?;
+    let mut opts = opts;
+    let mut argv = opts.argv.clone();
+    let tapped = if opts.settings.tap {
+        let profile = opts
+            .settings
+            .forced_profile
+            .unwrap_or_else(|| Profile::detect(None, &opts.settings.command));
+        crate::sources::tap::start_for_agent(profile)
+    } else {
+        None
+    };
+    opts.settings.tap = tapped.is_some();
+    let (tap_env, tap_rx, tap_notify) = match tapped {
+        Some(t) => {
+            argv.extend(t.args);
+            (t.env, Some(t.calls), t.notify)
+        }
+        None => (Vec::new(), None, Arc::new(tokio::sync::Notify::new())),
+    };
+    let (mut agent, pipes) = agent::spawn_with(&argv, &tap_env)?;
     // Larger pipes to and from the agent: fewer wake-ups of either side per long line.
     lines::grow_pipe(std::os::fd::AsRawFd::as_raw_fd(&pipes.stdout));
     lines::grow_pipe(std::os::fd::AsRawFd::as_raw_fd(&pipes.stdin));
@@ -199,6 +232,7 @@ where
         worker,
         state_path: opts.state_path.clone(),
         learned_changed: false,
+        tap_rx,
     }));
     let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<Event>();
     let editor_pump = tokio::spawn(editor_pump(
@@ -271,6 +305,7 @@ where
                     agent_stdout_open = false;
                 }
             }
+            _ = tap_notify.notified() => lock(&core).drain_tap(),
             Some(update) = tr_rx.recv() => {
                 let mut c = lock(&core);
                 c.observer.transcript_update(update);
@@ -683,6 +718,7 @@ where
             }
             let owned = {
                 let mut c = lock(&core);
+                c.drain_tap();
                 for (range, env) in unowned {
                     let line = &buf[range];
                     c.taps.line(Dir::AgentToEditor, line, false);

@@ -36,6 +36,9 @@ pub struct RelayOptions {
     pub validate: bool,
     /// `--transcripts`: whether the agents' own transcripts are read.
     pub transcripts: Transcripts,
+    /// `--tap`: send the agent's LLM API calls through the tap (the config file's `tap = true`
+    /// turns it on too).
+    pub tap: bool,
     /// `--transcript-wait-ms`: longest a turn's result waits for the transcript to catch up.
     pub transcript_wait: Duration,
     /// The agent command and its arguments.
@@ -98,6 +101,7 @@ impl Options {
                 default_window: config.default_window,
                 learned: state_path.as_deref().map(crate::state::load).unwrap_or_default(),
                 transcripts,
+                tap: args.tap || config.tap,
             },
             state_path,
             transcripts: transcripts.then(Locations::from_process),

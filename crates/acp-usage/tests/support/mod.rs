@@ -39,6 +39,7 @@ pub fn settings(command: &[&str]) -> Settings {
         learned: Default::default(),
         // Transcripts are followed by the relay's worker; in-process tests feed none.
         transcripts: false,
+        tap: false,
     }
 }
 

@@ -61,7 +61,8 @@ impl Observer {
         {
             return Some(h.clone());
         }
-        let carrying = |s: &Session| s.tap.needle.as_deref().is_some_and(|n| carries(&call.body, n));
+        let carrying =
+            |s: &Session| s.tap.needle.as_deref().is_some_and(|n| carries(&call.body, n));
         let in_turn: Vec<(&String, &Session)> =
             self.sessions.iter().filter(|(_, s)| s.turn_owner.is_some()).collect();
         if let [(id, _)] = in_turn.as_slice() {
@@ -70,7 +71,8 @@ impl Observer {
         // Several turns in flight, or none: the session whose prompt the request carries.
         let pool: Vec<(&String, &Session)> =
             if in_turn.is_empty() { self.sessions.iter().collect() } else { in_turn };
-        let matching: Vec<&(&String, &Session)> = pool.iter().filter(|(_, s)| carrying(s)).collect();
+        let matching: Vec<&(&String, &Session)> =
+            pool.iter().filter(|(_, s)| carrying(s)).collect();
         if let [(id, _)] = matching.as_slice() {
             return Some((*id).clone());
         }
@@ -148,7 +150,10 @@ mod tests {
             needle_of("Fix the \"parser\" in module foo.rs please").as_deref(),
             Some("in module foo.rs please")
         );
-        assert_eq!(needle_of("Refactor the tokenizer module now").as_deref(), Some("Refactor the tokenizer module now"));
+        assert_eq!(
+            needle_of("Refactor the tokenizer module now").as_deref(),
+            Some("Refactor the tokenizer module now")
+        );
         assert_eq!(needle_of("short"), None);
         assert_eq!(needle_of("ünïcödé ünïcödé").as_deref(), None);
         let long = "x".repeat(200);

@@ -24,6 +24,8 @@ use bytes::Bytes;
 
 pub use point::{Pointing, point_agent};
 
+use crate::relay::profiles::Profile;
+
 /// One upstream the tap forwards to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
@@ -60,6 +62,49 @@ pub struct TapCall {
     pub ended_ms: i64,
 }
 
+/// A tap started for an agent: how to start the agent, and where its calls arrive.
+#[derive(Debug)]
+pub struct ForAgent {
+    /// The running tap.
+    pub tap: Tap,
+    /// Variables to set in the agent's environment.
+    pub env: Vec<(String, String)>,
+    /// Arguments to append to the agent's command line.
+    pub args: Vec<String>,
+    /// The calls, as the tap reads them.
+    pub calls: tokio::sync::mpsc::UnboundedReceiver<TapCall>,
+    /// Notified after each call is sent.
+    pub notify: Arc<tokio::sync::Notify>,
+}
+
+/// Starts the tap for an agent of `profile`, reading where its calls would go from this
+/// process's environment and the agent's config files. `None` (said on stderr) when it cannot
+/// start: the agent then runs untapped.
+pub fn start_for_agent(profile: Profile) -> Option<ForAgent> {
+    let env = |name: &str| std::env::var(name).ok();
+    let read = |path: &std::path::Path| std::fs::read_to_string(path).ok();
+    let pointing = point_agent(profile, &env, &read);
+    let (tx, calls) = tokio::sync::mpsc::unbounded_channel();
+    let notify = Arc::new(tokio::sync::Notify::new());
+    let config = TapConfig {
+        routes: pointing.routes.clone(),
+        session_headers: pointing.session_headers.clone(),
+    };
+    match Tap::start(config, tx, notify.clone()) {
+        Ok(tap) => {
+            let resolved = pointing.resolve(|route| tap.base_url(route));
+            let names: Vec<&str> = resolved.env.iter().map(|(k, _)| k.as_str()).collect();
+            // Names only: values hold the secret, and upstream URLs may hold credentials.
+            tracing::info!(port = tap.addr.port(), vars = ?names, extra_args = resolved.args.len(), "tap: listening; the agent's base URLs point at it");
+            Some(ForAgent { tap, env: resolved.env, args: resolved.args, calls, notify })
+        }
+        Err(e) => {
+            tracing::error!("the LLM-API tap could not start ({e:#}); running the agent untapped");
+            None
+        }
+    }
+}
+
 /// What the tap needs to start.
 #[derive(Debug, Clone)]
 pub struct TapConfig {
@@ -83,6 +128,7 @@ impl Tap {
     pub fn start(
         config: TapConfig,
         calls: tokio::sync::mpsc::UnboundedSender<TapCall>,
+        notify: Arc<tokio::sync::Notify>,
     ) -> anyhow::Result<Tap> {
         let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .context("cannot listen on 127.0.0.1")?;
@@ -96,6 +142,7 @@ impl Tap {
             session_headers: config.session_headers,
             client,
             calls,
+            notify,
         });
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)

@@ -193,7 +193,7 @@ fn sanitize(name: &str) -> String {
 mod tests {
     use super::*;
 
-    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
         let pairs: Vec<(String, String)> =
             pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         move |k| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
@@ -229,7 +229,10 @@ mod tests {
         let (_, content) =
             resolved.env.iter().find(|(k, _)| k == "OPENCODE_CONFIG_CONTENT").unwrap();
         let v: serde_json::Value = serde_json::from_str(content).unwrap();
-        assert_eq!(v["provider"]["anthropic"]["options"]["baseURL"], "http://tap/opencode-anthropic");
+        assert_eq!(
+            v["provider"]["anthropic"]["options"]["baseURL"],
+            "http://tap/opencode-anthropic"
+        );
         assert_eq!(v["provider"]["anthropic"]["options"]["apiKey"], "x");
         assert!(p.routes.iter().any(|r| r.upstream == "http://127.0.0.1:7/v1"));
 
@@ -241,6 +244,9 @@ mod tests {
         };
         let p = point_agent(Profile::Codex, &env, &read);
         let resolved = p.resolve(|route| format!("http://tap/{route}"));
-        assert_eq!(resolved.args, vec!["-c", "model_providers.mock.base_url=\"http://tap/codex-mock\""]);
+        assert_eq!(
+            resolved.args,
+            vec!["-c", "model_providers.mock.base_url=\"http://tap/codex-mock\""]
+        );
     }
 }

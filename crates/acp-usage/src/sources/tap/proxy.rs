@@ -20,6 +20,7 @@ use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 
+use super::decode::Decoder;
 use super::watch::{Pending, Watched};
 use super::{Route, TapCall, now_ms};
 
@@ -34,6 +35,7 @@ pub(super) struct State {
     pub session_headers: Vec<String>,
     pub client: reqwest::Client,
     pub calls: tokio::sync::mpsc::UnboundedSender<TapCall>,
+    pub notify: std::sync::Arc<tokio::sync::Notify>,
 }
 
 /// The client to the upstreams: no redirects followed (the agent sees them as it would),
@@ -204,13 +206,18 @@ async fn forward(state: &State, req: Request<Incoming>) -> Result<Response<Body>
         Ok(resp) => resp,
         Err(e) => {
             // As close as the tap can come to what the agent would have seen: no response.
-            tracing::warn!(route = route_name, "tap: the upstream could not be reached: {}", root_cause(&e));
+            tracing::warn!(
+                route = route_name,
+                "tap: the upstream could not be reached: {}",
+                root_cause(&e)
+            );
             let message = format!(
                 "acp-usage tap: the upstream {} could not be reached: {}",
                 route.upstream,
                 root_cause(&e)
             );
-            let status = if e.is_timeout() { StatusCode::GATEWAY_TIMEOUT } else { StatusCode::BAD_GATEWAY };
+            let status =
+                if e.is_timeout() { StatusCode::GATEWAY_TIMEOUT } else { StatusCode::BAD_GATEWAY };
             return Err(own_response(status, &message));
         }
     };
@@ -220,20 +227,31 @@ async fn forward(state: &State, req: Request<Incoming>) -> Result<Response<Body>
     if let Some(h) = resp.headers_mut() {
         *h = forwardable(upstream.headers());
     }
+    // A compressed request (Codex can send zstd) is read decoded; it went out as it came.
+    let plain = match header_str(&parts.headers, header::CONTENT_ENCODING) {
+        Some(enc) if api.is_some() => {
+            let mut d = Decoder::for_encoding(Some(&enc));
+            let mut plain = d.push(&body);
+            plain.extend(d.finish());
+            Bytes::from(plain)
+        }
+        _ => body.clone(),
+    };
     let watched = api.map(|api| {
-        let request = RequestInfo::read(api, &rest, &body);
+        let request = RequestInfo::read(api, &rest, &plain);
         let content_type = header_str(upstream.headers(), header::CONTENT_TYPE);
         let encoding = header_str(upstream.headers(), header::CONTENT_ENCODING);
         Pending {
             api,
             request,
-            body: body.clone(),
+            body: plain,
             session_header,
             started_ms,
             status: status.as_u16(),
             content_type,
             encoding,
             calls: state.calls.clone(),
+            notify: state.notify.clone(),
         }
     });
     let stream = Watched::new(upstream.bytes_stream(), watched.map(Pending::begin));
@@ -264,7 +282,10 @@ mod tests {
     #[test]
     fn only_the_exact_secret_opens_a_route() {
         let s = "00ff";
-        assert_eq!(split_path("/00ff/anthropic/v1/messages", s), Some(("anthropic", "/v1/messages")));
+        assert_eq!(
+            split_path("/00ff/anthropic/v1/messages", s),
+            Some(("anthropic", "/v1/messages"))
+        );
         assert_eq!(split_path("/00ff/openai", s), Some(("openai", "")));
         assert_eq!(split_path("/00fe/anthropic/v1/messages", s), None);
         assert_eq!(split_path("/00ff0/anthropic", s), None);

@@ -28,6 +28,7 @@ pub(super) struct Pending {
     pub content_type: Option<String>,
     pub encoding: Option<String>,
     pub calls: tokio::sync::mpsc::UnboundedSender<TapCall>,
+    pub notify: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl Pending {
@@ -85,7 +86,9 @@ impl Watch {
             ended_ms: now_ms(),
         };
         // The relay may have ended: then nobody is counting any more.
-        let _ = p.calls.send(call);
+        if p.calls.send(call).is_ok() {
+            p.notify.notify_one();
+        }
     }
 }
 
