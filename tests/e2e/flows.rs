@@ -377,7 +377,10 @@ fn check_turn(
     if expect.tap {
         let source = &turn.result["usage"]["_meta"]["acpUsage"]["source"];
         checks.check(source == "tap", || {
-            format!("{phase}: with --tap the turn's usage should come from the tap: {}", turn.result)
+            format!(
+                "{phase}: with --tap the turn's usage should come from the tap: {}",
+                turn.result
+            )
         });
     }
     for update in turn.usage_updates() {

@@ -194,7 +194,7 @@ where
         let profile = opts
             .settings
             .forced_profile
-            .unwrap_or_else(|| Profile::detect(None, &opts.settings.command));
+            .unwrap_or_else(|| Profile::detect_before_start(&opts.settings.command));
         crate::sources::tap::start_for_agent(profile)
     } else {
         None

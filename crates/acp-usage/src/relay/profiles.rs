@@ -155,6 +155,20 @@ impl Profile {
             .unwrap_or(Profile::Generic)
     }
 
+    /// The profile the command line suggests before the agent has said its name (the tap must
+    /// point the agent before it starts): like [`Profile::detect`], then any path segment of
+    /// the command (`node .../codex-acp/dist/index.js`).
+    pub fn detect_before_start(command: &[String]) -> Profile {
+        match Profile::detect(None, command) {
+            Profile::Generic => {
+                let segments: Vec<String> =
+                    command.iter().flat_map(|a| a.split('/')).map(str::to_owned).collect();
+                Profile::detect(None, &segments)
+            }
+            p => p,
+        }
+    }
+
     /// The profile's name in logs and `_meta`.
     pub fn name(self) -> &'static str {
         match self {

@@ -49,9 +49,14 @@ pub struct Pointing {
     /// opencode's configuration with its providers' base URLs rewritten (route names in place of
     /// the URLs, filled in by [`Pointing::resolve`]).
     opencode_config: Option<serde_json::Value>,
-    /// Codex model providers whose `base_url` is overridden on the command line: provider id
-    /// and route.
+    /// Codex model providers whose `base_url` is overridden (on the command line for the zed
+    /// adapter, in `CODEX_CONFIG` for the TypeScript one): provider id and route.
     codex_providers: Vec<(String, String)>,
+    /// The user's own `CODEX_CONFIG` (a JSON object of config overrides), kept under ours.
+    codex_config: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The provider Codex uses, its whole definition, and its route: the TypeScript adapter
+    /// starts its app server with `-c` overrides of the provider named in `CODEX_CONFIG`.
+    codex_effective: Option<(String, serde_json::Value, String)>,
     /// Request headers that carry the agent's session id, lowercase.
     pub session_headers: Vec<String>,
 }
@@ -99,6 +104,20 @@ impl Pointing {
         for (provider, route) in &self.codex_providers {
             out.args.push("-c".into());
             out.args.push(format!("model_providers.{provider}.base_url=\"{}\"", base_url(route)));
+        }
+        if let Some((id, definition, route)) = &self.codex_effective {
+            let mut overrides = self.codex_config.clone().unwrap_or_default();
+            let mut definition = definition.clone();
+            definition["base_url"] = serde_json::Value::String(base_url(route));
+            overrides.insert("model_provider".into(), serde_json::Value::String(id.clone()));
+            let providers = overrides
+                .entry("model_providers")
+                .or_insert_with(|| serde_json::Value::Object(Default::default()));
+            if !providers.is_object() {
+                *providers = serde_json::Value::Object(Default::default());
+            }
+            providers[id.as_str()] = definition;
+            out.env.push(("CODEX_CONFIG".into(), serde_json::Value::Object(overrides).to_string()));
         }
         out
     }
@@ -177,10 +196,24 @@ fn point_codex(
     let Some(providers) = config.get("model_providers").and_then(|v| v.as_table()) else {
         return;
     };
+    p.codex_config = env("CODEX_CONFIG")
+        .and_then(|c| serde_json::from_str::<serde_json::Value>(&c).ok())
+        .and_then(|v| v.as_object().cloned());
+    let effective = env("MODEL_PROVIDER")
+        .or_else(|| {
+            let from = p.codex_config.as_ref()?.get("model_provider")?;
+            from.as_str().map(str::to_owned)
+        })
+        .or_else(|| config.get("model_provider").and_then(|v| v.as_str()).map(str::to_owned));
     for (id, provider) in providers {
         let Some(url) = provider.get("base_url").and_then(|v| v.as_str()) else { continue };
         let route = p.route(&format!("codex-{}", sanitize(id)), url);
-        p.codex_providers.push((id.clone(), route));
+        p.codex_providers.push((id.clone(), route.clone()));
+        if effective.as_deref() == Some(id.as_str())
+            && let Ok(definition) = serde_json::to_value(provider)
+        {
+            p.codex_effective = Some((id.clone(), definition, route));
+        }
     }
 }
 
@@ -247,6 +280,11 @@ mod tests {
         assert_eq!(
             resolved.args,
             vec!["-c", "model_providers.mock.base_url=\"http://tap/codex-mock\""]
+        );
+        let (_, overrides) = resolved.env.iter().find(|(k, _)| k == "CODEX_CONFIG").unwrap();
+        assert_eq!(
+            overrides,
+            r#"{"model_provider":"mock","model_providers":{"mock":{"base_url":"http://tap/codex-mock"}}}"#
         );
     }
 }
