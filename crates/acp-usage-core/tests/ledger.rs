@@ -4,7 +4,7 @@
 //! turn, `snap` prints the session snapshot. Expectations are snapshots: run with
 //! `UPDATE_EXPECT=1` to bless a deliberate change, then read the diff.
 
-use acp_usage_core::ledger::{Context, Ledger, TurnReport};
+use acp_usage_core::ledger::{Context, Ledger, Role, TurnReport};
 use acp_usage_core::{Catalog, Source, TokenRecord};
 use expect_test::{Expect, expect};
 
@@ -70,6 +70,14 @@ fn check(window_percent: u64, script: &str, expect: Expect) {
             "agent_used" => {
                 let used = n(&mut it);
                 ledger.agent_used(used, it.next() != Some("inexact"))
+            }
+            "tap" => {
+                let role = match it.next() {
+                    Some("main") => Role::Main,
+                    Some("subagent") => Role::Subagent,
+                    _ => Role::Side,
+                };
+                ledger.tap_call(record(&mut it), role, &cx)
             }
             "follow" => ledger.follow_transcript(),
             "tcall" => {
@@ -496,6 +504,37 @@ fn a_window_the_agent_reports_beats_every_guess_but_not_the_models_catalog_entry
             snap: used=0 (estimate inexact) split=None size=1000000 (agent) cost=- (estimate) model=None total=0 exact=true
             snap: used=0 (estimate inexact) split=None size=200000 (catalog) cost=- (estimate) model=Some("claude-sonnet-4-5") total=0 exact=true
             snap: used=0 (estimate inexact) split=None size=180000 (agent) cost=- (estimate) model=Some("claude-sonnet-4-5") total=0 exact=true
+        "#]],
+    );
+}
+
+#[test]
+fn tap_calls_merge_with_the_transcripts_and_side_calls_count_without_a_floor() {
+    // Claude Code: the tap sees the main call, the title (no tools: side) and a prompt
+    // suggestion that declares the main tools (the tap alone would call it main). The
+    // transcript records only the main call: the suggestion becomes a side call, `used` stays
+    // the main call's, and the agent's stated cost (its own table) no longer sets a floor.
+    check(
+        100,
+        "select claude-sonnet-4-5
+         follow
+         turn
+         prompt 5
+         tap main anthropic 12 9000 3000 0 7 claude-sonnet-4-5
+         tap side anthropic 150 0 0 0 12 claude-haiku-4-5
+         tap main anthropic 40 12000 0 0 30 claude-sonnet-4-5
+         tcall main anthropic 12 9000 3000 0 7 claude-sonnet-4-5
+         tturn
+         agent_cost 9.99
+         end
+         tap side anthropic 200 0 0 0 20 claude-haiku-4-5
+         snap",
+        expect![[r#"
+            learned baseline=12007
+              main: in=12012 out=7
+              side: in=12190 out=42
+            turn: in=24202 cr=21000 cw=3000 out=49 th=0 total=24251 calls=Some(3) src=tap cache=true cost=0.018471
+            snap: used=12019 (tap) split=Some((12012, 7)) size=200000 (catalog) cost=0.018771 (catalog) model=Some("claude-sonnet-4-5") total=24471 exact=true
         "#]],
     );
 }
