@@ -77,7 +77,7 @@ fn check(window_percent: u64, script: &str, expect: Expect) {
                     Some("subagent") => Role::Subagent,
                     _ => Role::Side,
                 };
-                ledger.tap_call(record(&mut it), role, &cx)
+                ledger.tap_call(record(&mut it), None, role, &cx)
             }
             "follow" => ledger.follow_transcript(),
             "tcall" => {
@@ -535,6 +535,37 @@ fn tap_calls_merge_with_the_transcripts_and_side_calls_count_without_a_floor() {
               side: in=12190 out=42
             turn: in=24202 cr=21000 cw=3000 out=49 th=0 total=24251 calls=Some(3) src=tap cache=true cost=0.018471
             snap: used=12019 (tap) split=Some((12012, 7)) size=200000 (catalog) cost=0.018771 (catalog) model=Some("claude-sonnet-4-5") total=24471 exact=true
+        "#]],
+    );
+}
+
+#[test]
+fn with_the_tap_the_agents_per_model_counts_add_no_side_calls() {
+    // Claude Code's title call ended after turn 1's result (the tap counted it between turns);
+    // turn 2's `modelUsage` increment includes it. It must not count twice.
+    check(
+        100,
+        "select claude-sonnet-4-5
+         turn
+         prompt 5
+         tap main anthropic 12 9000 3000 0 7 claude-sonnet-4-5
+         end
+         tap side anthropic 150 0 0 0 12 claude-haiku-4-5
+         turn
+         prompt 5
+         tap main anthropic 40 12000 0 0 30 claude-sonnet-4-5
+         agent_model anthropic 40 12000 0 0 30 claude-sonnet-4-5
+         agent_model anthropic 150 0 0 0 12 claude-haiku-4-5
+         models
+         end
+         snap",
+        expect![[r#"
+            learned baseline=12007
+              main: in=12012 out=7
+            turn: in=12012 cr=9000 cw=3000 out=7 th=0 total=12019 calls=Some(1) src=tap cache=true cost=0.014091
+              main: in=12040 out=30
+            turn: in=12040 cr=12000 cw=0 out=30 th=0 total=12070 calls=Some(1) src=tap cache=true cost=0.004170
+            snap: used=12070 (tap) split=Some((12040, 30)) size=200000 (catalog) cost=0.018471 (catalog) model=Some("claude-sonnet-4-5") total=24251 exact=true
         "#]],
     );
 }

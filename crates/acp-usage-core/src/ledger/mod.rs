@@ -107,6 +107,8 @@ struct Turn {
     agent_report: Option<(TokenRecord, TurnReport, Option<u64>)>,
     /// The calls the LLM-API tap saw during the turn, with the role its attribution gave them.
     tap_calls: Vec<tapped::TapCall>,
+    /// The transcript's keys of `exact_calls`, when it gave them (same order).
+    exact_keys: Vec<Option<String>>,
     stated_cost_before: Option<f64>,
     /// Context before the prompt: what the turn's first call can read from the prompt cache.
     start_ctx: u64,
@@ -412,13 +414,13 @@ impl Ledger {
     /// A model call the LLM-API tap saw, attributed to this session, made by `role` as far as
     /// the tap can tell. During a turn it joins the turn's calls (merged with the transcript's
     /// at the turn's end); between turns it counts at once.
-    pub fn tap_call(&mut self, rec: TokenRecord, role: Role, cx: &Context<'_>) {
+    pub fn tap_call(&mut self, rec: TokenRecord, id: Option<String>, role: Role, cx: &Context<'_>) {
         if !self.tap {
             self.tap = true;
             self.stated_cost = None;
         }
         match &mut self.turn {
-            Some(turn) => turn.tap_calls.push((rec, role)),
+            Some(turn) => turn.tap_calls.push((rec, id, role)),
             None => self.record_outside_turn(rec, Source::Tap, role == Role::Main, cx),
         }
     }
@@ -451,6 +453,17 @@ impl Ledger {
                     (rec, Source::Transcript, role)
                 })
                 .collect();
+            turn.exact_keys.clear();
+        }
+    }
+
+    /// [`Ledger::transcript_turn`] with each call's key in the transcript: where it is the
+    /// provider's message id (Claude Code's), a call the tap also saw is matched by it.
+    pub fn transcript_turn_keyed(&mut self, calls: Vec<(TokenRecord, bool, String)>) {
+        let keys = calls.iter().map(|(_, _, k)| Some(k.clone())).collect();
+        self.transcript_turn(calls.into_iter().map(|(rec, main, _)| (rec, main)).collect());
+        if let Some(turn) = &mut self.turn {
+            turn.exact_keys = keys;
         }
     }
 
@@ -502,7 +515,8 @@ impl Ledger {
         let mut turn = self.turn.take()?;
         if !turn.tap_calls.is_empty() {
             let others = std::mem::take(&mut turn.exact_calls);
-            turn.exact_calls = tapped::merge(std::mem::take(&mut turn.tap_calls), others);
+            let keys = std::mem::take(&mut turn.exact_keys);
+            turn.exact_calls = tapped::merge(std::mem::take(&mut turn.tap_calls), others, &keys);
         }
         let est = &turn.est_calls;
         let last_est = est.last().cloned().unwrap_or_default();
@@ -515,11 +529,15 @@ impl Ledger {
         let mut roles = RoleTotals::default();
         let (records, source, cache_known, thought_known, calls) = if !turn.exact_calls.is_empty() {
             let mut exact_calls = turn.exact_calls;
-            exact_calls.extend(
-                unseen_calls(&exact_calls, &turn.agent_models)
-                    .into_iter()
-                    .map(|rec| (rec, Source::Agent, Role::Side)),
-            );
+            // With the tap every call is seen as it ends, so the agent's per-model counts show
+            // nothing more: a side call they include may have been counted between turns.
+            if !self.tap {
+                exact_calls.extend(
+                    unseen_calls(&exact_calls, &turn.agent_models)
+                        .into_iter()
+                        .map(|rec| (rec, Source::Agent, Role::Side)),
+                );
+            }
             // The turn's source is that of the calls a source recorded one by one; side calls the
             // agent's per-model counts revealed show in the role breakdown.
             let source = exact_calls

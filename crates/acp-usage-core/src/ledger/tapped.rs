@@ -3,31 +3,40 @@
 //!
 //! The tap sees every billed call but can only guess who made it; the other source knows who
 //! made each call it records but misses calls (titles, suggestions, classifiers). A call both
-//! saw counts once, with the tap's figures and the other source's role. Two sources record the
-//! same call with the same counts, so within a turn equal counts are the same call (transcripts
-//! do not all keep the provider's message id). When another source covered the turn, a tap call
-//! it does not have is a call the agent made for itself: a side call.
+//! saw counts once, with the tap's figures and the other source's role: the same provider
+//! message id where the transcript keeps it (Claude Code's), else the same counts within the
+//! turn (Codex's, Gemini CLI's and opencode's records key calls their own way). When another
+//! source covered the turn, a tap call it does not have is a call the agent made for itself: a
+//! side call.
 
 use super::Role;
 use crate::tokens::{Source, TokenRecord};
 
-/// One call the tap saw: its record and the role the tap's attribution gave it.
-pub(super) type TapCall = (TokenRecord, Role);
+/// One call the tap saw: its record, the provider's id, and the role the tap's attribution
+/// gave it.
+pub(super) type TapCall = (TokenRecord, Option<String>, Role);
 
 fn same_call(a: &TokenRecord, b: &TokenRecord) -> bool {
     a.input == b.input && a.output == b.output && a.cache_read == b.cache_read
 }
 
 /// The turn's calls: the tap's, in the order it saw them, then calls only `others` had.
+/// `keys` are the other source's keys of its calls, in order, where it has them.
 pub(super) fn merge(
     tap: Vec<TapCall>,
     others: Vec<(TokenRecord, Source, Role)>,
+    keys: &[Option<String>],
 ) -> Vec<(TokenRecord, Source, Role)> {
     let covered = others.iter().any(|(_, _, role)| *role != Role::Side);
     let mut roles: Vec<Option<Role>> = vec![None; tap.len()];
     let mut only_others = Vec::new();
-    for (rec, source, role) in others {
-        match (0..tap.len()).find(|&i| roles[i].is_none() && same_call(&tap[i].0, &rec)) {
+    for (k, (rec, source, role)) in others.into_iter().enumerate() {
+        let key = keys.get(k).and_then(Option::as_deref);
+        let free = |i: &usize| roles[*i].is_none();
+        let by_id =
+            (0..tap.len()).filter(free).find(|&i| key.is_some() && tap[i].1.as_deref() == key);
+        let by_counts = || (0..tap.len()).filter(free).find(|&i| same_call(&tap[i].0, &rec));
+        match by_id.or_else(by_counts) {
             Some(i) => roles[i] = Some(role),
             None => only_others.push((rec, source, role)),
         }
@@ -35,7 +44,7 @@ pub(super) fn merge(
     let mut out: Vec<(TokenRecord, Source, Role)> = tap
         .into_iter()
         .zip(roles)
-        .map(|((rec, guessed), known)| {
+        .map(|((rec, _, guessed), known)| {
             let role = match known {
                 Some(role) => role,
                 None if covered => Role::Side,
@@ -58,13 +67,16 @@ mod tests {
 
     #[test]
     fn a_call_both_saw_counts_once_with_the_other_sources_role() {
-        let tap =
-            vec![(rec(100, 10), Role::Main), (rec(50, 5), Role::Main), (rec(9, 1), Role::Side)];
+        let tap = vec![
+            (rec(100, 10), None, Role::Main),
+            (rec(50, 5), None, Role::Main),
+            (rec(9, 1), None, Role::Side),
+        ];
         let transcript = vec![
             (rec(100, 10), Source::Transcript, Role::Main),
             (rec(50, 5), Source::Transcript, Role::Subagent),
         ];
-        let merged = merge(tap, transcript);
+        let merged = merge(tap, transcript, &[]);
         let roles: Vec<(u64, Source, Role)> =
             merged.iter().map(|(r, s, role)| (r.input, *s, *role)).collect();
         assert_eq!(
@@ -81,23 +93,36 @@ mod tests {
     fn calls_only_the_tap_saw_are_side_calls_when_another_source_covered_the_turn() {
         // Claude Code's prompt suggestion declares the main loop's tools: the tap alone would
         // call it main; the transcript, which records every main call, does not have it.
-        let tap = vec![(rec(100, 10), Role::Main), (rec(120, 4), Role::Main)];
+        let tap = vec![(rec(100, 10), None, Role::Main), (rec(120, 4), None, Role::Main)];
         let transcript = vec![(rec(100, 10), Source::Transcript, Role::Main)];
-        let merged = merge(tap, transcript);
+        let merged = merge(tap, transcript, &[]);
         assert_eq!(merged[1].2, Role::Side);
         // Without another source the tap's own attribution stands.
-        let merged = merge(vec![(rec(120, 4), Role::Main)], Vec::new());
+        let merged = merge(vec![(rec(120, 4), None, Role::Main)], Vec::new(), &[]);
         assert_eq!(merged[0].2, Role::Main);
+    }
+
+    #[test]
+    fn the_message_id_decides_before_the_counts() {
+        // Two calls with equal counts: the ids say which is which.
+        let tap = vec![
+            (rec(100, 10), Some("msg_a".to_owned()), Role::Main),
+            (rec(100, 10), Some("msg_b".to_owned()), Role::Main),
+        ];
+        let transcript = vec![(rec(100, 10), Source::Transcript, Role::Subagent)];
+        let merged = merge(tap, transcript, &[Some("msg_b".to_owned())]);
+        assert_eq!((merged[0].2, merged[1].2), (Role::Side, Role::Subagent));
     }
 
     #[test]
     fn calls_the_tap_missed_are_kept_with_their_source() {
         let merged = merge(
-            vec![(rec(100, 10), Role::Main)],
+            vec![(rec(100, 10), None, Role::Main)],
             vec![
                 (rec(100, 10), Source::Transcript, Role::Main),
                 (rec(7, 7), Source::Transcript, Role::Subagent),
             ],
+            &[],
         );
         assert_eq!(merged.len(), 2);
         assert_eq!((merged[1].0.input, merged[1].1), (7, Source::Transcript));

@@ -305,6 +305,13 @@ impl Follow {
     /// The turn's calls in order (main-agent flag with each), when the transcript has its end;
     /// `None` when the turn must be accounted from the ACP numbers. Closes the turn.
     pub fn end_turn(&mut self, now_ms: i64) -> Option<Vec<(TokenRecord, bool)>> {
+        let calls = self.end_turn_keyed(now_ms)?;
+        Some(calls.into_iter().map(|(rec, main, _)| (rec, main)).collect())
+    }
+
+    /// [`Follow::end_turn`] with each call's key (a provider's message id, where the format
+    /// keeps it), so that a call the tap also saw counts once.
+    pub fn end_turn_keyed(&mut self, now_ms: i64) -> Option<Vec<(TokenRecord, bool, String)>> {
         let turn = self.turn.take()?;
         let complete = if self.marks_turn_end {
             turn.end_seen
@@ -315,7 +322,13 @@ impl Follow {
             self.fallback_until_ms = Some(now_ms);
             return None;
         }
-        let calls = self.in_bucket(Bucket::Turn(turn.number));
+        let calls: Vec<(TokenRecord, bool, String)> = self
+            .order
+            .iter()
+            .filter_map(|k| self.calls.get(k).map(|c| (k, c)))
+            .filter(|(_, (_, b))| *b == Bucket::Turn(turn.number))
+            .map(|(k, (c, _))| (c.record.clone(), c.main, k.clone()))
+            .collect();
         (!calls.is_empty()).then_some(calls)
     }
 

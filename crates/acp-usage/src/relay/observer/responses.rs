@@ -85,9 +85,9 @@ impl Observer {
                 };
                 let owns_turn = s.turn_owner.as_deref() == Some(key.as_str());
                 if owns_turn
-                    && let Some(calls) = s.follow.as_mut().and_then(|f| f.end_turn(now_ms()))
+                    && let Some(calls) = s.follow.as_mut().and_then(|f| f.end_turn_keyed(now_ms()))
                 {
-                    s.ledger.transcript_turn(calls);
+                    s.ledger.transcript_turn_keyed(calls);
                 }
                 let turn = if owns_turn { s.ledger.end_turn(&cx) } else { None };
                 if owns_turn {

@@ -136,7 +136,7 @@ impl Observer {
         {
             s.ledger.model_seen(model);
         }
-        s.ledger.tap_call(call.record, role, &cx);
+        s.ledger.tap_call(call.record, call.id, role, &cx);
     }
 }
 

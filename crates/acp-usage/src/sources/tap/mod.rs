@@ -22,7 +22,7 @@ use acp_usage_core::api::{Api, RequestInfo};
 use anyhow::Context as _;
 use bytes::Bytes;
 
-pub use point::{Pointing, point_agent};
+pub use point::{Alternate, Pointing, point_agent};
 
 use crate::relay::profiles::Profile;
 
@@ -89,6 +89,7 @@ pub fn start_for_agent(profile: Profile) -> Option<ForAgent> {
     let config = TapConfig {
         routes: pointing.routes.clone(),
         session_headers: pointing.session_headers.clone(),
+        alternates: pointing.alternates.clone(),
     };
     match Tap::start(config, tx, notify.clone()) {
         Ok(tap) => {
@@ -112,6 +113,8 @@ pub struct TapConfig {
     pub routes: Vec<Route>,
     /// Request headers that carry the agent's session id, lowercase.
     pub session_headers: Vec<String>,
+    /// Routes whose requests carrying a header go to another upstream.
+    pub alternates: Vec<Alternate>,
 }
 
 /// A running tap.
@@ -140,6 +143,7 @@ impl Tap {
             secret: secret.clone(),
             routes: config.routes,
             session_headers: config.session_headers,
+            alternates: config.alternates,
             client,
             calls,
             notify,

@@ -1,42 +1,56 @@
 //! Pointing an agent at the tap: which base-URL settings each agent reads, and where each would
 //! have gone without the tap.
 //!
-//! Every agent gets the common variables (`ANTHROPIC_BASE_URL`, `OPENAI_BASE_URL`,
-//! `GOOGLE_GEMINI_BASE_URL`, `CODE_ASSIST_ENDPOINT`): setting one an agent does not read changes
-//! nothing. A variable the user had set is the route's upstream; otherwise the provider's public
-//! endpoint is. Settings that live in the agent's own configuration are rewritten where they can
-//! be without touching the user's files: opencode's `OPENCODE_CONFIG_CONTENT` provider base URLs,
-//! Codex's model providers through `-c` overrides on its command line, Copilot's BYOK provider
-//! URL. Logins through the provider's own endpoints (OAuth, subscriptions) go through the same
-//! routes: their tokens pass untouched.
+//! Each profile sets only the variables its agent reads (a variable set for nothing would send a
+//! tool's own API calls, run by the agent, through the tap). A variable the user had set is the
+//! route's upstream; otherwise the provider's public endpoint is, in the shape the agent's SDK
+//! expects (Anthropic's SDK without `/v1`, the AI SDK and OpenAI's with it). Settings that live in
+//! the agent's own configuration are rewritten without touching the user's files: opencode's
+//! `OPENCODE_CONFIG_CONTENT`, Codex's `-c` overrides (zed adapter) and `CODEX_CONFIG` (TypeScript
+//! adapter). `NO_PROXY` gains the loopback names, so that a proxy the user set for the agent does
+//! not swallow the tap's URL. Logins through the provider's own endpoints (OAuth, subscriptions)
+//! go through the same routes: their tokens pass untouched. The exact names come from each
+//! agent's shipped code (see the README's tap section).
 
 use super::Route;
 use crate::relay::profiles::Profile;
 
 /// A base-URL variable, its route and the public endpoint it defaults to.
-struct Common {
+struct Var {
     var: &'static str,
     route: &'static str,
     default: &'static str,
 }
 
-const COMMON: &[Common] = &[
-    // Claude Code, opencode's and cline's Anthropic providers: without `/v1`.
-    Common { var: "ANTHROPIC_BASE_URL", route: "anthropic", default: "https://api.anthropic.com" },
-    // The OpenAI SDKs (qwen-code, Codex's built-in provider): with `/v1`.
-    Common { var: "OPENAI_BASE_URL", route: "openai", default: "https://api.openai.com/v1" },
-    // Gemini CLI with an API key, and its Google-login endpoint (Code Assist).
-    Common {
-        var: "GOOGLE_GEMINI_BASE_URL",
-        route: "gemini",
-        default: "https://generativelanguage.googleapis.com",
-    },
-    Common {
-        var: "CODE_ASSIST_ENDPOINT",
-        route: "codeassist",
-        default: "https://cloudcode-pa.googleapis.com",
-    },
-];
+/// Anthropic's SDK (Claude Code, qwen-code's anthropic type): no `/v1`.
+const ANTHROPIC: Var =
+    Var { var: "ANTHROPIC_BASE_URL", route: "anthropic", default: "https://api.anthropic.com" };
+/// The AI SDK's Anthropic provider (opencode): with `/v1`.
+const ANTHROPIC_V1: Var = Var {
+    var: "ANTHROPIC_BASE_URL",
+    route: "anthropic-v1",
+    default: "https://api.anthropic.com/v1",
+};
+/// OpenAI's SDKs and the AI SDK: with `/v1`.
+const OPENAI: Var =
+    Var { var: "OPENAI_BASE_URL", route: "openai", default: "https://api.openai.com/v1" };
+/// Gemini CLI with an API key.
+const GEMINI: Var = Var {
+    var: "GOOGLE_GEMINI_BASE_URL",
+    route: "gemini",
+    default: "https://generativelanguage.googleapis.com",
+};
+/// Gemini CLI with a Google login (Code Assist).
+const CODE_ASSIST: Var = Var {
+    var: "CODE_ASSIST_ENDPOINT",
+    route: "codeassist",
+    default: "https://cloudcode-pa.googleapis.com",
+};
+
+/// Where Codex's ChatGPT login sends its model calls: an explicit `openai_base_url` captures
+/// them too, and they carry this header.
+const CHATGPT_CODEX: &str = "https://chatgpt.com/backend-api/codex";
+const CHATGPT_HEADER: &str = "chatgpt-account-id";
 
 /// How the agent is to be started so that its calls go through the tap.
 #[derive(Debug, Default, Clone)]
@@ -46,12 +60,18 @@ pub struct Pointing {
     /// Variables to set in the agent's environment: name, route, and what follows the route's
     /// base URL.
     pub env: Vec<(String, String, String)>,
+    /// Variables to set as they are (`NO_PROXY`).
+    pub literal_env: Vec<(String, String)>,
     /// opencode's configuration with its providers' base URLs rewritten (route names in place of
     /// the URLs, filled in by [`Pointing::resolve`]).
     opencode_config: Option<serde_json::Value>,
     /// Codex model providers whose `base_url` is overridden (on the command line for the zed
     /// adapter, in `CODEX_CONFIG` for the TypeScript one): provider id and route.
     codex_providers: Vec<(String, String)>,
+    /// The route of Codex's built-in `openai` provider, when it is the one in use.
+    codex_openai: Option<String>,
+    /// Routes whose requests go elsewhere when they carry a header (Codex's ChatGPT login).
+    pub alternates: Vec<Alternate>,
     /// The user's own `CODEX_CONFIG` (a JSON object of config overrides), kept under ours.
     codex_config: Option<serde_json::Map<String, serde_json::Value>>,
     /// The provider Codex uses, its whole definition, and its route: the TypeScript adapter
@@ -59,6 +79,15 @@ pub struct Pointing {
     codex_effective: Option<(String, serde_json::Value, String)>,
     /// Request headers that carry the agent's session id, lowercase.
     pub session_headers: Vec<String>,
+}
+
+/// A route's other upstream, for requests that carry `header`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Alternate {
+    pub route: String,
+    /// Lowercase header name.
+    pub header: String,
+    pub upstream: String,
 }
 
 /// The environment and arguments to start the agent with, once the tap listens.
@@ -88,6 +117,7 @@ impl Pointing {
         for (var, route, suffix) in &self.env {
             out.env.push((var.clone(), format!("{}{suffix}", base_url(route))));
         }
+        out.env.extend(self.literal_env.iter().cloned());
         if let Some(config) = &self.opencode_config {
             let mut config = config.clone();
             if let Some(providers) = config.get_mut("provider").and_then(|p| p.as_object_mut()) {
@@ -104,6 +134,14 @@ impl Pointing {
         for (provider, route) in &self.codex_providers {
             out.args.push("-c".into());
             out.args.push(format!("model_providers.{provider}.base_url=\"{}\"", base_url(route)));
+        }
+        if let Some(route) = &self.codex_openai {
+            let url = base_url(route);
+            out.args.push("-c".into());
+            out.args.push(format!("openai_base_url=\"{url}\""));
+            let mut overrides = self.codex_config.clone().unwrap_or_default();
+            overrides.insert("openai_base_url".into(), serde_json::Value::String(url));
+            out.env.push(("CODEX_CONFIG".into(), serde_json::Value::Object(overrides).to_string()));
         }
         if let Some((id, definition, route)) = &self.codex_effective {
             let mut overrides = self.codex_config.clone().unwrap_or_default();
@@ -131,14 +169,39 @@ pub fn point_agent(
     read_file: &dyn Fn(&std::path::Path) -> Option<String>,
 ) -> Pointing {
     let mut p = Pointing::default();
-    for c in COMMON {
-        let upstream = env(c.var).filter(|v| !v.trim().is_empty());
-        let route = p.route(c.route, upstream.as_deref().unwrap_or(c.default));
-        p.env.push((c.var.to_owned(), route, String::new()));
-    }
+    let set = |p: &mut Pointing, v: &Var| {
+        let upstream = env(v.var).filter(|u| !u.trim().is_empty());
+        let route = p.route(v.route, upstream.as_deref().unwrap_or(v.default));
+        p.env.push((v.var.to_owned(), route, String::new()));
+    };
     match profile {
-        Profile::Opencode => point_opencode(&mut p, env),
+        Profile::Claude => set(&mut p, &ANTHROPIC),
+        Profile::Qwen => {
+            set(&mut p, &OPENAI);
+            set(&mut p, &ANTHROPIC);
+        }
+        Profile::Gemini => {
+            // With no auth type chosen, a base URL alone switches Gemini CLI to its `gateway`
+            // auth: the API-key route is pointed only when the user chose one (or had set it).
+            if env(GEMINI.var).is_some() || gemini_auth_chosen(env, read_file) {
+                set(&mut p, &GEMINI);
+            }
+            set(&mut p, &CODE_ASSIST);
+        }
+        Profile::Opencode => {
+            // Read only when the config names no base URL for the provider.
+            set(&mut p, &ANTHROPIC_V1);
+            set(&mut p, &OPENAI);
+            point_opencode(&mut p, env);
+        }
         Profile::Codex => point_codex(&mut p, env, read_file),
+        Profile::Generic => {
+            set(&mut p, &ANTHROPIC);
+            set(&mut p, &OPENAI);
+            set(&mut p, &GEMINI);
+        }
+        // cline keeps its base URL in `providers.json` only: not tapped (see the README).
+        Profile::Cline => {}
         Profile::Copilot => {
             // Copilot's BYOK provider (`COPILOT_PROVIDER_BASE_URL`); its GitHub endpoint is not
             // tapped (see the README).
@@ -147,14 +210,36 @@ pub fn point_agent(
                 p.env.push(("COPILOT_PROVIDER_BASE_URL".into(), route, String::new()));
             }
         }
-        _ => {}
     }
     p.session_headers = match profile {
         Profile::Claude => vec!["x-claude-code-session-id".into()],
-        Profile::Codex => vec!["session_id".into(), "conversation_id".into()],
+        Profile::Codex => vec!["session-id".into(), "thread-id".into()],
+        Profile::Opencode => vec!["x-session-affinity".into(), "x-session-id".into()],
         _ => Vec::new(),
     };
+    if !p.routes.is_empty() {
+        for var in ["NO_PROXY", "no_proxy"] {
+            let mut value = env(var).filter(|v| !v.trim().is_empty()).unwrap_or_default();
+            if !value.is_empty() {
+                value.push(',');
+            }
+            value.push_str("127.0.0.1,localhost");
+            p.literal_env.push((var.to_owned(), value));
+        }
+    }
     p
+}
+
+/// Whether Gemini CLI's settings name an auth type (`security.auth.selectedType`).
+fn gemini_auth_chosen(
+    env: &dyn Fn(&str) -> Option<String>,
+    read_file: &dyn Fn(&std::path::Path) -> Option<String>,
+) -> bool {
+    let Some(home) = env("GEMINI_CLI_HOME").or_else(|| env("HOME")) else { return false };
+    let path = std::path::Path::new(&home).join(".gemini").join("settings.json");
+    let Some(text) = read_file(&path) else { return false };
+    let Ok(settings) = serde_json::from_str::<serde_json::Value>(&text) else { return false };
+    settings.pointer("/security/auth/selectedType").is_some_and(|t| t.is_string())
 }
 
 /// opencode reads its providers' base URLs from `OPENCODE_CONFIG_CONTENT` (and its config
@@ -181,8 +266,11 @@ fn point_opencode(p: &mut Pointing, env: &dyn Fn(&str) -> Option<String>) {
     }
 }
 
-/// Codex's model providers from `$CODEX_HOME/config.toml`: a provider with a `base_url` gets
-/// a `-c model_providers.<id>.base_url=...` override (both adapters take Codex's `-c`).
+/// Codex: its model providers from `$CODEX_HOME/config.toml`, overridden for both adapters
+/// (the zed adapter takes `-c` on its command line; the TypeScript one passes `CODEX_CONFIG` to
+/// its threads and starts its app server with the provider that names), and its built-in
+/// `openai` provider through `openai_base_url` (Codex no longer reads `OPENAI_BASE_URL`), whose
+/// ChatGPT-login calls go to ChatGPT's backend instead.
 fn point_codex(
     p: &mut Pointing,
     env: &dyn Fn(&str) -> Option<String>,
@@ -191,29 +279,43 @@ fn point_codex(
     let home = env("CODEX_HOME")
         .map(std::path::PathBuf::from)
         .or_else(|| env("HOME").map(|h| std::path::Path::new(&h).join(".codex")));
-    let Some(text) = home.and_then(|h| read_file(&h.join("config.toml"))) else { return };
-    let Ok(config) = toml::from_str::<toml::Table>(&text) else { return };
-    let Some(providers) = config.get("model_providers").and_then(|v| v.as_table()) else {
-        return;
-    };
+    let config: toml::Table = home
+        .and_then(|h| read_file(&h.join("config.toml")))
+        .and_then(|text| toml::from_str(&text).ok())
+        .unwrap_or_default();
     p.codex_config = env("CODEX_CONFIG")
         .and_then(|c| serde_json::from_str::<serde_json::Value>(&c).ok())
         .and_then(|v| v.as_object().cloned());
+    let user_config = |key: &str| {
+        let from_env =
+            p.codex_config.as_ref().and_then(|c| c.get(key)?.as_str().map(str::to_owned));
+        from_env.or_else(|| config.get(key).and_then(|v| v.as_str()).map(str::to_owned))
+    };
     let effective = env("MODEL_PROVIDER")
-        .or_else(|| {
-            let from = p.codex_config.as_ref()?.get("model_provider")?;
-            from.as_str().map(str::to_owned)
-        })
-        .or_else(|| config.get("model_provider").and_then(|v| v.as_str()).map(str::to_owned));
-    for (id, provider) in providers {
-        let Some(url) = provider.get("base_url").and_then(|v| v.as_str()) else { continue };
-        let route = p.route(&format!("codex-{}", sanitize(id)), url);
-        p.codex_providers.push((id.clone(), route.clone()));
-        if effective.as_deref() == Some(id.as_str())
-            && let Ok(definition) = serde_json::to_value(provider)
-        {
-            p.codex_effective = Some((id.clone(), definition, route));
+        .or_else(|| user_config("model_provider"))
+        .unwrap_or_else(|| "openai".to_owned());
+    let openai_base = user_config("openai_base_url");
+    if let Some(providers) = config.get("model_providers").and_then(|v| v.as_table()) {
+        for (id, provider) in providers {
+            let Some(url) = provider.get("base_url").and_then(|v| v.as_str()) else { continue };
+            let route = p.route(&format!("codex-{}", sanitize(id)), url);
+            p.codex_providers.push((id.clone(), route.clone()));
+            if effective == *id
+                && let Ok(definition) = serde_json::to_value(provider)
+            {
+                p.codex_effective = Some((id.clone(), definition, route));
+            }
         }
+    }
+    if effective == "openai" && p.codex_effective.is_none() {
+        let upstream = openai_base.as_deref().unwrap_or(OPENAI.default);
+        let route = p.route("codex-openai", upstream);
+        p.alternates.push(Alternate {
+            route: route.clone(),
+            header: CHATGPT_HEADER.to_owned(),
+            upstream: CHATGPT_CODEX.to_owned(),
+        });
+        p.codex_openai = Some(route);
     }
 }
 
@@ -244,13 +346,44 @@ mod tests {
             p.routes.iter().find(|r| r.name == name).map(|r| r.upstream.clone()).unwrap()
         };
         assert_eq!(upstream("anthropic"), "http://127.0.0.1:9");
-        assert_eq!(upstream("openai"), "https://api.openai.com/v1");
+        // Claude Code reads no other base URL: no other variable is set.
+        assert_eq!(p.routes.len(), 1);
         let resolved = p.resolve(|route| format!("http://127.0.0.1:1/s/{route}"));
         assert!(resolved.env.contains(&(
             "ANTHROPIC_BASE_URL".to_owned(),
             "http://127.0.0.1:1/s/anthropic".to_owned()
         )));
         assert_eq!(p.session_headers, vec!["x-claude-code-session-id".to_owned()]);
+        assert!(resolved.env.contains(&("NO_PROXY".to_owned(), "127.0.0.1,localhost".to_owned())));
+    }
+
+    #[test]
+    fn codex_builtin_provider_goes_through_openai_base_url_and_chatgpt_elsewhere() {
+        let env = env_of(&[("CODEX_HOME", "/h"), ("no_proxy", "corp.example")]);
+        let p = point_agent(Profile::Codex, &env, &no_file);
+        let resolved = p.resolve(|route| format!("http://tap/{route}"));
+        assert_eq!(resolved.args, vec!["-c", "openai_base_url=\"http://tap/codex-openai\""]);
+        let (_, overrides) = resolved.env.iter().find(|(k, _)| k == "CODEX_CONFIG").unwrap();
+        assert_eq!(overrides, r#"{"openai_base_url":"http://tap/codex-openai"}"#);
+        assert_eq!(p.alternates[0].upstream, "https://chatgpt.com/backend-api/codex");
+        assert!(
+            resolved
+                .env
+                .contains(&("no_proxy".to_owned(), "corp.example,127.0.0.1,localhost".to_owned()))
+        );
+    }
+
+    #[test]
+    fn gemini_api_key_route_only_when_an_auth_type_is_chosen() {
+        let env = env_of(&[("GEMINI_CLI_HOME", "/g")]);
+        let p = point_agent(Profile::Gemini, &env, &no_file);
+        assert_eq!(p.routes.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["codeassist"]);
+        let chosen = |path: &std::path::Path| {
+            (path == std::path::Path::new("/g/.gemini/settings.json"))
+                .then(|| r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#.to_owned())
+        };
+        let p = point_agent(Profile::Gemini, &env, &chosen);
+        assert_eq!(p.routes.len(), 2);
     }
 
     #[test]

@@ -33,6 +33,7 @@ pub(super) struct State {
     pub secret: String,
     pub routes: Vec<Route>,
     pub session_headers: Vec<String>,
+    pub alternates: Vec<super::Alternate>,
     pub client: reqwest::Client,
     pub calls: tokio::sync::mpsc::UnboundedSender<TapCall>,
     pub notify: std::sync::Arc<tokio::sync::Notify>,
@@ -168,11 +169,21 @@ async fn forward(state: &State, req: Request<Incoming>) -> Result<Response<Body>
     let Some(route) = state.routes.iter().find(|r| r.name == route_name) else {
         return Err(own_response(StatusCode::NOT_FOUND, "no such route"));
     };
+    // The tap reads HTTP responses only: a WebSocket upgrade (Codex's built-in provider tries
+    // one first) is declined with 426, after which the agent uses HTTP at once.
+    if req.headers().get(header::UPGRADE).is_some() {
+        return Err(own_response(StatusCode::UPGRADE_REQUIRED, "the tap serves plain HTTP only"));
+    }
+    let upstream_base = state
+        .alternates
+        .iter()
+        .find(|a| a.route == route.name && req.headers().contains_key(a.header.as_str()))
+        .map_or(route.upstream.as_str(), |a| a.upstream.as_str());
     let rest = rest.to_owned();
     let query = req.uri().query().map(str::to_owned);
     let url = match &query {
-        Some(q) => format!("{}{rest}?{q}", route.upstream),
-        None => format!("{}{rest}", route.upstream),
+        Some(q) => format!("{upstream_base}{rest}?{q}"),
+        None => format!("{upstream_base}{rest}"),
     };
     let method = req.method().clone();
     let api = api::classify(method.as_str(), &rest);
@@ -213,7 +224,7 @@ async fn forward(state: &State, req: Request<Incoming>) -> Result<Response<Body>
             );
             let message = format!(
                 "acp-usage tap: the upstream {} could not be reached: {}",
-                route.upstream,
+                upstream_base,
                 root_cause(&e)
             );
             let status =
