@@ -50,6 +50,21 @@ pub struct Settings {
     pub tap: bool,
 }
 
+/// What a ledger needs from outside, for a session whose agent's parts are `(window percent,
+/// remembered size)` (see `Observer::context_parts`). A free function, so that it borrows only
+/// the settings while a session is borrowed mutably.
+fn ledger_context(
+    settings: &Settings,
+    (window_percent, remembered_size): (u64, Option<u64>),
+) -> Context<'_> {
+    Context {
+        catalog: &settings.catalog,
+        default_window: settings.default_window,
+        window_percent,
+        remembered_size,
+    }
+}
+
 /// What to write to the editor for one line from the agent.
 #[derive(Debug, Default, PartialEq)]
 pub struct Outcome {
@@ -299,13 +314,7 @@ impl Observer {
 
     /// What the transcript worker read.
     pub fn transcript_update(&mut self, update: Update) {
-        let (window_percent, remembered_size) = self.context_parts(&update.session);
-        let cx = Context {
-            catalog: &self.settings.catalog,
-            default_window: self.settings.default_window,
-            window_percent,
-            remembered_size,
-        };
+        let cx = ledger_context(&self.settings, self.context_parts(&update.session));
         let Some(s) = self.sessions.get_mut(&update.session) else { return };
         let Some(f) = &mut s.follow else { return };
         match update.kind {
@@ -754,13 +763,7 @@ impl Observer {
 
     fn snapshot(&mut self, id: &str) -> acp_usage_core::Snapshot {
         self.sync_baseline(id);
-        let (window_percent, remembered_size) = self.context_parts(id);
-        let cx = Context {
-            catalog: &self.settings.catalog,
-            default_window: self.settings.default_window,
-            window_percent,
-            remembered_size,
-        };
+        let cx = ledger_context(&self.settings, self.context_parts(id));
         let s = self.sessions.get(id).expect("session exists");
         let snap = s.ledger.snapshot(&cx);
         if matches!(snap.size_source, Source::Agent | Source::Catalog) && s.model_value.is_some() {

@@ -77,12 +77,7 @@ impl Observer {
                 if let Some(r) = &result {
                     profile.on_prompt_result(&mut s.ledger, r);
                 }
-                let cx = Context {
-                    catalog: &self.settings.catalog,
-                    default_window: self.settings.default_window,
-                    window_percent: cx_owned.0,
-                    remembered_size: cx_owned.1,
-                };
+                let cx = ledger_context(&self.settings, cx_owned);
                 let owns_turn = s.turn_owner.as_deref() == Some(key.as_str());
                 if owns_turn
                     && let Some(calls) = s.follow.as_mut().and_then(|f| f.end_turn_keyed(now_ms()))

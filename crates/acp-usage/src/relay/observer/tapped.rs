@@ -9,9 +9,9 @@
 //! session's prompt tells which system prompt is the main one. When the transcript (or the
 //! agent's per-call reports) covered the turn, the ledger corrects these guesses.
 
-use acp_usage_core::ledger::{Context, Role};
+use acp_usage_core::ledger::Role;
 
-use super::{Observer, Session};
+use super::{Observer, Session, ledger_context};
 use crate::sources::tap::TapCall;
 
 /// What a session's attribution remembers.
@@ -94,14 +94,8 @@ impl Observer {
     }
 
     fn count_tap_call(&mut self, id: &str, call: TapCall) {
-        let (window_percent, remembered_size) = self.context_parts(id);
         let profile = self.profile;
-        let cx = Context {
-            catalog: &self.settings.catalog,
-            default_window: self.settings.default_window,
-            window_percent,
-            remembered_size,
-        };
+        let cx = ledger_context(&self.settings, self.context_parts(id));
         let Some(s) = self.sessions.get_mut(id) else { return };
         let role = if !call.request.has_tools || profile.is_side_call(&call.body) {
             Role::Side

@@ -39,13 +39,7 @@ impl Observer {
             "agent_message_chunk" => {
                 s.ledger.output_tokens(content::update_tokens(update, family), false);
                 if let Some((rec, role)) = profile.call_in_chunk(params.get()) {
-                    let (window_percent, remembered_size) = self.context_parts(id);
-                    let cx = Context {
-                        catalog: &self.settings.catalog,
-                        default_window: self.settings.default_window,
-                        window_percent,
-                        remembered_size,
-                    };
+                    let cx = ledger_context(&self.settings, self.context_parts(id));
                     let s = self.sessions.get_mut(id).expect("the session exists");
                     s.ledger.record_call_as(rec, Source::Agent, role, &cx);
                 }
@@ -112,13 +106,7 @@ impl Observer {
     /// A reopened or forked session's history, when its transcript was read: its cost, totals
     /// and `used` are the transcript's.
     pub(super) fn settle_history(&mut self, id: &str) {
-        let (window_percent, remembered_size) = self.context_parts(id);
-        let cx = Context {
-            catalog: &self.settings.catalog,
-            default_window: self.settings.default_window,
-            window_percent,
-            remembered_size,
-        };
+        let cx = ledger_context(&self.settings, self.context_parts(id));
         let Some(s) = self.sessions.get_mut(id) else { return };
         let replayed = std::mem::take(&mut s.replayed_calls);
         // An empty history says nothing (a fork's transcript holds only its parent's calls,
