@@ -52,6 +52,8 @@ fn check(window_percent: u64, script: &str, expect: Expect) {
         let cmd = it.next().unwrap();
         match cmd {
             "restored" => ledger = Ledger::restored(),
+            // A new process reopens the session with what this one would save.
+            "reopen" => ledger = Ledger::carried_over(ledger.carry(&cx)),
             "select" => {
                 let model = it.next().map(str::to_string).filter(|m| m != "-");
                 let window = it.next().map(|w| w.parse().unwrap());
@@ -566,6 +568,41 @@ fn with_the_tap_the_agents_per_model_counts_add_no_side_calls() {
               main: in=12040 out=30
             turn: in=12040 cr=12000 cw=0 out=30 th=0 total=12070 calls=Some(1) src=tap cache=true cost=0.004170
             snap: used=12070 (tap) split=Some((12040, 30)) size=200000 (catalog) cost=0.018471 (catalog) model=Some("claude-sonnet-4-5") total=24251 exact=true
+        "#]],
+    );
+}
+
+#[test]
+fn a_reopened_session_keeps_the_side_calls_an_earlier_tapped_run_counted() {
+    // The first run counted a title the transcript does not hold; reloaded in a new process,
+    // the transcript's history would drop it. Then the session goes on outside acp-usage and
+    // its transcript holds more than was carried: the transcript wins.
+    check(
+        100,
+        "select claude-sonnet-4-5
+         turn
+         prompt 5
+         tap main anthropic 12 9000 3000 0 7 claude-sonnet-4-5
+         tap side anthropic 150 0 0 0 12 claude-haiku-4-5
+         end
+         snap
+         reopen
+         tcall main anthropic 12 9000 3000 0 7 claude-sonnet-4-5
+         thistory
+         snap
+         reopen
+         tcall main anthropic 12 9000 3000 0 7 claude-sonnet-4-5
+         tcall main anthropic 40 12000 0 0 30 claude-sonnet-4-5
+         thistory
+         snap",
+        expect![[r#"
+            learned baseline=12007
+              main: in=12012 out=7
+              side: in=150 out=12
+            turn: in=12162 cr=9000 cw=3000 out=19 th=0 total=12181 calls=Some(2) src=tap cache=true cost=0.014301
+            snap: used=12019 (tap) split=Some((12012, 7)) size=200000 (catalog) cost=0.014301 (catalog) model=Some("claude-sonnet-4-5") total=12181 exact=true
+            snap: used=12019 (transcript) split=Some((12012, 7)) size=200000 (catalog) cost=0.014301 (catalog) model=Some("claude-sonnet-4-5") total=12181 exact=true
+            snap: used=12070 (transcript) split=Some((12040, 30)) size=200000 (catalog) cost=0.018261 (catalog) model=Some("claude-sonnet-4-5") total=24089 exact=true
         "#]],
     );
 }

@@ -469,9 +469,10 @@ impl Ledger {
     }
 
     /// A session's whole history, read from its transcript (`session/load`, `session/resume`,
-    /// `session/fork`): its cost, totals and `used` are the transcript's, whatever this ledger
-    /// or an earlier run of acp-usage had accounted.
+    /// `session/fork`): its `used` is the transcript's, and so are its cost and totals unless an
+    /// earlier run of acp-usage accounted more of it.
     pub fn transcript_history(&mut self, calls: &[(TokenRecord, bool)], cx: &Context<'_>) {
+        let carried = self.carried.take();
         let fresh = Ledger {
             selected_model: self.selected_model.take(),
             selected_window: self.selected_window.take(),
@@ -497,6 +498,21 @@ impl Ledger {
         }
         if !records.is_empty() {
             self.add_to_session(&records, Source::Transcript, 1, cx);
+        }
+        // An earlier run of acp-usage that saw more of the session than its transcript holds
+        // (the tap's side calls, Claude Code's titles from its per-model counts) carried a
+        // higher exact cost: that stands, and the transcript's sums are not added to it. A
+        // transcript that holds more (the session went on without acp-usage) wins.
+        if let Some(c) = carried.filter(|c| {
+            c.cost_exact
+                && c.cost.is_some_and(|k| k > self.priced_cost + 1e-9)
+                && c.totals.total() >= self.totals.total()
+        }) {
+            self.priced_cost = 0.0;
+            self.priced_calls = 0;
+            self.unpriced_calls = 0;
+            self.totals = TokenTotals::default();
+            self.carried = Some(Carried { used: None, ..c });
         }
     }
 

@@ -133,10 +133,15 @@ impl Core {
     /// tap reports a call before the agent has its last bytes, so a turn's calls are all in
     /// by the time its result is.
     fn drain_tap(&mut self) {
+        let mut any = false;
         if let Some(rx) = &mut self.tap_rx {
             while let Ok(call) = rx.try_recv() {
                 self.observer.tap_call(call);
+                any = true;
             }
+        }
+        if any {
+            self.save_learned();
         }
     }
 
