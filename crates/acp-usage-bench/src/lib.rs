@@ -1,5 +1,6 @@
 //! The benchmark of acp-usage: a synthetic ACP agent and client of the project's own, a raw
-//! byte-copy relay, and the runner that puts acp-usage side by side with them.
+//! byte-copy relay, and the runner that puts acp-usage side by side with them; and the LLM-API
+//! tap's benchmark ([`tap`]), in process, against a direct HTTP connection.
 //!
 //! The binaries are thin: `bench-agent` ([`agent`]), `bench-raw-relay` (a byte copy that parses
 //! nothing), `bench-client` (one scenario against any command) and `acp-usage-bench` (the
@@ -12,4 +13,5 @@ pub mod linebuf;
 pub mod procfs;
 pub mod scenario;
 pub mod stats;
+pub mod tap;
 pub mod wire;

@@ -1,6 +1,7 @@
 //! `acp-usage-bench`: builds (or finds) the synthetic agent, the raw byte-copy relay, acp-usage
 //! and the official ACP conductor, runs every scenario through each of them side by side, and
-//! prints medians with ratios to the raw copy.
+//! prints medians with ratios to the raw copy; then measures the LLM-API tap in process against
+//! a direct HTTP connection (`--tap` for that alone).
 //!
 //! `cargo run --release -p acp-usage-bench -- --help` lists the options.
 
@@ -15,12 +16,15 @@ use std::time::Duration;
 
 use acp_usage_bench::client::{self, Measurement, Target};
 use acp_usage_bench::scenario::{Kind, NAMES, Scenario};
-use acp_usage_bench::stats::{median, percentile};
+use acp_usage_bench::stats::{median, percentile, thousands};
+use acp_usage_bench::tap::{self, TapOptions};
 use clap::Parser;
 
 const CONDUCTOR: &str = "agent-client-protocol-conductor";
 const CONDUCTOR_VERSION: &str = "5.0.0";
 const RELAYS: [&str; 4] = ["direct", "raw-copy", "acp-usage", "conductor"];
+/// The tap benchmark's name among the scenarios.
+const TAP: &str = "tap";
 
 /// Side-by-side benchmark of acp-usage: a synthetic ACP agent streams through no relay
 /// ("direct", the client+agent ceiling), a raw byte copy (the physical limit of a relay),
@@ -32,6 +36,11 @@ const RELAYS: [&str; 4] = ["direct", "raw-copy", "acp-usage", "conductor"];
 /// lines), rtt (2,000 round trips), sessions (100 sessions interleaving prompts), load
 /// (session/load replaying 100,000 messages), slow (an editor reading a 64 MiB burst at 1 MB/s
 /// for its first 4 MB; run once).
+///
+/// tap (in this process, nothing to build): an LLM upstream on 127.0.0.1 answered directly and
+/// through acp-usage's LLM-API tap, interleaved: time to first byte of 2,000 small calls, MB/s
+/// of a 256 MiB event stream, small calls/s with 8 clients, whether the first event of a held
+/// stream gets through; every reply compared with what was served, every call's usage checked.
 #[derive(Debug, Parser)]
 #[command(name = "acp-usage-bench", version)]
 struct Args {
@@ -46,9 +55,21 @@ struct Args {
     #[arg(long, value_name = "RELAY", value_delimiter = ',')]
     only: Vec<String>,
     /// Only these scenarios (comma-separated): small, large-64k, large-1m, large-16m, rtt,
-    /// sessions, load, slow.
+    /// sessions, load, slow, tap.
     #[arg(long, value_name = "NAME", value_delimiter = ',')]
     scenario: Vec<String>,
+    /// Only the LLM-API tap benchmark (with --scenario: those and the tap).
+    #[arg(long)]
+    tap: bool,
+    /// Tap: small calls timed for time to first byte, each way [default: 2000; quick 300].
+    #[arg(long, value_name = "N")]
+    tap_requests: Option<usize>,
+    /// Tap: concurrent clients for calls per second [default: 8].
+    #[arg(long, value_name = "N")]
+    tap_clients: Option<usize>,
+    /// Tap: size of the long event stream, in MiB [default: 256; quick 16].
+    #[arg(long, value_name = "MIB")]
+    tap_stream_mib: Option<u64>,
     /// The acp-usage binary to measure (default: `cargo build --release -p acp-usage`, then
     /// target/release/acp-usage).
     #[arg(long, value_name = "PATH")]
@@ -97,19 +118,63 @@ fn run(args: Args) -> anyhow::Result<bool> {
     }
     let quick = args.quick;
     let runs = if quick && args.runs == 5 { 1 } else { args.runs.max(1) };
-    let names: Vec<&str> = if args.scenario.is_empty() {
-        NAMES.to_vec()
-    } else {
-        args.scenario.iter().map(String::as_str).collect()
+    // The tap is measured in this process, apart from the relays; it runs after them.
+    let mut names: Vec<&str> = match (args.scenario.is_empty(), args.tap) {
+        (true, true) => vec![TAP],
+        (true, false) => NAMES.iter().copied().chain([TAP]).collect(),
+        (false, _) => args.scenario.iter().map(String::as_str).collect(),
     };
+    let with_tap = args.tap || names.contains(&TAP);
+    names.retain(|n| *n != TAP);
     let scenarios = names
         .iter()
         .map(|n| {
             Scenario::by_name(n, quick).ok_or_else(|| {
-                anyhow::anyhow!("unknown scenario {n:?} (known: {})", NAMES.join(", "))
+                anyhow::anyhow!("unknown scenario {n:?} (known: {}, {TAP})", NAMES.join(", "))
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut ok = true;
+    if !scenarios.is_empty() {
+        ok &= run_relays(&args, &scenarios, runs)?;
+    }
+    if with_tap {
+        if scenarios.is_empty() {
+            println!("# acp-usage-bench: the LLM-API tap\n");
+        } else {
+            println!();
+        }
+        ok &= run_tap(&args, runs)?;
+    }
+    Ok(ok)
+}
+
+/// The tap benchmark; false when the tap got a call's accounting wrong.
+fn run_tap(args: &Args, runs: usize) -> anyhow::Result<bool> {
+    if cfg!(debug_assertions) {
+        eprintln!(
+            "note: the tap is measured inside this runner, a debug build: its figures are a debug build's (use cargo run --release)"
+        );
+    }
+    // A smoke run still alternates which way goes first.
+    let rounds = if args.quick && args.runs == 5 { 2 } else { runs };
+    let mut options = TapOptions::new(args.quick, rounds);
+    options.requests = args.tap_requests.unwrap_or(options.requests).max(1);
+    options.clients = args.tap_clients.unwrap_or(options.clients).max(1);
+    options.stream_mib = args.tap_stream_mib.unwrap_or(options.stream_mib).max(1);
+    let results = tap::run(&options)?;
+    println!("{}", results.table());
+    if !results.problems.is_empty() {
+        println!("Failures:");
+        for p in &results.problems {
+            println!("- tap: {p}");
+        }
+    }
+    Ok(results.problems.is_empty())
+}
+
+/// The relays side by side.
+fn run_relays(args: &Args, scenarios: &[Scenario], runs: usize) -> anyhow::Result<bool> {
     let wanted = |name: &str| {
         args.only.is_empty() || name == "raw-copy" || args.only.iter().any(|o| o == name)
     };
@@ -179,7 +244,7 @@ fn run(args: Args) -> anyhow::Result<bool> {
         relays.push(Relay { name: "acp-usage", target: t });
     }
     if wanted("conductor") && !args.no_conductor {
-        match conductor(&args, &root, &target_dir) {
+        match conductor(args, &root, &target_dir) {
             Some(path) => {
                 let t =
                     target(vec![path.into(), "agent".into(), agent.clone().into()], false, true);
@@ -199,7 +264,7 @@ fn run(args: Args) -> anyhow::Result<bool> {
     let mut results: BTreeMap<(&str, &str), Vec<Measurement>> = BTreeMap::new();
     let mut failed: BTreeMap<(&str, &str), String> = BTreeMap::new();
     for run in 0..runs {
-        for sc in &scenarios {
+        for sc in scenarios {
             let once = matches!(sc.kind, Kind::Slow { .. });
             if once && run > 0 {
                 continue;
@@ -233,10 +298,10 @@ fn run(args: Args) -> anyhow::Result<bool> {
 
     let names: Vec<&str> = relays.iter().map(|r| r.name).collect();
     let table = Table { relays: &names, results: &results, failed: &failed };
-    for sc in &scenarios {
+    for sc in scenarios {
         table.scenario(sc);
     }
-    table.summary(&scenarios);
+    table.summary(scenarios);
     if !failed.is_empty() {
         println!("\nFailures:");
         for ((relay, sc), e) in &failed {
@@ -327,21 +392,6 @@ fn brief(sc: &Scenario, m: &Measurement) -> String {
         _ => format!("{} msg/s", thousands(msgs_per_s(m))),
     };
     format!("{main}{cpu}{rss}, {} usage_update, {}", m.usage_updates, m.exit)
-}
-
-fn thousands(x: f64) -> String {
-    if !x.is_finite() {
-        return "-".into();
-    }
-    let s = format!("{:.0}", x);
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// A ratio with enough digits to tell small ones apart.

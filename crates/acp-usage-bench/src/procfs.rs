@@ -1,5 +1,6 @@
 //! What a relay process has used so far, read from `/proc`: CPU time (user + system, all its
-//! threads, not its children) and peak resident memory (`VmHWM`).
+//! threads, not its children) and peak resident memory (`VmHWM`); and the same of this process
+//! and its named threads, for the tap, which runs in process.
 
 use std::time::Duration;
 
@@ -54,6 +55,36 @@ pub fn cpu_ticks(stat: &str) -> Option<u64> {
     Some(utime + stime)
 }
 
+/// This process's resident set and its peak so far (`VmRSS`, `VmHWM`), in KiB.
+pub fn own_memory() -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    Some((status_kib(&status, "VmRSS:")?, status_kib(&status, "VmHWM:")?))
+}
+
+/// Resets this process's peak RSS to its current RSS (Linux 4.0 and later), so that a later
+/// `VmHWM` is the peak of what ran in between; false when the kernel refused.
+pub fn reset_own_peak() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// CPU time so far of this process's threads named `name` (their `comm`), from the scheduler's
+/// per-thread run time: how the tap, which runs in process on threads of its own, is measured.
+pub fn threads_cpu(name: &str) -> Option<Duration> {
+    let mut total = 0;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let path = task.ok()?.path();
+        let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        if comm.trim_end() != name {
+            continue;
+        }
+        // A thread that ended between the listing and this read has no more time to give.
+        if let Ok(s) = std::fs::read_to_string(path.join("schedstat")) {
+            total += s.split_ascii_whitespace().next()?.parse::<u64>().ok()?;
+        }
+    }
+    Some(Duration::from_nanos(total))
+}
+
 /// A `kB` field of `/proc/<pid>/status`.
 pub fn status_kib(status: &str, field: &str) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with(field))?;
@@ -73,5 +104,9 @@ mod tests {
         assert_eq!(status_kib(status, "Nope:"), None);
         let me = read(std::process::id()).unwrap();
         assert!(me.hwm_kib > 0);
+        let (rss, hwm) = own_memory().unwrap();
+        assert!(rss > 0 && hwm >= rss);
+        let this = std::fs::read_to_string("/proc/thread-self/comm").unwrap();
+        assert!(threads_cpu(this.trim_end()).is_some());
     }
 }

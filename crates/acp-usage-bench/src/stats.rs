@@ -1,4 +1,4 @@
-//! Medians and percentiles.
+//! Medians, percentiles, and numbers for people.
 
 /// The median (mean of the middle two for an even count); `None` when empty.
 pub fn median(values: &[f64]) -> Option<f64> {
@@ -22,6 +22,22 @@ pub fn percentile(values: &[f64], p: f64) -> Option<f64> {
     Some(v[rank.clamp(1, v.len()) - 1])
 }
 
+/// `1234567.8` as `1,234,568`; `-` when not finite.
+pub fn thousands(x: f64) -> String {
+    if !x.is_finite() {
+        return "-".into();
+    }
+    let s = format!("{:.0}", x);
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -36,5 +52,7 @@ mod tests {
         assert_eq!(percentile(&v, 99.0), Some(99.0));
         assert_eq!(percentile(&v, 100.0), Some(100.0));
         assert_eq!(percentile(&[5.0], 99.0), Some(5.0));
+        assert_eq!(thousands(1234567.8), "1,234,568");
+        assert_eq!(thousands(999.0), "999");
     }
 }
