@@ -112,7 +112,7 @@ impl UsageReader {
             self.framing = match chunk[0] {
                 b'{' | b'[' => Framing::Json(ValueFramer::new(self.limit)),
                 byte if self.declared_sse || byte.is_ascii_alphabetic() || byte == b':' => {
-                    Framing::Sse(SseFramer::new(self.limit))
+                    Framing::Sse(SseFramer::new(self.limit, self.reading.skips()))
                 }
                 _ => Framing::Unreadable,
             };
@@ -167,16 +167,17 @@ impl UsageReader {
 }
 
 impl Reading {
-    /// One SSE event.
-    fn event(&mut self, name: Option<&str>, data: &[u8]) {
-        let skipped = match (name, &*self) {
-            (Some(name), Reading::Anthropic(_)) => Messages::skips(name),
-            (Some(name), Reading::Responses(_)) => Responses::skips(name),
-            _ => false,
-        };
-        if skipped {
-            return;
+    /// The stream events this reader never looks at, by name.
+    fn skips(&self) -> fn(&str) -> bool {
+        match self {
+            Reading::Anthropic(_) => Messages::skips,
+            Reading::Responses(_) => Responses::skips,
+            Reading::Chat(_) | Reading::Gemini(_) => |_| false,
         }
+    }
+
+    /// One SSE event (the framer has dropped those [`Reading::skips`] names).
+    fn event(&mut self, _name: Option<&str>, data: &[u8]) {
         if data.trim_ascii() == b"[DONE]" {
             if let Reading::Chat(chat) = self {
                 chat.done();

@@ -4,12 +4,15 @@
 //! `\r\n` or a lone `\r`; a blank line ends an event; `data:` lines are joined with `\n`;
 //! `event:` names it; lines starting with `:` are comments; one space after the colon is
 //! dropped. Only the event in progress is kept, and an event beyond the size limit is skipped
-//! whole rather than read in part.
+//! whole rather than read in part. Speed matters here (the tap reads every byte of a stream as
+//! it passes): line ends are found with memchr, lines a piece holds whole are read in place, and
+//! the data of events the reader skips by name (text deltas) is never copied.
 
 /// See the module documentation.
 #[derive(Debug)]
 pub(super) struct SseFramer {
-    /// The line in progress.
+    /// The line in progress, when it began in an earlier piece (a line that a piece holds
+    /// whole is read where it is, never copied).
     line: Vec<u8>,
     /// The line in progress went beyond the limit; its bytes are being dropped.
     line_dropped: bool,
@@ -17,23 +20,30 @@ pub(super) struct SseFramer {
     after_cr: bool,
     /// The event's `data` lines so far, each followed by `\n`.
     data: Vec<u8>,
-    /// The event's `event:` name.
-    name: Option<String>,
-    /// The event went beyond the limit and will not be handed out.
+    /// The event's `event:` name (reused from event to event).
+    name: Vec<u8>,
+    named: bool,
+    /// The event went beyond the limit, or its name is one the reader skips: it will not be
+    /// handed out, and its data is not kept.
     dropped: bool,
+    /// Event names whose data the reader never looks at (the bulk of a stream: text deltas).
+    skips: fn(&str) -> bool,
     limit: usize,
 }
 
 impl SseFramer {
-    /// A framer that skips events (and lines) longer than `limit` bytes.
-    pub(super) fn new(limit: usize) -> SseFramer {
+    /// A framer that skips events (and lines) longer than `limit` bytes, and events whose name
+    /// `skips` says the reader does not want.
+    pub(super) fn new(limit: usize, skips: fn(&str) -> bool) -> SseFramer {
         SseFramer {
             line: Vec::new(),
             line_dropped: false,
             after_cr: false,
             data: Vec::new(),
-            name: None,
+            name: Vec::new(),
+            named: false,
             dropped: false,
+            skips,
             limit,
         }
     }
@@ -45,11 +55,11 @@ impl SseFramer {
             rest = &rest[1..];
         }
         while !rest.is_empty() {
-            let Some(end) = rest.iter().position(|&b| b == b'\n' || b == b'\r') else {
+            let Some(end) = memchr::memchr2(b'\n', b'\r', rest) else {
                 self.take_line_bytes(rest);
                 return;
             };
-            self.take_line_bytes(&rest[..end]);
+            let part = &rest[..end];
             let cr = rest[end] == b'\r';
             rest = &rest[end + 1..];
             if cr {
@@ -59,7 +69,13 @@ impl SseFramer {
                     None => self.after_cr = true,
                 }
             }
-            self.end_line(on_event);
+            if self.line.is_empty() && !self.line_dropped {
+                // The whole line is in this piece.
+                self.end_line(part, on_event);
+            } else {
+                self.take_line_bytes(part);
+                self.end_buffered_line(on_event);
+            }
         }
     }
 
@@ -67,7 +83,7 @@ impl SseFramer {
     /// since their bytes did arrive.
     pub(super) fn finish(&mut self, on_event: &mut impl FnMut(Option<&str>, &[u8])) {
         if !self.line.is_empty() || self.line_dropped {
-            self.end_line(on_event);
+            self.end_buffered_line(on_event);
         }
         self.dispatch(on_event);
     }
@@ -84,18 +100,25 @@ impl SseFramer {
         self.line.extend_from_slice(bytes);
     }
 
-    fn end_line(&mut self, on_event: &mut impl FnMut(Option<&str>, &[u8])) {
+    fn end_buffered_line(&mut self, on_event: &mut impl FnMut(Option<&str>, &[u8])) {
         if std::mem::take(&mut self.line_dropped) {
             self.dropped = true;
             self.data = Vec::new();
             return;
         }
-        if self.line.is_empty() {
+        let line = std::mem::take(&mut self.line);
+        self.end_line(&line, on_event);
+        // Keep the allocation for the next line that spans pieces.
+        self.line = line;
+        self.line.clear();
+    }
+
+    fn end_line(&mut self, line: &[u8], on_event: &mut impl FnMut(Option<&str>, &[u8])) {
+        if line.is_empty() {
             self.dispatch(on_event);
             return;
         }
-        let line = &self.line[..];
-        let (field, value) = match line.iter().position(|&b| b == b':') {
+        let (field, value) = match memchr::memchr(b':', line) {
             Some(colon) => {
                 let value = &line[colon + 1..];
                 (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
@@ -112,21 +135,29 @@ impl SseFramer {
                     self.data.push(b'\n');
                 }
             }
-            b"event" => self.name = Some(String::from_utf8_lossy(value).into_owned()),
+            b"event" => {
+                self.name.clear();
+                self.name.extend_from_slice(value);
+                self.named = true;
+                if std::str::from_utf8(value).is_ok_and(self.skips) {
+                    self.dropped = true;
+                    self.data.clear();
+                }
+            }
             // Comments (an empty field name), `id`, `retry` and unknown fields.
             _ => (),
         }
-        self.line.clear();
     }
 
     fn dispatch(&mut self, on_event: &mut impl FnMut(Option<&str>, &[u8])) {
         // An event without data lines is not an event (a keep-alive, or a name alone).
         if !self.dropped && !self.data.is_empty() {
             self.data.pop();
-            on_event(self.name.as_deref(), &self.data);
+            let name = self.named.then(|| String::from_utf8_lossy(&self.name));
+            on_event(name.as_deref(), &self.data);
         }
         self.data.clear();
-        self.name = None;
+        self.named = false;
         self.dropped = false;
     }
 }
@@ -136,7 +167,7 @@ mod tests {
     use super::*;
 
     fn events(stream: &[u8], piece: usize, limit: usize) -> Vec<(Option<String>, String)> {
-        let mut framer = SseFramer::new(limit);
+        let mut framer = SseFramer::new(limit, |_| false);
         let mut out = Vec::new();
         let mut sink = |name: Option<&str>, data: &[u8]| {
             out.push((name.map(str::to_owned), String::from_utf8_lossy(data).into_owned()));

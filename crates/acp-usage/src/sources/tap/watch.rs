@@ -53,10 +53,13 @@ impl Watch {
         if self.reader.is_none() {
             return;
         }
-        let decoded = self.decoder.push(chunk);
-        if let Some(reader) = &mut self.reader
-            && reader.feed(&decoded)
-        {
+        // Not compressed (nearly always): the chunk is read where it is.
+        let final_now = match (&mut self.reader, &mut self.decoder) {
+            (Some(reader), Decoder::Identity) => reader.feed(chunk),
+            (Some(reader), decoder) => reader.feed(&decoder.push(chunk)),
+            (None, _) => false,
+        };
+        if final_now {
             self.report();
         }
     }
