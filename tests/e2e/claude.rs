@@ -25,7 +25,7 @@ const WINDOW: u64 = 1_000_000;
 /// What Claude Code reports as `contextWindow` in a process that reloaded the session.
 const WINDOW_AFTER_RELOAD: u64 = 1_000_000;
 
-const EXPECT: Expect = Expect {
+pub(crate) const EXPECT: Expect = Expect {
     agent: AGENT,
     size: WINDOW,
     size_on_new: Some(WINDOW),

@@ -248,9 +248,13 @@ pub fn relay_turns(expect: Expect) {
 
 /// [`relay_turns`] with options for the relay (e.g. `--transcripts off`, the fallback).
 pub fn relay_turns_with(expect: Expect, relay_args: &[&str]) {
-    let agent = expect.agent;
-    let lab = Lab::new(agent, support::script(agent)).expect("lab");
-    let (client, mut checks, session_id) = relayed_session(expect, &lab, relay_args);
+    let lab = Lab::new(expect.agent, support::script(expect.agent)).expect("lab");
+    relay_turns_in(expect, &lab, relay_args);
+}
+
+/// [`relay_turns_with`] in a lab the caller prepared (e.g. the agent's base URL changed).
+pub fn relay_turns_in(expect: Expect, lab: &Lab, relay_args: &[&str]) {
+    let (client, mut checks, session_id) = relayed_session(expect, lab, relay_args);
     let new_id = support::last_request_id(&client, "session/new");
     match support::update_after_response(&client, &new_id, &session_id) {
         Ok(update) => {

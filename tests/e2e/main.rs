@@ -6,6 +6,10 @@
 //! - `*_relay_*`: the same sessions through `acp-usage`, every figure checked against the usage
 //!   the mock served. A figure table goes to stderr and `target/tmp/e2e-figures.txt`.
 //! - `relay_fake`: byte-exact forwarding and injection points, with a scripted agent.
+//! - `tap_proxy`: the LLM-API tap in process against upstreams the tests control: its security
+//!   (secret, no open proxy, loopback) and failure behaviour, streaming, compression, counting.
+//! - `tap_relay`: `acp-usage --tap` with a real agent: no credential or body in logs and
+//!   recordings, a tap that cannot start, and an upstream over TLS trusted through a test CA.
 //! - `validation`: real sessions recorded with `--record` and checked with `acp-usage validate`
 //!   and live `--validate` against schema/schema.json.
 //!
@@ -24,4 +28,6 @@ mod qwen;
 mod relay_fake;
 mod sdk_client;
 mod support;
+mod tap_proxy;
+mod tap_relay;
 mod validation;

@@ -59,8 +59,11 @@ impl Lab {
     pub fn relayed_with(&self, relay_args: &[&str]) -> anyhow::Result<AcpClient> {
         let mut spec = self.spec.wrapped(&relay::relay_binary()?, relay_args);
         spec.stderr_file = self.next_stderr_file("relay");
-        let level = std::env::var("ACP_USAGE_LOG").unwrap_or_else(|_| "debug".to_owned());
-        spec.set_env("ACP_USAGE_LOG", level);
+        // A level the lab's spec sets (a test that needs one) wins over the tests' own.
+        if spec.env_var("ACP_USAGE_LOG").is_none() {
+            let level = std::env::var("ACP_USAGE_LOG").unwrap_or_else(|_| "debug".to_owned());
+            spec.set_env("ACP_USAGE_LOG", level);
+        }
         spec.set_env("RUST_BACKTRACE", "1");
         // Claude Code writes its transcript up to ~0.5 s after answering on a loaded machine; a
         // wait that runs out makes the turn's figures the agent's, which the tests would call

@@ -5,11 +5,15 @@
 //! - [`client`]: a line-exact ACP client that answers the agent's requests.
 //! - [`agents`]: commands and scratch configuration for the real agents, pointed at the mock.
 //! - [`relay`]: locating (and building) the `acp-usage` binary under test.
+//! - [`raw_http`], [`tls_front`]: byte-exact HTTP/1.1 clients and upstreams, and a TLS front with
+//!   a test CA, for the LLM-API tap's tests.
 
 pub mod agents;
 pub mod client;
 pub mod lab;
 pub mod mock_llm;
+pub mod raw_http;
 pub mod relay;
 pub mod scratch;
 pub mod sdk_client;
+pub mod tls_front;
