@@ -216,3 +216,11 @@ fn claude_relay_turns_tapped() {
     let _lock = support::agent_lock(AGENT);
     flows::relay_turns_with(EXPECT.tapped(), &["--tap"]);
 }
+
+#[test]
+fn claude_relay_load_and_resume_tapped() {
+    let _lock = support::agent_lock(AGENT);
+    // The first run's side calls (title, classifier) are in no transcript: reopened, the
+    // session keeps the cost that run counted.
+    flows::relay_load_resume(EXPECT.tapped(), None, Some(WINDOW_AFTER_RELOAD));
+}

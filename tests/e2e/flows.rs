@@ -42,6 +42,11 @@ pub struct Expect {
 }
 
 impl Expect {
+    /// The relay options this expectation needs.
+    pub fn relay_args(&self) -> &'static [&'static str] {
+        if self.tap { &["--tap"] } else { &[] }
+    }
+
     /// What to expect with `--tap`: every billed call counted, side calls included, exactly.
     pub const fn tapped(self) -> Expect {
         Expect {
@@ -112,18 +117,19 @@ impl History {
 /// initialize, session/new, a plain prompt and a tool-use prompt, directly (no relay). The agent
 /// process has exited when this returns, so its transcripts are complete.
 pub fn direct_history(agent: Agent) -> anyhow::Result<History> {
-    history(agent, false)
+    history(agent, None)
 }
 
-/// The same session made through the relay, as a user of acp-usage makes them: the relay learns
-/// the agent's hidden context and keeps the session's accounting in the scratch HOME's state.
-pub fn relayed_history(agent: Agent) -> anyhow::Result<History> {
-    history(agent, true)
-}
-
-fn history(agent: Agent, relayed: bool) -> anyhow::Result<History> {
+/// initialize, session/new, a plain prompt and a tool-use prompt. `relay_args`: `None` runs the
+/// agent directly, else through the relay with these options (as a user of acp-usage makes them:
+/// the relay learns the agent's hidden context and keeps the session's accounting in the scratch
+/// HOME's state).
+fn history(agent: Agent, relay_args: Option<&[&str]>) -> anyhow::Result<History> {
     let lab = Lab::new(agent, support::script(agent))?;
-    let client = if relayed { lab.relayed()? } else { lab.direct()? };
+    let client = match relay_args {
+        Some(args) => lab.relayed_with(args)?,
+        None => lab.direct()?,
+    };
     let init = client.initialize()?;
     let new_result = client.new_session(&lab.scratch.work())?;
     let session_id = session_id(&new_result)?;
@@ -280,17 +286,7 @@ pub fn relay_turns_in(expect: Expect, lab: &Lab, relay_args: &[&str]) {
         if expect.tap {
             // The tap counts calls made between turns (qwen's memory extraction after a
             // result) at once: they are in the session's figures from the next update on.
-            let known: Vec<usize> = session_calls.iter().map(|c| c.seq).collect();
-            let between: Vec<Call> = lab
-                .mock
-                .calls()
-                .into_iter()
-                .filter(|c| c.kind.is_billed() && !known.contains(&c.seq))
-                .collect();
-            if !between.is_empty() {
-                eprintln!("{phase}: {} call(s) made between turns", between.len());
-            }
-            session_calls.extend(between);
+            add_between_turns(&mut session_calls, lab);
         }
         let turn = match run_turn(&client, &lab.mock, &session_id, prompt) {
             Ok(turn) => turn,
@@ -311,6 +307,22 @@ pub fn relay_turns_in(expect: Expect, lab: &Lab, relay_args: &[&str]) {
     drop(client);
     checks.transcript_waits("results held", lab.scratch.root());
     checks.finish();
+}
+
+/// Adds to `calls` the billed calls the mock served that it does not hold yet: calls made
+/// between turns, which the tap counts at once.
+fn add_between_turns(calls: &mut Vec<Call>, lab: &Lab) {
+    let known: Vec<usize> = calls.iter().map(|c| c.seq).collect();
+    let between: Vec<Call> = lab
+        .mock
+        .calls()
+        .into_iter()
+        .filter(|c| c.kind.is_billed() && !known.contains(&c.seq))
+        .collect();
+    if !between.is_empty() {
+        eprintln!("{} call(s) made between turns", between.len());
+    }
+    calls.extend(between);
 }
 
 /// Where a turn runs: the relay's client, its lab, the session.
@@ -433,8 +445,8 @@ pub fn relay_load_resume(
     size_on_reopen: Option<u64>,
     size_after_turn: Option<u64>,
 ) {
-    let history =
-        relayed_history(expect.agent).expect("a session made through the relay, to reload");
+    let history = history(expect.agent, Some(expect.relay_args()))
+        .expect("a session made through the relay, to reload");
     reopen_through_relay(expect, history, size_on_reopen, size_after_turn);
 }
 
@@ -466,7 +478,12 @@ fn reopen_through_relay(
         if agent == Agent::Gemini {
             backdate_gemini_chats(&lab.scratch.home()).expect("backdate gemini chats");
         }
-        let client = lab.relayed().expect("start the relay");
+        if expect.tap {
+            // What the agent did after the last result (a memory extraction) was counted by
+            // the tap and kept.
+            add_between_turns(&mut session_calls, lab);
+        }
+        let client = lab.relayed_with(expect.relay_args()).expect("start the relay");
         let response =
             reopen(&client, method, &history.session_id, &lab.scratch.work()).expect(method);
         if response.get("error").is_some() {

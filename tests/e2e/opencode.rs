@@ -246,3 +246,9 @@ fn opencode_relay_turns_tapped() {
     let _lock = support::agent_lock(AGENT);
     flows::relay_turns_with(EXPECT.tapped(), &["--tap"]);
 }
+
+#[test]
+fn opencode_relay_load_and_resume_tapped() {
+    let _lock = support::agent_lock(AGENT);
+    flows::relay_load_resume(EXPECT.tapped(), Some(WINDOW), Some(WINDOW));
+}

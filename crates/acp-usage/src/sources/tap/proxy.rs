@@ -46,6 +46,11 @@ pub(super) fn upstream_client() -> anyhow::Result<reqwest::Client> {
         .use_rustls_tls()
         .tls_built_in_native_certs(true)
         .redirect(reqwest::redirect::Policy::none())
+        // Bodies pass as the upstream sent them, whatever features a build turns on.
+        .no_gzip()
+        .no_brotli()
+        .no_deflate()
+        .no_zstd()
         .connect_timeout(Duration::from_secs(30))
         .tcp_nodelay(true)
         .pool_idle_timeout(Duration::from_secs(60))
@@ -224,7 +229,7 @@ async fn forward(state: &State, req: Request<Incoming>) -> Result<Response<Body>
             );
             let message = format!(
                 "acp-usage tap: the upstream {} could not be reached: {}",
-                upstream_base,
+                without_userinfo(upstream_base),
                 root_cause(&e)
             );
             let status =
@@ -273,6 +278,20 @@ async fn forward(state: &State, req: Request<Incoming>) -> Result<Response<Body>
         .map_err(|_| own_response(StatusCode::BAD_GATEWAY, "the upstream's response was malformed"))
 }
 
+/// A URL without `user:password@`: error bodies reach the agent, which may show or log them.
+fn without_userinfo(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            match rest[..authority_end].rfind('@') {
+                Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+                None => url.to_owned(),
+            }
+        }
+        None => url.to_owned(),
+    }
+}
+
 fn header_str(headers: &HeaderMap, name: HeaderName) -> Option<String> {
     headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
 }
@@ -303,6 +322,13 @@ mod tests {
         assert_eq!(split_path("/anthropic/v1/messages", s), None);
         assert_eq!(split_path("//00ff/anthropic", s), None);
         assert_eq!(split_path("", s), None);
+    }
+
+    #[test]
+    fn error_bodies_name_the_upstream_without_credentials() {
+        assert_eq!(without_userinfo("https://u:p@gw.example/v1"), "https://gw.example/v1");
+        assert_eq!(without_userinfo("http://127.0.0.1:9/a@b"), "http://127.0.0.1:9/a@b");
+        assert_eq!(without_userinfo("https://api.anthropic.com"), "https://api.anthropic.com");
     }
 
     #[test]
