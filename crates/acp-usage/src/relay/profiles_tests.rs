@@ -190,3 +190,20 @@ fn acp_usage_conventions() {
     let r = acp_usage_record(&openai).unwrap();
     assert_eq!((r.input, r.cache_read, r.output, r.thought), (5000, 4096, 40, 16));
 }
+
+#[test]
+fn side_calls_that_declare_the_main_tools_are_known_by_their_text() {
+    let suggestion = br#"{"tools":[{"name":"Bash"}],"messages":[{"role":"user","content":"Reply with ONLY the suggestion"}]}"#;
+    assert!(Profile::Claude.is_side_call(suggestion));
+    assert!(!Profile::Claude.is_side_call(br#"{"tools":[{"name":"Bash"}],"messages":[]}"#));
+    assert!(Profile::Qwen.is_side_call(
+        br#"{"messages":[{"role":"system","content":"You are the memory extraction subagent"}]}"#
+    ));
+    assert!(
+        Profile::Qwen.is_side_call(
+            br#"{"messages":[{"role":"user","content":"[SUGGESTION MODE: predict"}]}"#
+        )
+    );
+    // Another agent's marker means nothing.
+    assert!(!Profile::Codex.is_side_call(suggestion));
+}

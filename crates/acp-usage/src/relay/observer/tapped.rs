@@ -89,12 +89,13 @@ impl Observer {
             return;
         };
         for early in std::mem::take(&mut self.tap_unclaimed) {
-            self.count_tap_call(&id, early);
+            self.count_tap_call(&id, early, true);
         }
-        self.count_tap_call(&id, call);
+        self.count_tap_call(&id, call, false);
     }
 
-    fn count_tap_call(&mut self, id: &str, call: TapCall) {
+    /// `early`: the call was made before any session existed (it belongs to no turn).
+    fn count_tap_call(&mut self, id: &str, call: TapCall, early: bool) {
         let profile = self.profile;
         let cx = ledger_context(&self.settings, self.context_parts(id));
         let Some(s) = self.sessions.get_mut(id) else { return };
@@ -130,6 +131,10 @@ impl Observer {
             && let Some(model) = &call.record.model
         {
             s.ledger.model_seen(model);
+        }
+        if early {
+            s.ledger.record_outside_turn(call.record, acp_usage_core::Source::Tap, false, &cx);
+            return;
         }
         let between_turns = !s.ledger.in_turn();
         s.ledger.tap_call(call.record, call.id, role, &cx);
