@@ -187,3 +187,10 @@ fn copilot_relay_load() {
     // No session/resume: the relay must pass Copilot's refusal through.
     flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
 }
+
+#[test]
+fn copilot_relay_turns_tapped() {
+    let _lock = support::agent_lock(AGENT);
+    // BYOK: its provider URL (`COPILOT_PROVIDER_BASE_URL`) is pointed at the tap.
+    flows::relay_turns_with(EXPECT.tapped(), &["--tap"]);
+}
