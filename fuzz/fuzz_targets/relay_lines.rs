@@ -74,6 +74,8 @@ fuzz_target!(|data: &[u8]| {
         learned: Default::default(),
         // Transcripts are files on disk: not part of what a line can reach.
         transcripts: false,
+        // The tap's calls come from HTTP, not from ACP lines.
+        tap: false,
     };
     let mut observer = Observer::new(settings);
     // The editor requests not answered yet, by id key.
