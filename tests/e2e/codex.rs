@@ -7,6 +7,7 @@
 //! usage either.
 
 use acp_usage_tests::agents::Agent;
+use acp_usage_tests::lab::Lab;
 
 use crate::flows::{self, Expect, History};
 use crate::support::{self, Checks, Known};
@@ -110,4 +111,27 @@ fn codex_relay_turns_without_transcripts() {
 fn codex_relay_turns_tapped() {
     let _lock = support::agent_lock(AGENT);
     flows::relay_turns_with(EXPECT.tapped(), &["--tap"]);
+}
+
+#[test]
+fn codex_relay_turns_tapped_builtin_provider() {
+    let _lock = support::agent_lock(AGENT);
+    // Codex's built-in `openai` provider with an API key (what most users run, with their own
+    // key or a ChatGPT login): its base URL is `openai_base_url`, and it tries a WebSocket
+    // first, which the tap declines with 426 so that Codex goes on over HTTP.
+    let mut lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
+    let config = format!(
+        "model = \"{}\"\nopenai_base_url = \"{}/v1\"\n",
+        acp_usage_tests::agents::CODEX_MODEL,
+        lab.mock.url()
+    );
+    std::fs::write(lab.scratch.home().join(".codex").join("config.toml"), config)
+        .expect("write config.toml");
+    // An API-key login, as `codex login --with-api-key` stores it.
+    std::fs::write(
+        lab.scratch.home().join(".codex").join("auth.json"),
+        r#"{"auth_mode":"apikey","OPENAI_API_KEY":"sk-mock-key"}"#,
+    )
+    .expect("write auth.json");
+    flows::relay_turns_in(EXPECT.tapped(), &lab, &["--tap"]);
 }

@@ -177,6 +177,7 @@ async fn forward(state: &State, req: Request<Incoming>) -> Result<Response<Body>
     // The tap reads HTTP responses only: a WebSocket upgrade (Codex's built-in provider tries
     // one first) is declined with 426, after which the agent uses HTTP at once.
     if req.headers().get(header::UPGRADE).is_some() {
+        tracing::debug!(route = route_name, "tap: a protocol upgrade declined (426)");
         return Err(own_response(StatusCode::UPGRADE_REQUIRED, "the tap serves plain HTTP only"));
     }
     let upstream_base = state
