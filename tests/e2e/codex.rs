@@ -119,7 +119,7 @@ fn codex_relay_turns_tapped_builtin_provider() {
     // Codex's built-in `openai` provider with an API key (what most users run, with their own
     // key or a ChatGPT login): its base URL is `openai_base_url`, and it tries a WebSocket
     // first, which the tap declines with 426 so that Codex goes on over HTTP.
-    let mut lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
+    let lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
     let config = format!(
         "model = \"{}\"\nopenai_base_url = \"{}/v1\"\n",
         acp_usage_tests::agents::CODEX_MODEL,
