@@ -84,6 +84,9 @@ pub fn start_for_agent(profile: Profile) -> Option<ForAgent> {
     let env = |name: &str| std::env::var(name).ok();
     let read = |path: &std::path::Path| std::fs::read_to_string(path).ok();
     let pointing = point_agent(profile, &env, &read);
+    for warning in &pointing.warnings {
+        tracing::warn!("tap: {warning}");
+    }
     let (tx, calls) = tokio::sync::mpsc::unbounded_channel();
     let notify = Arc::new(tokio::sync::Notify::new());
     let config = TapConfig {

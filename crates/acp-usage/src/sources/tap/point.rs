@@ -79,6 +79,8 @@ pub struct Pointing {
     codex_effective: Option<(String, serde_json::Value, String)>,
     /// Request headers that carry the agent's session id, lowercase.
     pub session_headers: Vec<String>,
+    /// Why some of the agent's calls will not reach the tap, to tell the user.
+    pub warnings: Vec<String>,
 }
 
 /// A route's other upstream, for requests that carry `header`.
@@ -175,7 +177,15 @@ pub fn point_agent(
         p.env.push((v.var.to_owned(), route, String::new()));
     };
     match profile {
-        Profile::Claude => set(&mut p, &ANTHROPIC),
+        Profile::Claude => {
+            set(&mut p, &ANTHROPIC);
+            // Claude Code applies `env` from its settings after the process environment.
+            if let Some(file) = claude_settings_base_url(env, read_file) {
+                p.warnings.push(format!(
+                    "{file} sets ANTHROPIC_BASE_URL, which Claude Code prefers to the tap's: its calls will not be tapped"
+                ));
+            }
+        }
         Profile::Qwen => {
             set(&mut p, &OPENAI);
             set(&mut p, &ANTHROPIC);
@@ -228,6 +238,27 @@ pub fn point_agent(
         }
     }
     p
+}
+
+/// The Claude Code settings file (user or project) whose `env` sets `ANTHROPIC_BASE_URL`.
+fn claude_settings_base_url(
+    env: &dyn Fn(&str) -> Option<String>,
+    read_file: &dyn Fn(&std::path::Path) -> Option<String>,
+) -> Option<String> {
+    let dir = env("CLAUDE_CONFIG_DIR")
+        .map(std::path::PathBuf::from)
+        .or_else(|| env("HOME").map(|h| std::path::Path::new(&h).join(".claude")))?;
+    let cwd = std::env::current_dir().ok();
+    let candidates = [
+        Some(dir.join("settings.json")),
+        cwd.as_ref().map(|c| c.join(".claude").join("settings.json")),
+        cwd.as_ref().map(|c| c.join(".claude").join("settings.local.json")),
+    ];
+    candidates.into_iter().flatten().find_map(|path| {
+        let settings: serde_json::Value = serde_json::from_str(&read_file(&path)?).ok()?;
+        settings.pointer("/env/ANTHROPIC_BASE_URL")?.as_str()?;
+        Some(path.display().to_string())
+    })
 }
 
 /// Whether Gemini CLI's settings name an auth type (`security.auth.selectedType`).
@@ -371,6 +402,19 @@ mod tests {
                 .env
                 .contains(&("no_proxy".to_owned(), "corp.example,127.0.0.1,localhost".to_owned()))
         );
+    }
+
+    #[test]
+    fn a_claude_settings_base_url_is_said_since_it_wins_over_the_tap() {
+        let env = env_of(&[("CLAUDE_CONFIG_DIR", "/c")]);
+        let settings = |path: &std::path::Path| {
+            (path == std::path::Path::new("/c/settings.json"))
+                .then(|| r#"{"env":{"ANTHROPIC_BASE_URL":"https://gw.example"}}"#.to_owned())
+        };
+        let p = point_agent(Profile::Claude, &env, &settings);
+        assert_eq!(p.warnings.len(), 1);
+        assert!(p.warnings[0].starts_with("/c/settings.json sets ANTHROPIC_BASE_URL"));
+        assert!(point_agent(Profile::Claude, &env, &no_file).warnings.is_empty());
     }
 
     #[test]
