@@ -312,13 +312,14 @@ pub fn relay_turns_in(expect: Expect, lab: &Lab, relay_args: &[&str]) {
 /// Adds to `calls` the billed calls the mock served that it does not hold yet: calls made
 /// between turns, which the tap counts at once.
 fn add_between_turns(calls: &mut Vec<Call>, lab: &Lab) {
+    add_served(calls, lab, |c| c.kind.is_billed());
+}
+
+/// Adds to `calls` the calls the mock served that it does not hold yet and that `which` picks.
+fn add_served(calls: &mut Vec<Call>, lab: &Lab, which: impl Fn(&Call) -> bool) {
     let known: Vec<usize> = calls.iter().map(|c| c.seq).collect();
-    let between: Vec<Call> = lab
-        .mock
-        .calls()
-        .into_iter()
-        .filter(|c| c.kind.is_billed() && !known.contains(&c.seq))
-        .collect();
+    let between: Vec<Call> =
+        lab.mock.calls().into_iter().filter(|c| which(c) && !known.contains(&c.seq)).collect();
     if !between.is_empty() {
         eprintln!("{} call(s) made between turns", between.len());
     }
@@ -349,14 +350,7 @@ fn plain_turn_checked(
             if expect.auxiliary_in_part {
                 // Side calls made between turns (a title after a result) are in no turn's
                 // window, but the agent's stated cost may include them: they join the slack.
-                let known: Vec<usize> = calls.iter().map(|c| c.seq).collect();
-                let between = at
-                    .lab
-                    .mock
-                    .calls()
-                    .into_iter()
-                    .filter(|c| c.kind == CallKind::Auxiliary && !known.contains(&c.seq));
-                calls.extend(between);
+                add_served(calls, at.lab, |c| c.kind == CallKind::Auxiliary);
             }
             check_turn(checks, phase, at.client, &turn, calls, expect, size);
         }

@@ -188,14 +188,13 @@ enum Event {
 pub async fn relay_tapped<I, O>(
     editor_in: I,
     editor_out: O,
-    opts: Options,
+    mut opts: Options,
     taps: Taps,
 ) -> anyhow::Result<u8>
 where
     I: AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
 {
-    let mut opts = opts;
     let mut argv = opts.argv.clone();
     let tapped = if opts.settings.tap {
         let profile = opts

@@ -544,7 +544,9 @@ impl Observer {
                     }
                     self.session(id, Ledger::restored);
                     self.sync_baseline(id);
-                    self.tap_prompt(id, first_text);
+                    if self.settings.tap {
+                        self.tap_prompt(id, first_text);
+                    }
                     let s = self.session(id, Ledger::restored);
                     if s.turn_owner.is_none() {
                         s.turn_owner = Some(key.clone());
