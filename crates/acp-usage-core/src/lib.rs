@@ -13,5 +13,5 @@ pub mod tokens;
 pub mod transcript;
 
 pub use catalog::{Catalog, ModelInfo, Prices, Tier};
-pub use ledger::{Carried, Ledger, Snapshot, TurnUsage};
+pub use ledger::{AccountedCall, Carried, Ledger, Role, Snapshot, TurnUsage};
 pub use tokens::{Source, TokenRecord, TokenTotals};

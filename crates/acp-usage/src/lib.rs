@@ -13,7 +13,7 @@ pub mod logging;
 pub mod record;
 pub mod relay;
 pub mod sources;
-pub mod state;
+pub mod sinks;
 
 /// Entry point shared by `main.rs`.
 pub fn main() -> std::process::ExitCode {

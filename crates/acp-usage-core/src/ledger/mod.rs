@@ -8,6 +8,7 @@
 //! also split into model calls (a `tool_call` ends a call, the next output starts one), so an
 //! estimate has per-call shape: `used` is the last call's context, not the turn's sum.
 
+mod accounted;
 mod side;
 mod snapshot;
 mod tapped;
@@ -15,10 +16,10 @@ mod types;
 
 use side::unseen_calls;
 
+pub use accounted::{AccountedCall, Priced, price_call};
 pub use types::{Carried, Role, RoleTotals, Snapshot, TurnReport, TurnUsage};
 
 use crate::catalog::Catalog;
-use crate::pricing;
 use crate::tokens::{Source, TokenRecord, TokenTotals};
 
 /// Everything the ledger needs from outside to price and size a session.
@@ -76,6 +77,23 @@ pub struct Ledger {
     /// The LLM-API tap has seen this session's calls: it sees every billed call, so neither the
     /// agent's stated cost nor its `used` is needed, and the cost floor does not apply.
     tap: bool,
+    /// Calls settled since the sinks last took them (see [`Ledger::take_accounted`]).
+    accounted: Vec<AccountedCall>,
+}
+
+/// Who made each record being folded into the session, for the sinks; `None` for history an
+/// earlier run or the agent's own transcript already accounts (it is not settled again).
+#[derive(Debug, Default)]
+struct Origin {
+    roles: Vec<Role>,
+    keys: Vec<Option<String>>,
+    in_turn: bool,
+}
+
+impl Origin {
+    fn one(role: Role, in_turn: bool) -> Option<Origin> {
+        Some(Origin { roles: vec![role], keys: Vec::new(), in_turn })
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -409,7 +427,14 @@ impl Ledger {
                 self.seen_model = Some(model.clone());
             }
         }
-        self.add_to_session(std::slice::from_ref(&rec), source, 1, cx);
+        let role = if main { Role::Main } else { Role::Side };
+        self.add_to_session(std::slice::from_ref(&rec), source, 1, cx, Origin::one(role, false));
+    }
+
+    /// The calls settled since the last call, for the sinks: a turn's at its end, a call made
+    /// between turns at once. History read from a transcript on reopening is not among them.
+    pub fn take_accounted(&mut self) -> Vec<AccountedCall> {
+        std::mem::take(&mut self.accounted)
     }
 
     /// A model call the LLM-API tap saw, attributed to this session, made by `role` as far as
@@ -497,7 +522,7 @@ impl Ledger {
             self.seen_model = Some(model);
         }
         if !records.is_empty() {
-            self.add_to_session(&records, Source::Transcript, 1, cx);
+            self.add_to_session(&records, Source::Transcript, 1, cx, None);
         }
         // An earlier run of acp-usage that saw more of the session than its transcript holds
         // (the tap's side calls, Claude Code's titles from its per-model counts) carried a
@@ -533,8 +558,10 @@ impl Ledger {
         if !turn.tap_calls.is_empty() {
             let others = std::mem::take(&mut turn.exact_calls);
             let keys = std::mem::take(&mut turn.exact_keys);
-            turn.exact_calls = tapped::merge(std::mem::take(&mut turn.tap_calls), others, &keys);
+            (turn.exact_calls, turn.exact_keys) =
+                tapped::merge(std::mem::take(&mut turn.tap_calls), others, &keys);
         }
+        let mut origin = Origin { in_turn: true, ..Origin::default() };
         let est = &turn.est_calls;
         let last_est = est.last().cloned().unwrap_or_default();
         let est_output: u64 = est.iter().map(|c| c.output).sum();
@@ -570,8 +597,10 @@ impl Ledger {
                 self.used = Some(used_of(last, *s));
             }
             first_input = exact_calls.iter().find(|(_, _, r)| main(r)).map(|(r, _, _)| r.input);
-            for (rec, _, role) in &exact_calls {
+            for (k, (rec, _, role)) in exact_calls.iter().enumerate() {
                 roles.add(*role, rec);
+                origin.roles.push(*role);
+                origin.keys.push(turn.exact_keys.get(k).cloned().flatten());
             }
             let recs: Vec<TokenRecord> = exact_calls.into_iter().map(|(r, _, _)| r).collect();
             let n = recs.len() as u64;
@@ -666,10 +695,14 @@ impl Ledger {
 
         // One aggregated record stands for several calls: its tier is decided per call.
         let per_record = if records.len() == 1 { calls.unwrap_or(1).max(1) } else { 1 };
-        let mut cost = self.add_to_session(&records, source, per_record, cx);
+        let settled = self.accounted.len();
+        let mut cost = self.add_to_session(&records, source, per_record, cx, Some(origin));
         if let Some(now) = self.stated_cost {
             // The agent states the session's cost: the turn cost is what it grew by.
             cost = Some(now - turn.stated_cost_before.unwrap_or(0.0)).filter(|c| *c >= 0.0);
+            if let Some(c) = cost {
+                accounted::scale_to(&mut self.accounted[settled..], c);
+            }
         }
         let mut totals = TokenTotals::default();
         for rec in &records {
@@ -680,41 +713,52 @@ impl Ledger {
         Some(TurnUsage { totals, cache_known, thought_known, source, calls, model, cost, roles })
     }
 
-    /// Folds records into the session totals and cost; returns their cost when priced.
+    /// Folds records into the session totals and cost; returns their cost when priced. With an
+    /// `origin`, each record is also settled for the sinks.
     fn add_to_session(
         &mut self,
         records: &[TokenRecord],
         source: Source,
         calls_per_record: u64,
         cx: &Context<'_>,
+        origin: Option<Origin>,
     ) -> Option<f64> {
         let mut cost = None;
         let mut calls = 0;
-        // A record without a token is no model call (a local command's turn): nothing to count
-        // or price.
-        let records: Vec<&TokenRecord> =
-            records.iter().filter(|r| r.input > 0 || r.output > 0).collect();
-        for rec in &records {
-            self.totals += *rec;
-            calls += 1;
-        }
         if !source.is_exact() {
             self.totals_estimated = true;
         }
-        for rec in records {
+        for (k, rec) in records.iter().enumerate() {
+            // A record without a token is no model call (a local command's turn): nothing to
+            // count or price.
+            if rec.input == 0 && rec.output == 0 {
+                continue;
+            }
+            self.totals += rec;
+            calls += 1;
             let model = rec
                 .model
                 .as_deref()
                 .or(self.seen_model.as_deref())
                 .or(self.selected_model.as_deref());
-            let prices = model.and_then(|m| cx.catalog.lookup(m)).and_then(|i| i.prices.as_ref());
-            match (rec.stated_cost, prices) {
-                (Some(c), _) => *cost.get_or_insert(0.0) += c,
-                (None, Some(prices)) => {
-                    *cost.get_or_insert(0.0) +=
-                        pricing::cost_of_calls(rec, prices, calls_per_record)
-                }
-                (None, None) => self.unpriced_calls += 1,
+            let priced = price_call(rec, model, calls_per_record, cx.catalog);
+            match priced.cost {
+                Some(c) => *cost.get_or_insert(0.0) += c,
+                None => self.unpriced_calls += 1,
+            }
+            if let Some(o) = &origin {
+                let role = o.roles.get(k).copied().unwrap_or(Role::Main);
+                self.accounted.push(AccountedCall {
+                    record: TokenRecord { model: model.map(str::to_string), ..rec.clone() },
+                    calls: calls_per_record,
+                    role,
+                    provider: priced.provider,
+                    source,
+                    cost: priced.cost,
+                    cost_stated: priced.stated,
+                    key: o.keys.get(k).cloned().flatten(),
+                    in_turn: o.in_turn,
+                });
             }
         }
         if let Some(c) = cost {

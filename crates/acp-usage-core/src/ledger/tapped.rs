@@ -21,15 +21,18 @@ fn same_call(a: &TokenRecord, b: &TokenRecord) -> bool {
 }
 
 /// The turn's calls: the tap's, in the order it saw them, then calls only `others` had.
-/// `keys` are the other source's keys of its calls, in order, where it has them.
+/// `keys` are the other source's keys of its calls, in order, where it has them; the merged
+/// calls' keys come back with them (the tap's provider id first).
 pub(super) fn merge(
     tap: Vec<TapCall>,
     others: Vec<(TokenRecord, Source, Role)>,
     keys: &[Option<String>],
-) -> Vec<(TokenRecord, Source, Role)> {
+) -> (Vec<(TokenRecord, Source, Role)>, Vec<Option<String>>) {
     let covered = others.iter().any(|(_, _, role)| *role != Role::Side);
     let mut roles: Vec<Option<Role>> = vec![None; tap.len()];
+    let mut other_keys: Vec<Option<String>> = vec![None; tap.len()];
     let mut only_others = Vec::new();
+    let mut only_keys = Vec::new();
     for (k, (rec, source, role)) in others.into_iter().enumerate() {
         let key = keys.get(k).and_then(Option::as_deref);
         let free = |i: &usize| roles[*i].is_none();
@@ -37,10 +40,19 @@ pub(super) fn merge(
             (0..tap.len()).filter(free).find(|&i| key.is_some() && tap[i].1.as_deref() == key);
         let by_counts = || (0..tap.len()).filter(free).find(|&i| same_call(&tap[i].0, &rec));
         match by_id.or_else(by_counts) {
-            Some(i) => roles[i] = Some(role),
-            None => only_others.push((rec, source, role)),
+            Some(i) => {
+                roles[i] = Some(role);
+                other_keys[i] = key.map(str::to_string);
+            }
+            None => {
+                only_others.push((rec, source, role));
+                only_keys.push(key.map(str::to_string));
+            }
         }
     }
+    let mut out_keys: Vec<Option<String>> =
+        tap.iter().zip(other_keys).map(|((_, id, _), other)| id.clone().or(other)).collect();
+    out_keys.extend(only_keys);
     let mut out: Vec<(TokenRecord, Source, Role)> = tap
         .into_iter()
         .zip(roles)
@@ -54,7 +66,7 @@ pub(super) fn merge(
         })
         .collect();
     out.extend(only_others);
-    out
+    (out, out_keys)
 }
 
 #[cfg(test)]
@@ -76,7 +88,7 @@ mod tests {
             (rec(100, 10), Source::Transcript, Role::Main),
             (rec(50, 5), Source::Transcript, Role::Subagent),
         ];
-        let merged = merge(tap, transcript, &[]);
+        let (merged, _) = merge(tap, transcript, &[]);
         let roles: Vec<(u64, Source, Role)> =
             merged.iter().map(|(r, s, role)| (r.input, *s, *role)).collect();
         assert_eq!(
@@ -95,10 +107,10 @@ mod tests {
         // call it main; the transcript, which records every main call, does not have it.
         let tap = vec![(rec(100, 10), None, Role::Main), (rec(120, 4), None, Role::Main)];
         let transcript = vec![(rec(100, 10), Source::Transcript, Role::Main)];
-        let merged = merge(tap, transcript, &[]);
+        let (merged, _) = merge(tap, transcript, &[]);
         assert_eq!(merged[1].2, Role::Side);
         // Without another source the tap's own attribution stands.
-        let merged = merge(vec![(rec(120, 4), None, Role::Main)], Vec::new(), &[]);
+        let (merged, _) = merge(vec![(rec(120, 4), None, Role::Main)], Vec::new(), &[]);
         assert_eq!(merged[0].2, Role::Main);
     }
 
@@ -110,21 +122,24 @@ mod tests {
             (rec(100, 10), Some("msg_b".to_owned()), Role::Main),
         ];
         let transcript = vec![(rec(100, 10), Source::Transcript, Role::Subagent)];
-        let merged = merge(tap, transcript, &[Some("msg_b".to_owned())]);
+        let (merged, keys) = merge(tap, transcript, &[Some("msg_b".to_owned())]);
         assert_eq!((merged[0].2, merged[1].2), (Role::Side, Role::Subagent));
+        assert_eq!(keys, vec![Some("msg_a".to_owned()), Some("msg_b".to_owned())]);
     }
 
     #[test]
     fn calls_the_tap_missed_are_kept_with_their_source() {
-        let merged = merge(
+        let (merged, keys) = merge(
             vec![(rec(100, 10), None, Role::Main)],
             vec![
                 (rec(100, 10), Source::Transcript, Role::Main),
                 (rec(7, 7), Source::Transcript, Role::Subagent),
             ],
-            &[],
+            &[Some("t1".to_owned()), Some("t2".to_owned())],
         );
         assert_eq!(merged.len(), 2);
+        // A tap call without an id takes the transcript's key of the call it matched.
+        assert_eq!(keys, vec![Some("t1".to_owned()), Some("t2".to_owned())]);
         assert_eq!((merged[1].0.input, merged[1].1), (7, Source::Transcript));
     }
 }

@@ -1,11 +1,11 @@
-//! What acp-usage learns across runs: per agent and model, the hidden context the agent sends
-//! before any visible prompt (its baseline) and the last window seen.
+//! What acp-usage learns across runs, in the forms the ledger stores: per agent and model the
+//! hidden context the agent sends before any visible prompt (its baseline) and the last window
+//! seen ([`Entry`], the `agents` table), and per session what an earlier run accounted
+//! ([`SessionEntry`], the `carried` column, JSON).
 //!
-//! The file is `learned.json` in `$ACP_USAGE_STATE_DIR`, else `$XDG_STATE_HOME/acp-usage`, else
-//! `~/.local/state/acp-usage`. It only improves estimates (the `used` of a new or reloaded session
-//! before any source reports, a window when nothing else knows it), so a missing, unreadable or
-//! corrupt file is logged and ignored, never fatal. `ACP_USAGE_STATE_DIR=off` turns it off. Several acp-usage processes may share it:
-//! saving re-reads the file and merges, and a rename makes each write whole.
+//! Before the ledger, these lived in `learned.json` (`$ACP_USAGE_STATE_DIR`, else
+//! `$XDG_STATE_HOME/acp-usage`, else `~/.local/state/acp-usage`): [`legacy`] reads that file
+//! once, when a ledger is created, so nothing learned is lost.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use acp_usage_core::{Carried, Source, TokenTotals};
 use serde::{Deserialize, Serialize};
 
-/// Environment variable naming the state directory.
+/// Environment variable naming the directory of the old state file.
 pub const STATE_ENV: &str = "ACP_USAGE_STATE_DIR";
 
 /// What is known for one agent and model (`<profile>/<model option>`).
@@ -26,9 +26,6 @@ pub struct Entry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
 }
-
-/// How many sessions the file remembers; the least recently updated go first.
-pub const MAX_SESSIONS: usize = 1000;
 
 /// A session's accounting as an earlier run left it (see [`acp_usage_core::Carried`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -70,9 +67,6 @@ pub struct Learned {
     /// Per session.
     #[serde(default)]
     pub sessions: BTreeMap<String, SessionEntry>,
-    /// Sessions to drop from the file when saving (deleted by the editor).
-    #[serde(skip)]
-    pub forget: std::collections::BTreeSet<String>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -128,8 +122,8 @@ pub fn now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-/// The state file's path, when a home for it is known; `ACP_USAGE_STATE_DIR=off` disables it.
-pub fn path() -> Option<PathBuf> {
+/// The old state file's path, when a home for it is known.
+pub fn legacy_path() -> Option<PathBuf> {
     let dir = match std::env::var_os(STATE_ENV) {
         Some(d) if d == "off" => return None,
         Some(d) if !d.is_empty() => PathBuf::from(d),
@@ -141,8 +135,8 @@ pub fn path() -> Option<PathBuf> {
     Some(dir.join("learned.json"))
 }
 
-/// Reads the state; anything wrong yields an empty state and a log line.
-pub fn load(path: &Path) -> Learned {
+/// Reads the old state file; anything wrong yields an empty state and a log line.
+pub fn legacy(path: &Path) -> Learned {
     match std::fs::read(path) {
         Ok(bytes) => match serde_json::from_slice::<File>(&bytes) {
             Ok(f) => f.learned,
@@ -159,75 +153,45 @@ pub fn load(path: &Path) -> Learned {
     }
 }
 
-/// Merges `ours` into the file (our entries win) and writes it whole.
-pub fn save(path: &Path, ours: &Learned) -> std::io::Result<()> {
-    let mut learned = load(path);
-    for (k, v) in &ours.agents {
-        let e = learned.agents.entry(k.clone()).or_default();
-        e.baseline = v.baseline.or(e.baseline);
-        e.size = v.size.or(e.size);
-    }
-    for (k, v) in &ours.sessions {
-        if learned.sessions.get(k).is_none_or(|old| old.updated <= v.updated) {
-            learned.sessions.insert(k.clone(), v.clone());
-        }
-    }
-    for k in &ours.forget {
-        learned.sessions.remove(k);
-    }
-    if learned.sessions.len() > MAX_SESSIONS {
-        let mut by_age: Vec<(u64, String)> =
-            learned.sessions.iter().map(|(k, v)| (v.updated, k.clone())).collect();
-        by_age.sort();
-        for (_, k) in by_age.into_iter().take(learned.sessions.len() - MAX_SESSIONS) {
-            learned.sessions.remove(&k);
-        }
-    }
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let text = serde_json::to_vec_pretty(&File { version: 1, learned }).expect("state serialises");
-    // A name of its own per save: two saves of one process may overlap.
-    static SAVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = SAVES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = path.with_extension(format!("json.{}.{n}", std::process::id()));
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn save_merges_and_load_reads_back() {
-        let dir = std::env::temp_dir().join(format!("acp-usage-state-{}", std::process::id()));
-        let path = dir.join("learned.json");
-        let mut a = Learned::default();
-        a.agents.insert("claude/default".into(), Entry { baseline: Some(12000), size: None });
+    fn carried_figures_survive_the_json_form() {
         let carried = Carried {
             cost: Some(0.25),
-            cost_source: Source::Agent,
+            cost_source: Source::Tap,
             cost_exact: true,
             totals: TokenTotals { input: 10, output: 2, calls: 1, ..TokenTotals::default() },
-            used: Some((10, 2, Source::Agent, true)),
+            used: Some((10, 2, Source::Transcript, true)),
             ..Carried::default()
         };
-        a.sessions.insert("claude/s1".into(), SessionEntry::from_carried(&carried, 5));
-        save(&path, &a).unwrap();
-        let mut b = Learned::default();
-        b.agents.insert("codex/gpt-5.2-codex".into(), Entry { baseline: None, size: Some(258400) });
-        b.agents.insert("claude/default".into(), Entry { baseline: None, size: Some(1_000_000) });
-        save(&path, &b).unwrap();
-        let got = load(&path);
+        let entry = SessionEntry::from_carried(&carried, 5);
+        let json = serde_json::to_string(&entry).unwrap();
+        let back: SessionEntry = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.to_carried(), carried);
+    }
+
+    #[test]
+    fn the_old_file_reads_back_and_a_broken_one_is_empty() {
+        let dir = std::env::temp_dir().join(format!("acp-usage-learned-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("learned.json");
+        std::fs::write(
+            &path,
+            r#"{"version":1,"agents":{"claude/default":{"baseline":12000,"size":1000000}},
+               "sessions":{"claude/s1":{"updated":5,"cost":0.25,"cost_exact":true}}}"#,
+        )
+        .unwrap();
+        let got = legacy(&path);
         assert_eq!(
             got.agents["claude/default"],
             Entry { baseline: Some(12000), size: Some(1_000_000) }
         );
-        assert_eq!(got.agents["codex/gpt-5.2-codex"].size, Some(258400));
-        assert_eq!(got.sessions["claude/s1"].to_carried(), carried);
+        assert_eq!(got.sessions["claude/s1"].cost, Some(0.25));
         std::fs::write(&path, b"not json").unwrap();
-        assert_eq!(load(&path), Learned::default());
+        assert_eq!(legacy(&path), Learned::default());
         let _ = std::fs::remove_dir_all(dir);
     }
 }

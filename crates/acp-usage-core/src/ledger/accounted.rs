@@ -1,0 +1,85 @@
+//! The calls a session's accounting settled, one by one, for the sinks that remember them (the
+//! SQLite ledger): what was counted, who made it, where the counts came from and what it cost.
+//!
+//! A sink never prices or merges: it stores what [`AccountedCall`] says. [`price_call`] is the
+//! one pricing rule, shared by the session ledger and by `acp-usage import` (calls read from
+//! transcripts on disk, outside any session this run accounts).
+
+use super::Role;
+use crate::catalog::Catalog;
+use crate::pricing;
+use crate::tokens::{Source, TokenRecord};
+
+/// One settled record: usually one model call; an agent's per-turn sums stand for `calls`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AccountedCall {
+    /// The counts; `model` is the model the call was priced as (the record's own, else the
+    /// session's), `None` when nothing names it.
+    pub record: TokenRecord,
+    /// How many model calls the record stands for (1 unless an agent's turn sums).
+    pub calls: u64,
+    /// Who made it.
+    pub role: Role,
+    /// The model's provider as the catalog names it (`anthropic`, `openai`, `gemini`, ...).
+    pub provider: Option<String>,
+    /// Where its counts come from.
+    pub source: Source,
+    /// Its cost in USD, `None` when the model has no price.
+    pub cost: Option<f64>,
+    /// Whether the cost was stated (by the provider, the agent or its transcript) rather than
+    /// priced from the catalog.
+    pub cost_stated: bool,
+    /// The provider's message id (from the tap, or a transcript that keeps it), else the
+    /// transcript's own key of the call: what a later import matches to count it once.
+    pub key: Option<String>,
+    /// Whether it was made during a turn (else between turns: a title, a background call).
+    pub in_turn: bool,
+}
+
+impl AccountedCall {
+    /// Whether both its counts and its cost are exact.
+    pub fn exact(&self) -> bool {
+        self.source.is_exact()
+    }
+}
+
+/// What one record costs, as [`price_call`] settles it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Priced {
+    /// USD, `None` when neither a stated cost nor a price is known.
+    pub cost: Option<f64>,
+    /// Whether the cost was stated rather than priced from the catalog.
+    pub stated: bool,
+    /// The catalog's provider of the model, when the catalog knows the model.
+    pub provider: Option<String>,
+}
+
+/// What one record costs: its stated cost, else the catalog's price of its model (the
+/// record's own, else `model`), the tier chosen per call as if it summed `calls` calls.
+pub fn price_call(rec: &TokenRecord, model: Option<&str>, calls: u64, catalog: &Catalog) -> Priced {
+    let model = rec.model.as_deref().or(model);
+    let info = model.and_then(|m| catalog.lookup(m));
+    let provider = info.map(|i| i.provider.clone()).filter(|p| !p.is_empty());
+    match (rec.stated_cost, info.and_then(|i| i.prices.as_ref())) {
+        (Some(c), _) => Priced { cost: Some(c), stated: true, provider },
+        (None, Some(p)) => {
+            Priced { cost: Some(pricing::cost_of_calls(rec, p, calls)), stated: false, provider }
+        }
+        (None, None) => Priced { cost: None, stated: false, provider },
+    }
+}
+
+/// Scales the costs of a turn's settled calls so that they add up to `turn_cost` (what the
+/// agent stated the turn cost): the per-call split follows the catalog's, or falls on the
+/// first call when the catalog priced none.
+pub(super) fn scale_to(calls: &mut [AccountedCall], turn_cost: f64) {
+    let priced: f64 = calls.iter().filter_map(|c| c.cost).sum();
+    for (k, call) in calls.iter_mut().enumerate() {
+        call.cost = if priced > 0.0 {
+            call.cost.map(|c| c * turn_cost / priced)
+        } else {
+            Some(if k == 0 { turn_cost } else { 0.0 })
+        };
+        call.cost_stated = true;
+    }
+}

@@ -1,0 +1,201 @@
+//! The ledger: every call, turn and session acp-usage accounted, in SQLite (WAL) at
+//! `$ACP_USAGE_LEDGER` (`off` disables it), else `$XDG_DATA_HOME/acp-usage/ledger.db`, else
+//! `~/.local/share/acp-usage/ledger.db`. `report`, `watch`, `status` and budgets read it;
+//! `import` and every running relay write it.
+//!
+//! ```text
+//! relay loop --Write--> writer thread (one connection, one short transaction per batch)
+//! ```
+//! The relay never waits for a write: [`Sink::send`] queues it. A ledger that cannot be opened
+//! or written (a full disk, a corrupt or locked file) is one log line and the relay goes on
+//! without it; the next write tries again.
+
+pub mod learned;
+pub mod schema;
+pub mod store;
+
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use acp_usage_core::AccountedCall;
+
+pub use store::{Figures, Origin, SessionInfo, SessionRef, Store, TurnRow};
+
+/// Environment variable naming the ledger file (`off`: no ledger).
+pub const LEDGER_ENV: &str = "ACP_USAGE_LEDGER";
+
+/// The ledger's path, `None` when it is turned off or no home is known.
+pub fn path() -> Option<PathBuf> {
+    match std::env::var_os(LEDGER_ENV) {
+        Some(p) if p == "off" => None,
+        Some(p) if !p.is_empty() => Some(PathBuf::from(p)),
+        _ => {
+            let data = match std::env::var_os("XDG_DATA_HOME") {
+                Some(d) if !d.is_empty() => PathBuf::from(d),
+                _ => PathBuf::from(std::env::var_os("HOME")?).join(".local/share"),
+            };
+            Some(data.join("acp-usage/ledger.db"))
+        }
+    }
+}
+
+/// Unix milliseconds now.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Opens the ledger for writing, bringing in the old `learned.json` the first time.
+pub fn open(path: &std::path::Path) -> rusqlite::Result<Store> {
+    let mut store = Store::open(path)?;
+    if let Some(old) = learned::legacy_path().filter(|p| p.exists()) {
+        let learned = learned::legacy(&old);
+        if store.import_learned(&learned)? {
+            tracing::info!(
+                "imported {} baselines and {} sessions from {}",
+                learned.agents.len(),
+                learned.sessions.len(),
+                old.display()
+            );
+        }
+    }
+    Ok(store)
+}
+
+/// One write for the ledger's thread.
+#[derive(Debug)]
+pub enum Write {
+    /// A session is open in this process.
+    Session { session: SessionRef, info: SessionInfo, at: i64 },
+    /// Calls were settled: a turn's (with the turn) or one between turns.
+    Calls {
+        /// Whose.
+        session: SessionRef,
+        /// The turn they belong to.
+        turn: Option<TurnRow>,
+        /// The calls.
+        calls: Vec<AccountedCall>,
+        /// The session's figures after them.
+        figures: Option<Figures>,
+        /// When.
+        at: i64,
+    },
+    /// An agent's and model's baseline or window was learned.
+    Agent { key: String, entry: learned::Entry, at: i64 },
+    /// The session was closed in this process.
+    Closed { session_id: String },
+    /// The session was deleted.
+    Forget { session_id: String },
+    /// Answered once every write before it is done.
+    Flush(mpsc::Sender<()>),
+}
+
+/// The relay's handle on the ledger's writer thread.
+#[derive(Debug)]
+pub struct Sink {
+    tx: mpsc::Sender<Write>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Sink {
+    /// Starts the writer thread for the ledger at `path`; it opens the file itself, off the
+    /// relay's path.
+    pub fn start(path: PathBuf) -> Sink {
+        let (tx, rx) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("acp-usage-ledger".into())
+            .spawn(move || writer(path, rx))
+            .ok();
+        if thread.is_none() {
+            tracing::warn!("cannot start the ledger's writer thread; going on without the ledger");
+        }
+        Sink { tx, thread }
+    }
+
+    /// Queues a write; never waits.
+    pub fn send(&self, w: Write) {
+        let _ = self.tx.send(w);
+    }
+
+    /// Waits, at most `timeout`, for every queued write to be done (the end of a run).
+    pub fn flush(&self, timeout: Duration) -> bool {
+        let (tx, rx) = mpsc::channel();
+        self.send(Write::Flush(tx));
+        rx.recv_timeout(timeout).is_ok()
+    }
+
+    /// Closes every session of this process in the ledger, flushes, and stops the thread.
+    pub fn finish(mut self, timeout: Duration) {
+        self.send(Write::Closed { session_id: String::new() });
+        if !self.flush(timeout) {
+            tracing::warn!("the ledger did not finish its writes in {timeout:?}");
+            return;
+        }
+        drop(self.tx);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The writer thread: opens the ledger and applies writes in order, each batch of queued
+/// writes in turn. Errors are logged (once per kind in a row) and the write dropped.
+fn writer(path: PathBuf, rx: mpsc::Receiver<Write>) {
+    let pid = std::process::id();
+    let mut store: Option<Store> = None;
+    let mut last_error: Option<String> = None;
+    while let Ok(w) = rx.recv() {
+        if let Write::Flush(done) = w {
+            let _ = done.send(());
+            continue;
+        }
+        if store.is_none() {
+            match open(&path) {
+                Ok(s) => store = Some(s),
+                Err(err) => {
+                    report(&mut last_error, format!("cannot open the ledger {}: {err}", path.display()));
+                    continue;
+                }
+            }
+        }
+        let s = store.as_mut().expect("opened above");
+        let res = apply(s, w, pid);
+        match res {
+            Ok(()) => last_error = None,
+            Err(err) => {
+                report(&mut last_error, format!("cannot write to the ledger {}: {err}", path.display()));
+                // A file replaced or corrupted under us: reopen on the next write.
+                if matches!(
+                    err.sqlite_error_code(),
+                    Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+                ) {
+                    store = None;
+                }
+            }
+        }
+    }
+}
+
+fn report(last: &mut Option<String>, msg: String) {
+    if last.as_deref() != Some(msg.as_str()) {
+        tracing::warn!("{msg}; going on without it");
+        *last = Some(msg);
+    }
+}
+
+fn apply(s: &mut Store, w: Write, pid: u32) -> rusqlite::Result<()> {
+    match w {
+        Write::Session { session, info, at } => s.session(&session, &info, Some(pid), at),
+        Write::Calls { session, turn, calls, figures, at } => s
+            .calls(&session, turn.as_ref(), &calls, None, figures.as_ref(), Origin::Relay, at)
+            .map(|_| ()),
+        Write::Agent { key, entry, at } => s.agent(&key, entry, at),
+        Write::Closed { session_id } if session_id.is_empty() => s.closed(None, pid),
+        Write::Closed { session_id } => s.closed(Some(&session_id), pid),
+        Write::Forget { session_id } => s.forget(&session_id),
+        Write::Flush(_) => Ok(()),
+    }
+}

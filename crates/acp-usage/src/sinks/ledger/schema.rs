@@ -1,0 +1,103 @@
+//! The ledger's tables, and the migrations that bring any earlier version of the file to the
+//! current one (`PRAGMA user_version` is the version).
+//!
+//! Token columns follow [`acp_usage_core::TokenRecord`]: `input` counts every prompt-side token,
+//! cache reads and writes included; `output` counts every generated token, thoughts included.
+//! Times are Unix milliseconds.
+
+use rusqlite::Connection;
+
+/// Each migration takes the file from the version before it to its own (index + 1).
+const MIGRATIONS: &[&str] = &[
+    // 1: sessions, turns, calls, and what `learned.json` held.
+    "
+    CREATE TABLE sessions (
+        id            INTEGER PRIMARY KEY,
+        session_id    TEXT NOT NULL UNIQUE,
+        agent         TEXT NOT NULL,
+        agent_name    TEXT,
+        agent_version TEXT,
+        project       TEXT,
+        title         TEXT,
+        model         TEXT,
+        first_seen    INTEGER NOT NULL,
+        last_seen     INTEGER NOT NULL,
+        turns         INTEGER NOT NULL DEFAULT 0,
+        used          INTEGER,
+        size          INTEGER,
+        pid           INTEGER,
+        carried       TEXT
+    );
+    CREATE INDEX sessions_last_seen ON sessions(last_seen);
+    CREATE TABLE turns (
+        id          INTEGER PRIMARY KEY,
+        session     INTEGER NOT NULL REFERENCES sessions(id),
+        started     INTEGER NOT NULL,
+        ended       INTEGER,
+        stop_reason TEXT
+    );
+    CREATE INDEX turns_session ON turns(session);
+    CREATE TABLE calls (
+        id             INTEGER PRIMARY KEY,
+        session        INTEGER NOT NULL REFERENCES sessions(id),
+        turn           INTEGER REFERENCES turns(id),
+        at             INTEGER NOT NULL,
+        role           TEXT NOT NULL,
+        model          TEXT,
+        provider       TEXT,
+        input          INTEGER NOT NULL,
+        cache_read     INTEGER NOT NULL,
+        cache_write_5m INTEGER NOT NULL,
+        cache_write_1h INTEGER NOT NULL,
+        output         INTEGER NOT NULL,
+        thought        INTEGER NOT NULL,
+        calls          INTEGER NOT NULL DEFAULT 1,
+        cost           REAL,
+        cost_stated    INTEGER NOT NULL DEFAULT 0,
+        exact          INTEGER NOT NULL,
+        source         TEXT NOT NULL,
+        origin         TEXT NOT NULL,
+        key            TEXT
+    );
+    CREATE UNIQUE INDEX calls_key ON calls(session, key) WHERE key IS NOT NULL;
+    CREATE INDEX calls_at ON calls(at);
+    CREATE INDEX calls_session ON calls(session);
+    CREATE TABLE agents (
+        key      TEXT PRIMARY KEY,
+        baseline INTEGER,
+        size     INTEGER,
+        updated  INTEGER NOT NULL
+    );
+    CREATE TABLE meta (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    ",
+];
+
+/// The version this build writes.
+pub const VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Brings the file to [`VERSION`]. Several processes may open a new file at once: the
+/// migration runs in an immediate transaction, and each re-reads the version inside it.
+pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version == VERSION {
+        return Ok(());
+    }
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version > VERSION {
+        return Err(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_MISMATCH),
+            Some(format!(
+                "the ledger was written by a newer acp-usage (schema {version}, this one knows {VERSION})"
+            )),
+        ));
+    }
+    for sql in &MIGRATIONS[version as usize..] {
+        tx.execute_batch(sql)?;
+    }
+    tx.pragma_update(None, "user_version", VERSION)?;
+    tx.commit()
+}

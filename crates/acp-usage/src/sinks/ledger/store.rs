@@ -1,0 +1,348 @@
+//! The ledger file: opening it (WAL, a busy timeout, the schema migrated, `learned.json`
+//! imported once), writing what the relay and `import` settled, and the reads the relay needs
+//! (a reopened session's carried figures, learned baselines, what was spent since a time).
+//!
+//! Every write is one short transaction, so several acp-usage processes write at once (SQLite
+//! serialises them; a writer waits up to [`BUSY_TIMEOUT`] for another) and a `kill -9` loses at
+//! most what had not been handed to SQLite yet.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use acp_usage_core::AccountedCall;
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+
+use super::learned::{Entry, Learned, SessionEntry};
+use super::schema;
+
+/// How long a write waits for another process's write to finish.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Which session a write is about, and whose it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRef {
+    /// The ACP session id.
+    pub id: String,
+    /// The agent's profile name (`claude`, `codex`, ...).
+    pub agent: String,
+}
+
+/// What is known of a session besides its calls (each `None` keeps what the ledger has).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SessionInfo {
+    /// `initialize`'s `agentInfo.name`.
+    pub agent_name: Option<String>,
+    /// `initialize`'s `agentInfo.version`.
+    pub agent_version: Option<String>,
+    /// The session's working directory.
+    pub project: Option<String>,
+    /// Its title, when the agent gave one.
+    pub title: Option<String>,
+    /// The model in use.
+    pub model: Option<String>,
+}
+
+/// A session's figures after a turn or a call between turns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figures {
+    /// What a later run continues from.
+    pub carried: SessionEntry,
+    /// `used` and `size` as last sent to the editor.
+    pub used: u64,
+    /// See `used`.
+    pub size: u64,
+    /// The model in use, when known.
+    pub model: Option<String>,
+}
+
+/// A turn as the relay saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnRow {
+    /// When the prompt was sent (Unix ms).
+    pub started: i64,
+    /// When its result came (Unix ms).
+    pub ended: i64,
+    /// The result's `stopReason`, or `error`.
+    pub stop_reason: Option<String>,
+}
+
+/// Where a call row came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// A session acp-usage relayed.
+    Relay,
+    /// `acp-usage import`, from a transcript on disk.
+    Import,
+}
+
+/// An open ledger.
+#[derive(Debug)]
+pub struct Store {
+    conn: Connection,
+}
+
+impl Store {
+    /// Opens (creating when missing) the ledger at `path`, migrated to this build's schema.
+    pub fn open(path: &Path) -> rusqlite::Result<Store> {
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let mut conn = Connection::open(path)?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        // WAL: readers never wait for a writer, and a crash loses no committed transaction.
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        schema::migrate(&mut conn)?;
+        Ok(Store { conn })
+    }
+
+    /// Opens the ledger for reading only (never creates it, never migrates it).
+    pub fn open_read(path: &Path) -> rusqlite::Result<Store> {
+        let conn = Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        Ok(Store { conn })
+    }
+
+    /// The connection, for queries of the commands that read the ledger.
+    pub fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// Imports the old `learned.json` once per ledger: its baselines, windows and sessions'
+    /// carried figures. Entries the ledger already has win.
+    pub fn import_learned(&mut self, learned: &Learned) -> rusqlite::Result<bool> {
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let done: Option<String> = tx
+            .query_row("SELECT value FROM meta WHERE key = 'learned_json'", [], |r| r.get(0))
+            .optional()?;
+        if done.is_some() {
+            return Ok(false);
+        }
+        for (key, e) in &learned.agents {
+            tx.execute(
+                "INSERT OR IGNORE INTO agents(key, baseline, size, updated) VALUES (?1, ?2, ?3, 0)",
+                params![key, e.baseline.map(|b| b as i64), e.size.map(|s| s as i64)],
+            )?;
+        }
+        for (key, entry) in &learned.sessions {
+            // `<profile>/<session id>`.
+            let Some((agent, id)) = key.split_once('/') else { continue };
+            let at = entry.updated as i64 * 1000;
+            let json = serde_json::to_string(entry).expect("session entry serialises");
+            tx.execute(
+                "INSERT OR IGNORE INTO sessions(session_id, agent, first_seen, last_seen, carried)
+                 VALUES (?1, ?2, ?3, ?3, ?4)",
+                params![id, agent, at, json],
+            )?;
+        }
+        tx.execute("INSERT INTO meta(key, value) VALUES ('learned_json', 'imported')", [])?;
+        tx.commit()?;
+        Ok(true)
+    }
+
+    /// Records that a session is open in process `pid` (its row made when missing).
+    pub fn session(
+        &mut self,
+        s: &SessionRef,
+        info: &SessionInfo,
+        pid: Option<u32>,
+        at: i64,
+    ) -> rusqlite::Result<()> {
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let row = session_row(&tx, s, at)?;
+        tx.execute(
+            "UPDATE sessions SET
+                agent_name = COALESCE(?2, agent_name), agent_version = COALESCE(?3, agent_version),
+                project = COALESCE(?4, project), title = COALESCE(?5, title),
+                model = COALESCE(?6, model), pid = COALESCE(?7, pid),
+                last_seen = MAX(last_seen, ?8)
+             WHERE id = ?1",
+            params![
+                row,
+                info.agent_name,
+                info.agent_version,
+                info.project,
+                info.title,
+                info.model,
+                pid,
+                at
+            ],
+        )?;
+        tx.commit()
+    }
+
+    /// Records settled calls of a session (a turn's, when `turn` is given) and the session's
+    /// figures after them, in one transaction. Each call is stamped with its own time when
+    /// `times` gives one, else `at`. A call whose key the session already has is not counted
+    /// again. Returns how many call rows were added.
+    #[allow(clippy::too_many_arguments)]
+    pub fn calls(
+        &mut self,
+        s: &SessionRef,
+        turn: Option<&TurnRow>,
+        calls: &[AccountedCall],
+        times: Option<&[i64]>,
+        figures: Option<&Figures>,
+        origin: Origin,
+        at: i64,
+    ) -> rusqlite::Result<usize> {
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let row = session_row(&tx, s, at)?;
+        let turn_id = match turn {
+            Some(t) => {
+                tx.execute(
+                    "INSERT INTO turns(session, started, ended, stop_reason) VALUES (?1, ?2, ?3, ?4)",
+                    params![row, t.started, t.ended, t.stop_reason],
+                )?;
+                tx.execute("UPDATE sessions SET turns = turns + 1 WHERE id = ?1", [row])?;
+                Some(tx.last_insert_rowid())
+            }
+            None => None,
+        };
+        let added = insert_calls(&tx, row, turn_id, calls, times, origin, at)?;
+        if let Some(f) = figures {
+            let json = serde_json::to_string(&f.carried).expect("session entry serialises");
+            tx.execute(
+                "UPDATE sessions SET carried = ?2, used = ?3, size = ?4,
+                    model = COALESCE(?5, model), last_seen = MAX(last_seen, ?6)
+                 WHERE id = ?1",
+                params![row, json, f.used as i64, f.size as i64, f.model, at],
+            )?;
+        } else {
+            tx.execute("UPDATE sessions SET last_seen = MAX(last_seen, ?2) WHERE id = ?1", params![row, at])?;
+        }
+        tx.commit()?;
+        Ok(added)
+    }
+
+    /// Remembers an agent's and model's baseline or window (each `None` keeps the ledger's).
+    pub fn agent(&mut self, key: &str, e: Entry, at: i64) -> rusqlite::Result<()> {
+        self.conn.execute(
+            "INSERT INTO agents(key, baseline, size, updated) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT(key) DO UPDATE SET baseline = COALESCE(?2, baseline),
+                size = COALESCE(?3, size), updated = ?4",
+            params![key, e.baseline.map(|b| b as i64), e.size.map(|s| s as i64), at],
+        )?;
+        Ok(())
+    }
+
+    /// The session is no longer open in `pid` (closed, or the process is ending).
+    pub fn closed(&mut self, session_id: Option<&str>, pid: u32) -> rusqlite::Result<()> {
+        match session_id {
+            Some(id) => self.conn.execute(
+                "UPDATE sessions SET pid = NULL WHERE session_id = ?1 AND pid = ?2",
+                params![id, pid],
+            )?,
+            None => self.conn.execute("UPDATE sessions SET pid = NULL WHERE pid = ?1", [pid])?,
+        };
+        Ok(())
+    }
+
+    /// The editor deleted the session: nothing is carried to a later run (its calls stay, they
+    /// were billed).
+    pub fn forget(&mut self, session_id: &str) -> rusqlite::Result<()> {
+        self.conn.execute("UPDATE sessions SET carried = NULL WHERE session_id = ?1", [session_id])?;
+        Ok(())
+    }
+
+    /// What an earlier run accounted for a session.
+    pub fn carried(&self, session_id: &str) -> rusqlite::Result<Option<SessionEntry>> {
+        let json: Option<Option<String>> = self
+            .conn
+            .query_row("SELECT carried FROM sessions WHERE session_id = ?1", [session_id], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        Ok(json.flatten().and_then(|j| serde_json::from_str(&j).ok()))
+    }
+
+    /// Every agent's and model's learned baseline and window.
+    pub fn agents(&self) -> rusqlite::Result<BTreeMap<String, Entry>> {
+        let mut stmt = self.conn.prepare("SELECT key, baseline, size FROM agents")?;
+        let rows = stmt.query_map([], |r| {
+            let b: Option<i64> = r.get(1)?;
+            let s: Option<i64> = r.get(2)?;
+            Ok((r.get::<_, String>(0)?, Entry { baseline: b.map(|b| b as u64), size: s.map(|s| s as u64) }))
+        })?;
+        rows.collect()
+    }
+
+    /// The cost of every call made at or after `since` (Unix ms), every session and process.
+    pub fn spent_since(&self, since: i64) -> rusqlite::Result<f64> {
+        self.conn.query_row("SELECT COALESCE(SUM(cost), 0) FROM calls WHERE at >= ?1", [since], |r| {
+            r.get(0)
+        })
+    }
+
+    /// The cost of a session's calls.
+    pub fn session_spent(&self, session_id: &str) -> rusqlite::Result<f64> {
+        self.conn.query_row(
+            "SELECT COALESCE(SUM(c.cost), 0) FROM calls c JOIN sessions s ON s.id = c.session
+             WHERE s.session_id = ?1",
+            [session_id],
+            |r| r.get(0),
+        )
+    }
+}
+
+/// The session's row id, the row made when missing.
+fn session_row(tx: &Transaction<'_>, s: &SessionRef, at: i64) -> rusqlite::Result<i64> {
+    tx.execute(
+        "INSERT OR IGNORE INTO sessions(session_id, agent, first_seen, last_seen) VALUES (?1, ?2, ?3, ?3)",
+        params![s.id, s.agent, at],
+    )?;
+    tx.query_row("SELECT id FROM sessions WHERE session_id = ?1", [&s.id], |r| r.get(0))
+}
+
+fn insert_calls(
+    tx: &Transaction<'_>,
+    session: i64,
+    turn: Option<i64>,
+    calls: &[AccountedCall],
+    times: Option<&[i64]>,
+    origin: Origin,
+    at: i64,
+) -> rusqlite::Result<usize> {
+    let mut stmt = tx.prepare_cached(
+        "INSERT OR IGNORE INTO calls(session, turn, at, role, model, provider, input, cache_read,
+            cache_write_5m, cache_write_1h, output, thought, calls, cost, cost_stated, exact,
+            source, origin, key)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
+    )?;
+    let origin = match origin {
+        Origin::Relay => "relay",
+        Origin::Import => "import",
+    };
+    let mut added = 0;
+    for (k, c) in calls.iter().enumerate() {
+        let r = &c.record;
+        let at = times.and_then(|t| t.get(k)).copied().unwrap_or(at);
+        added += stmt.execute(params![
+            session,
+            turn,
+            at,
+            c.role.as_str(),
+            r.model,
+            c.provider,
+            r.input as i64,
+            r.cache_read as i64,
+            r.cache_write_5m as i64,
+            r.cache_write_1h as i64,
+            r.output as i64,
+            r.thought as i64,
+            c.calls as i64,
+            c.cost,
+            c.cost_stated,
+            c.exact(),
+            c.source.as_str(),
+            origin,
+            c.key,
+        ])?;
+    }
+    Ok(added)
+}
