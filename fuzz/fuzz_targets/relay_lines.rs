@@ -72,6 +72,7 @@ fuzz_target!(|data: &[u8]| {
         catalog: Default::default(),
         default_window: 200_000,
         learned: Default::default(),
+        ledger: None,
         // Transcripts are files on disk: not part of what a line can reach.
         transcripts: false,
         // The tap's calls come from HTTP, not from ACP lines.

@@ -12,8 +12,8 @@ pub mod config;
 pub mod logging;
 pub mod record;
 pub mod relay;
-pub mod sources;
 pub mod sinks;
+pub mod sources;
 
 /// Entry point shared by `main.rs`.
 pub fn main() -> std::process::ExitCode {

@@ -1,15 +1,19 @@
-//! What one run of the relay hands the next through the state file. Guarantees:
+//! What one run of the relay hands the next through the ledger. Guarantees:
 //!
 //! - a session accounted by one run and reloaded by the next continues its cost and cumulative
 //!   totals (the agent's per-process cost is added to the carried one, not taken for the session's);
 //! - the hidden context an agent sends before the first visible prompt is learned from a session's
 //!   first turn and becomes the `used` estimate of the next new session of that agent and model;
-//! - a deleted session is forgotten; the file survives a save/load round trip.
+//! - a deleted session is forgotten;
+//! - every settled call is in the ledger, once, with its turn.
 
 mod support;
 
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
 use acp_usage::relay::observer::{Observer, Settings};
-use acp_usage::state::{self, Learned};
+use acp_usage::sinks::ledger::{self, Sink, Store, learned::Learned};
 use serde_json::{Value, json};
 use support::settings;
 
@@ -17,8 +21,30 @@ fn line(v: Value) -> Vec<u8> {
     serde_json::to_vec(&v).unwrap()
 }
 
-fn observer(learned: Learned) -> Observer {
-    Observer::new(Settings { learned, ..settings(&["claude-agent-acp"]) })
+/// A fresh ledger file of its own for a test.
+fn scratch_ledger(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("acp-usage-carry-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir.join("ledger.db")
+}
+
+/// An observer as a run of the relay starts it: what the ledger learned, and the ledger.
+fn observer(path: &Path) -> Observer {
+    let agents = ledger::open(path).unwrap().agents().unwrap();
+    Observer::new(Settings {
+        learned: Learned { agents, ..Learned::default() },
+        ledger: Some(path.to_path_buf()),
+        ..settings(&["claude-agent-acp"])
+    })
+}
+
+/// Writes what the observer settled, as the relay's writer thread does, and waits for it.
+fn save(o: &mut Observer, path: &Path) {
+    let sink = Sink::start(path.to_path_buf());
+    for w in o.take_writes() {
+        sink.send(w);
+    }
+    sink.finish(Duration::from_secs(10));
 }
 
 /// The `update` object of the first injected/rewritten usage_update in `lines`.
@@ -53,13 +79,14 @@ fn first_run(o: &mut Observer, session: &str, cost: f64) -> Value {
 
 #[test]
 fn a_reloaded_session_continues_its_cost_and_totals() {
-    let mut one = observer(Learned::default());
+    let path = scratch_ledger("reload");
+    let mut one = observer(&path);
     first_run(&mut one, "S1", 0.014091);
-    let learned = one.take_learned().expect("the turn taught something");
-    assert!(learned.sessions.contains_key("claude/S1"), "{learned:?}");
+    save(&mut one, &path);
+    assert!(Store::open(&path).unwrap().carried("S1").unwrap().is_some());
 
     // A new process: the agent's own cost starts at zero again.
-    let mut two = observer(learned);
+    let mut two = observer(&path);
     two.from_editor(&line(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{}})));
     two.from_agent(&line(
         json!({"jsonrpc":"2.0","id":0,"result":{"agentInfo":{"name":"claude-agent-acp"}}}),
@@ -86,35 +113,74 @@ fn a_reloaded_session_continues_its_cost_and_totals() {
 
 #[test]
 fn the_hidden_context_of_a_first_turn_seeds_the_next_session() {
-    let mut one = observer(Learned::default());
+    let path = scratch_ledger("baseline");
+    let mut one = observer(&path);
     let after_new = first_run(&mut one, "S1", 0.014091);
     assert_eq!(after_new["used"], 0, "nothing learned yet: {after_new}");
-    let learned = one.take_learned().unwrap();
-    let baseline = learned.agents["claude/sonnet"].baseline.expect("a baseline");
+    save(&mut one, &path);
+    let agents = Store::open(&path).unwrap().agents().unwrap();
+    let baseline = agents["claude/sonnet"].baseline.expect("a baseline");
     // 12,012 prompt tokens for a 3-token prompt ("Say hi."): the rest was hidden context.
     assert!((12_000..12_012).contains(&baseline), "{baseline}");
 
-    let mut two = observer(learned);
+    let mut two = observer(&path);
     let after_new = first_run(&mut two, "S2", 0.01);
     assert_eq!(after_new["used"], baseline, "{after_new}");
     assert_eq!(after_new["_meta"]["acpUsage"]["used"]["source"], "estimate", "{after_new}");
 }
 
 #[test]
-fn deleted_sessions_are_forgotten_by_the_file() {
-    let dir = std::env::temp_dir().join(format!("acp-usage-carry-{}", std::process::id()));
-    let path = dir.join("learned.json");
-    let mut one = observer(Learned::default());
+fn deleted_sessions_are_forgotten_by_the_ledger() {
+    let path = scratch_ledger("delete");
+    let mut one = observer(&path);
     first_run(&mut one, "S1", 0.01);
-    state::save(&path, &one.take_learned().unwrap()).unwrap();
-    assert!(state::load(&path).sessions.contains_key("claude/S1"));
+    save(&mut one, &path);
+    assert!(Store::open(&path).unwrap().carried("S1").unwrap().is_some());
 
-    let mut two = observer(state::load(&path));
+    let mut two = observer(&path);
     two.from_editor(&line(
         json!({"jsonrpc":"2.0","id":9,"method":"session/delete","params":{"sessionId":"S1"}}),
     ));
     two.from_agent(&line(json!({"jsonrpc":"2.0","id":9,"result":{}})));
-    state::save(&path, &two.take_learned().expect("the delete changed the state")).unwrap();
-    assert!(!state::load(&path).sessions.contains_key("claude/S1"));
-    let _ = std::fs::remove_dir_all(dir);
+    save(&mut two, &path);
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.carried("S1").unwrap(), None);
+    // Its calls stay: they were billed.
+    assert!((store.session_spent("S1").unwrap() - 0.01).abs() < 1e-12);
+}
+
+#[test]
+fn a_turn_and_its_calls_are_in_the_ledger_once() {
+    let path = scratch_ledger("turn");
+    let mut one = observer(&path);
+    first_run(&mut one, "S1", 0.014091);
+    save(&mut one, &path);
+    // Nothing new since: nothing is written twice.
+    save(&mut one, &path);
+    let store = Store::open(&path).unwrap();
+    let (calls, input, output, cost, turns, project, agent_name): (
+        i64,
+        i64,
+        i64,
+        f64,
+        i64,
+        String,
+        String,
+    ) = store
+        .conn()
+        .query_row(
+            "SELECT SUM(c.calls), SUM(c.input), SUM(c.output), SUM(c.cost), s.turns, s.project,
+                    s.agent_name
+             FROM calls c JOIN sessions s ON s.id = c.session WHERE s.session_id = 'S1'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?)),
+        )
+        .unwrap();
+    // The agent's turn sums (12 + 9,000 + 3,000 prompt tokens, 7 output), at its stated cost.
+    assert_eq!((calls, input, output, turns), (1, 12_012, 7, 1));
+    assert!((cost - 0.014091).abs() < 1e-12, "{cost}");
+    assert_eq!((project.as_str(), agent_name.as_str()), ("/w", "claude-agent-acp"));
+    let stop: String =
+        store.conn().query_row("SELECT stop_reason FROM turns", [], |r| r.get(0)).unwrap();
+    assert_eq!(stop, "end_turn");
 }

@@ -437,6 +437,11 @@ impl Ledger {
         std::mem::take(&mut self.accounted)
     }
 
+    /// Whether calls were settled since the sinks last took them.
+    pub fn has_accounted(&self) -> bool {
+        !self.accounted.is_empty()
+    }
+
     /// A model call the LLM-API tap saw, attributed to this session, made by `role` as far as
     /// the tap can tell. During a turn it joins the turn's calls (merged with the transcript's
     /// at the turn's end); between turns it counts at once.

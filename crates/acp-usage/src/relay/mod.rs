@@ -121,9 +121,8 @@ struct Core {
     observer: Observer,
     taps: Taps,
     worker: Option<Worker>,
-    state_path: Option<std::path::PathBuf>,
-    /// Whether anything learned was saved during the run (the last save is made at the end).
-    learned_changed: bool,
+    /// The ledger's writer thread (`None`: no ledger).
+    ledger: Option<crate::sinks::ledger::Sink>,
     /// The calls the LLM-API tap saw, when it runs.
     tap_rx: Option<mpsc::UnboundedReceiver<crate::sources::tap::TapCall>>,
 }
@@ -155,13 +154,13 @@ impl Core {
         }
     }
 
-    /// Saves what the observer learned from an agent line, off the relay's path.
+    /// Hands what the observer settled to the ledger's writer thread, off the relay's path.
     fn save_learned(&mut self) {
-        if let (Some(learned), Some(path)) = (self.observer.take_learned(), &self.state_path) {
-            // Rare (a turn's end, a new window).
-            self.learned_changed = true;
-            let path = path.clone();
-            tokio::task::spawn_blocking(move || save_state(&path, &learned));
+        let writes = self.observer.take_writes();
+        if let Some(sink) = &self.ledger {
+            for w in writes {
+                sink.send(w);
+            }
         }
     }
 }
@@ -236,8 +235,7 @@ where
         observer,
         taps,
         worker,
-        state_path: opts.state_path.clone(),
-        learned_changed: false,
+        ledger: opts.ledger.clone().map(crate::sinks::ledger::Sink::start),
         tap_rx,
     }));
     let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<Event>();
@@ -375,17 +373,19 @@ where
             untracked_responses = counters.untracked_responses,
             "passed through without reading"
         );
-        // A save still in flight may be cut short when the process exits: the last word is written
-        // here, whole, whatever changed during the run.
-        let learned_changed = c.learned_changed | c.observer.take_learned().is_some();
-        if let (true, Some(path)) = (learned_changed, &opts.state_path) {
-            save_state(path, c.observer.learned());
-        }
+        c.save_learned();
         std::mem::take(&mut c.taps)
     };
     // The editor pump may sit in a read on an editor that keeps its side open.
     editor_pump.abort();
     taps.finish().await;
+    // The ledger's last writes (the last turn, the sessions no longer open here) are done
+    // before the process ends; a ledger stuck behind another process's lock is not waited for
+    // longer than this.
+    let ledger = lock(&core).ledger.take();
+    if let Some(sink) = ledger {
+        let _ = tokio::task::spawn_blocking(move || sink.finish(Duration::from_secs(5))).await;
+    }
     Ok(agent::exit_code(status))
 }
 
@@ -442,12 +442,6 @@ fn release(h: Held, timed_out: bool, core: &mut Core, stats: &mut HoldStats) {
     core.send_commands();
     // The pump is gone only if it panicked; then nothing reaches the editor anyway.
     let _ = h.resume.send(out);
-}
-
-fn save_state(path: &std::path::Path, learned: &crate::state::Learned) {
-    if let Err(err) = crate::state::save(path, learned) {
-        tracing::warn!("cannot save {}: {err}", path.display());
-    }
 }
 
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::observer::Settings;
 use super::profiles::Profile;
+use crate::sinks::ledger::learned::Learned;
 use crate::sources::transcripts::Locations;
 
 /// What the user asked of the relay: the command line and environment, before the config file is
@@ -74,8 +75,8 @@ pub struct Options {
     pub max_line: usize,
     /// Observer settings.
     pub settings: Settings,
-    /// Where learned baselines and windows are saved (`None`: not saved).
-    pub state_path: Option<PathBuf>,
+    /// The ledger (`None`: none; see [`crate::sinks::ledger`]).
+    pub ledger: Option<PathBuf>,
     /// Where the agents' transcripts are (`None`: not read).
     pub transcripts: Option<Locations>,
     /// Longest a turn's result waits for the transcript to catch up.
@@ -87,7 +88,21 @@ impl Options {
     /// catalog) and what earlier runs learned.
     pub fn resolve(args: &RelayOptions) -> anyhow::Result<Options> {
         let config = crate::config::load(args)?;
-        let state_path = crate::state::path();
+        // What earlier runs learned per agent and model. The ledger is made here when missing
+        // (bringing in an old `learned.json`); one that cannot be opened is left out of the run.
+        let (learned, ledger) = match crate::sinks::ledger::path() {
+            Some(path) => match crate::sinks::ledger::open(&path).and_then(|s| s.agents()) {
+                Ok(agents) => (Learned { agents, ..Learned::default() }, Some(path)),
+                Err(err) => {
+                    tracing::warn!(
+                        "cannot open the ledger {}: {err}; going on without it",
+                        path.display()
+                    );
+                    (Learned::default(), None)
+                }
+            },
+            None => (Learned::default(), None),
+        };
         let transcripts = args.transcripts == Transcripts::On;
         Ok(Options {
             argv: args.agent.clone(),
@@ -99,11 +114,12 @@ impl Options {
                 keep_agent_usage: args.agent_usage == AgentUsage::Keep,
                 catalog: config.catalog,
                 default_window: config.default_window,
-                learned: state_path.as_deref().map(crate::state::load).unwrap_or_default(),
+                learned,
+                ledger: ledger.clone(),
                 transcripts,
                 tap: args.tap || config.tap,
             },
-            state_path,
+            ledger,
             transcripts: transcripts.then(Locations::from_process),
             transcript_wait: args.transcript_wait,
         })

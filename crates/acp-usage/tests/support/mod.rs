@@ -37,6 +37,7 @@ pub fn settings(command: &[&str]) -> Settings {
         catalog: Catalog::default(),
         default_window: DEFAULT_WINDOW,
         learned: Default::default(),
+        ledger: None,
         // Transcripts are followed by the relay's worker; in-process tests feed none.
         transcripts: false,
         tap: false,
@@ -57,7 +58,7 @@ pub fn options<S: AsRef<str>>(argv: &[S]) -> Options {
         argv,
         grace: Duration::from_secs(20),
         max_line: 256 * 1024 * 1024,
-        state_path: None,
+        ledger: None,
         transcripts: None,
         transcript_wait: Duration::from_millis(500),
     }

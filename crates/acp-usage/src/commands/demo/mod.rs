@@ -72,7 +72,7 @@ fn relay_command(exe: &Path, args: &RelayOptions) -> Command {
     }
     cmd.arg("--").arg(exe).arg("demo-agent");
     // The demo's numbers must not depend on (or change) what earlier runs learned.
-    cmd.env(crate::state::STATE_ENV, "off");
+    cmd.env(crate::sinks::ledger::LEDGER_ENV, "off");
     cmd
 }
 

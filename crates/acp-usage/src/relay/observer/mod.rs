@@ -18,11 +18,13 @@ use super::emit::{self, Trigger};
 use super::envelope::{self, Envelope, Kind};
 use super::follow::{Awaiting, Follow};
 use super::profiles::{AgentUpdate, Profile};
+use crate::sinks::ledger::Write;
+use crate::sinks::ledger::learned::{Entry, Learned, SessionEntry};
 use crate::sources::transcripts::{Command, Format, Update, UpdateKind};
-use crate::state::{Learned, SessionEntry};
 
 mod models;
 mod responses;
+mod sink;
 mod tapped;
 mod updates;
 
@@ -42,8 +44,12 @@ pub struct Settings {
     pub catalog: Catalog,
     /// The window used when nothing else is known.
     pub default_window: u64,
-    /// What earlier runs learned (see [`crate::state`]).
+    /// What earlier runs learned: baselines and windows per agent and model (see
+    /// [`crate::sinks::ledger::learned`]).
     pub learned: Learned,
+    /// The ledger, where settled calls and session figures are written and a reopened
+    /// session's are read (`None`: no ledger).
+    pub ledger: Option<std::path::PathBuf>,
     /// Read the agents' transcripts (`--transcripts on`).
     pub transcripts: bool,
     /// The agent's model calls go through the LLM-API tap (`--tap`): every call is seen.
@@ -115,6 +121,8 @@ struct Pending {
     raw_id: String,
     session: Option<String>,
     model: Option<String>,
+    /// `cwd` of `session/new`, `load`, `resume`, `fork`: the session's project.
+    cwd: Option<String>,
 }
 
 #[derive(Debug)]
@@ -145,6 +153,8 @@ struct Session {
     replayed_calls: Vec<(TokenRecord, bool)>,
     /// What attributes the tap's calls to this session.
     tap: tapped::TapState,
+    /// When the turn in progress started (Unix ms).
+    turn_started: Option<i64>,
 }
 
 impl Session {
@@ -162,6 +172,7 @@ impl Session {
             replayed_calls: Vec::new(),
             model_windows: HashMap::new(),
             tap: tapped::TapState::default(),
+            turn_started: None,
         }
     }
 
@@ -178,6 +189,7 @@ impl Session {
     }
 
     fn begin_turn(&mut self, tokens: u64) {
+        self.turn_started = Some(now_ms());
         self.ledger.begin_turn();
         self.ledger.prompt_tokens(tokens);
         if let Some(f) = &mut self.follow {
@@ -230,10 +242,11 @@ pub struct Observer {
     profile: Profile,
     pending: HashMap<String, Pending>,
     sessions: HashMap<String, Session>,
-    /// Baselines and windows learned per agent and model, in this run and earlier ones.
+    /// Baselines and windows learned per agent and model, in this run and earlier ones, and
+    /// the figures of this run's sessions (for a reopening).
     learned: Learned,
-    /// Whether `learned` changed since it was last taken for saving.
-    learned_dirty: bool,
+    /// What the ledger is to record, taken by the relay.
+    writes: Vec<Write>,
     /// Lines passed through without being understood.
     pub counters: Counters,
     /// Commands for the transcript worker, taken by the relay.
@@ -242,6 +255,8 @@ pub struct Observer {
     releasing: bool,
     /// `initialize`'s `agentInfo.name`, when the agent sent one.
     agent_name: Option<String>,
+    /// `initialize`'s `agentInfo.version`.
+    agent_version: Option<String>,
     /// Prompts seen so far (orders sessions by their latest prompt, for the tap).
     tap_prompts: u64,
     /// Calls the tap saw before any session existed.
@@ -260,11 +275,12 @@ impl Observer {
             pending: HashMap::new(),
             sessions: HashMap::new(),
             learned,
-            learned_dirty: false,
+            writes: Vec::new(),
             counters: Counters::default(),
             commands: Vec::new(),
             releasing: false,
             agent_name: None,
+            agent_version: None,
             tap_prompts: 0,
             tap_unclaimed: Vec::new(),
         }
@@ -509,7 +525,8 @@ impl Observer {
         let raw_id = env.id.expect("requests have ids").get().to_string();
         let Some(method) = known else {
             self.count_other(method);
-            let pending = Pending { method: Method::Other, raw_id, session: None, model: None };
+            let pending =
+                Pending { method: Method::Other, raw_id, session: None, model: None, cwd: None };
             self.pending.insert(key, pending);
             return;
         };
@@ -524,6 +541,8 @@ impl Observer {
             .and_then(|p| p.get("modelId"))
             .and_then(Value::as_str)
             .map(String::from);
+        let cwd =
+            params.as_ref().and_then(|p| p.get("cwd")).and_then(Value::as_str).map(String::from);
         match method {
             Method::Prompt => {
                 if let Some(id) = &session {
@@ -575,7 +594,7 @@ impl Observer {
             }
             _ => {}
         }
-        self.pending.insert(key, Pending { method, raw_id, session, model });
+        self.pending.insert(key, Pending { method, raw_id, session, model, cwd });
     }
 
     /// Observes a line from the agent and says what to write to the editor.
@@ -676,6 +695,7 @@ impl Observer {
                         raw_id: String::new(),
                         session: p.session.clone(),
                         model: None,
+                        cwd: None,
                     };
                     if let Some(id) = self.hold_for(&env, &p) {
                         return Outcome { hold: Some(id), ..Outcome::default() };
@@ -711,8 +731,10 @@ impl Observer {
     /// A session being reopened: the one this run knows, else what an earlier run carried, else a
     /// restored ledger whose history is unknown.
     fn reopened(&mut self, id: &str) -> &mut Session {
-        let key = format!("{}/{}", self.profile.name(), id);
-        let carried = self.learned.sessions.get(&key).map(SessionEntry::to_carried);
+        let carried = match self.sessions.contains_key(id) {
+            true => None,
+            false => self.carried(id).map(|e| e.to_carried()),
+        };
         self.sessions.entry(id.to_string()).or_insert_with(|| match carried {
             Some(c) => {
                 tracing::info!(session = id, "continuing the accounting of an earlier run");
@@ -753,16 +775,6 @@ impl Observer {
         }
     }
 
-    /// Everything learned so far (this run's and earlier runs').
-    pub fn learned(&self) -> &Learned {
-        &self.learned
-    }
-
-    /// What was learned since the last call, to be saved.
-    pub fn take_learned(&mut self) -> Option<Learned> {
-        std::mem::take(&mut self.learned_dirty).then(|| self.learned.clone())
-    }
-
     fn snapshot(&mut self, id: &str) -> acp_usage_core::Snapshot {
         self.sync_baseline(id);
         let cx = ledger_context(&self.settings, self.context_parts(id));
@@ -770,10 +782,10 @@ impl Observer {
         let snap = s.ledger.snapshot(&cx);
         if matches!(snap.size_source, Source::Agent | Source::Catalog) && s.model_value.is_some() {
             let key = self.learned_key(id);
-            let entry = self.learned.agents.entry(key).or_default();
+            let entry = self.learned.agents.entry(key.clone()).or_default();
             if entry.size != Some(snap.size) {
                 entry.size = Some(snap.size);
-                self.learned_dirty = true;
+                self.record_agent(key, Entry { baseline: None, size: Some(snap.size) });
             }
         }
         let s = self.sessions.get_mut(id).expect("session exists");

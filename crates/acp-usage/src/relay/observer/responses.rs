@@ -2,6 +2,7 @@
 //! reopened or forked, a turn's result, a model changed, a session closed.
 
 use super::*;
+use crate::sinks::ledger::TurnRow;
 
 impl Observer {
     pub(super) fn on_response(&mut self, line: &[u8], env: &Envelope<'_>, p: Pending) -> Outcome {
@@ -13,6 +14,11 @@ impl Observer {
                 self.agent_name = result
                     .as_ref()
                     .and_then(|r| r.pointer("/agentInfo/name"))
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                self.agent_version = result
+                    .as_ref()
+                    .and_then(|r| r.pointer("/agentInfo/version"))
                     .and_then(Value::as_str)
                     .map(str::to_string);
                 if let (None, Some(r)) = (self.settings.forced_profile, &result) {
@@ -43,6 +49,7 @@ impl Observer {
                 } else {
                     self.settle_history(id);
                 }
+                self.record_session(id, p.cwd.clone());
                 let trigger = if p.method == Method::New { Trigger::New } else { Trigger::Fork };
                 out.after.push(self.update_line(id, trigger));
             }
@@ -61,6 +68,7 @@ impl Observer {
                     self.read_models(id, r);
                 }
                 self.settle_history(id);
+                self.record_session(id, p.cwd.clone());
                 let trigger =
                     if p.method == Method::Load { Trigger::Load } else { Trigger::Resume };
                 out.after.push(self.update_line(id, trigger));
@@ -96,14 +104,21 @@ impl Observer {
                     s.turn_owner = Some(next);
                     s.begin_turn(tokens);
                 }
-                let entry = SessionEntry::from_carried(&s.ledger.carry(&cx), crate::state::now());
-                self.learned.sessions.insert(format!("{}/{id}", profile.name()), entry);
-                self.learned_dirty = true;
+                let started = std::mem::take(&mut s.turn_started);
                 if let Some(b) = s.ledger.take_learned_baseline() {
                     let key = self.learned_key(id);
                     tracing::debug!(key, baseline = b, "learned the agent's hidden context");
-                    self.learned.agents.entry(key).or_default().baseline = Some(b);
-                    self.learned_dirty = true;
+                    self.learned.agents.entry(key.clone()).or_default().baseline = Some(b);
+                    self.record_agent(key, Entry { baseline: Some(b), size: None });
+                }
+                if turn.is_some() {
+                    let stop_reason = match &result {
+                        Some(r) => r.get("stopReason").and_then(Value::as_str).map(str::to_string),
+                        None => Some("error".to_string()),
+                    };
+                    let ended = crate::sinks::ledger::now_ms();
+                    let row = TurnRow { started: started.unwrap_or(ended), ended, stop_reason };
+                    self.record_settled(id, Some(row));
                 }
                 if let (Some(turn), true) = (&turn, ok) {
                     out.replace =
@@ -135,10 +150,9 @@ impl Observer {
                     }
                     // A closed session can be loaded again; a deleted one is gone for good.
                     if p.method == Method::Delete {
-                        let key = format!("{}/{id}", self.profile.name());
-                        self.learned.sessions.remove(&key);
-                        self.learned.forget.insert(key);
-                        self.learned_dirty = true;
+                        self.record_forget(id);
+                    } else {
+                        self.record_closed(id);
                     }
                 }
             }

@@ -13,7 +13,6 @@ use acp_usage_core::ledger::Role;
 
 use super::{Observer, Session, ledger_context};
 use crate::sources::tap::TapCall;
-use crate::state::SessionEntry;
 
 /// What a session's attribution remembers.
 #[derive(Debug, Default)]
@@ -136,15 +135,10 @@ impl Observer {
             s.ledger.record_outside_turn(call.record, acp_usage_core::Source::Tap, false, &cx);
             return;
         }
-        let between_turns = !s.ledger.in_turn();
+        // Between turns it is counted at once, and kept at once (the ledger's writes are taken
+        // after each batch): a reload must not lose a call made after the last result (a
+        // title, a memory extraction).
         s.ledger.tap_call(call.record, call.id, role, &cx);
-        if between_turns {
-            // Counted at once, and kept at once: a reload must not lose a call made after the
-            // last result (a title, a memory extraction).
-            let entry = SessionEntry::from_carried(&s.ledger.carry(&cx), crate::state::now());
-            self.learned.sessions.insert(format!("{}/{id}", profile.name()), entry);
-            self.learned_dirty = true;
-        }
     }
 }
 

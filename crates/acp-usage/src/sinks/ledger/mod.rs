@@ -156,7 +156,10 @@ fn writer(path: PathBuf, rx: mpsc::Receiver<Write>) {
             match open(&path) {
                 Ok(s) => store = Some(s),
                 Err(err) => {
-                    report(&mut last_error, format!("cannot open the ledger {}: {err}", path.display()));
+                    report(
+                        &mut last_error,
+                        format!("cannot open the ledger {}: {err}", path.display()),
+                    );
                     continue;
                 }
             }
@@ -166,7 +169,10 @@ fn writer(path: PathBuf, rx: mpsc::Receiver<Write>) {
         match res {
             Ok(()) => last_error = None,
             Err(err) => {
-                report(&mut last_error, format!("cannot write to the ledger {}: {err}", path.display()));
+                report(
+                    &mut last_error,
+                    format!("cannot write to the ledger {}: {err}", path.display()),
+                );
                 // A file replaced or corrupted under us: reopen on the next write.
                 if matches!(
                     err.sqlite_error_code(),

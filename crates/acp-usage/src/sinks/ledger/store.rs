@@ -214,7 +214,10 @@ impl Store {
                 params![row, json, f.used as i64, f.size as i64, f.model, at],
             )?;
         } else {
-            tx.execute("UPDATE sessions SET last_seen = MAX(last_seen, ?2) WHERE id = ?1", params![row, at])?;
+            tx.execute(
+                "UPDATE sessions SET last_seen = MAX(last_seen, ?2) WHERE id = ?1",
+                params![row, at],
+            )?;
         }
         tx.commit()?;
         Ok(added)
@@ -246,7 +249,8 @@ impl Store {
     /// The editor deleted the session: nothing is carried to a later run (its calls stay, they
     /// were billed).
     pub fn forget(&mut self, session_id: &str) -> rusqlite::Result<()> {
-        self.conn.execute("UPDATE sessions SET carried = NULL WHERE session_id = ?1", [session_id])?;
+        self.conn
+            .execute("UPDATE sessions SET carried = NULL WHERE session_id = ?1", [session_id])?;
         Ok(())
     }
 
@@ -267,16 +271,21 @@ impl Store {
         let rows = stmt.query_map([], |r| {
             let b: Option<i64> = r.get(1)?;
             let s: Option<i64> = r.get(2)?;
-            Ok((r.get::<_, String>(0)?, Entry { baseline: b.map(|b| b as u64), size: s.map(|s| s as u64) }))
+            Ok((
+                r.get::<_, String>(0)?,
+                Entry { baseline: b.map(|b| b as u64), size: s.map(|s| s as u64) },
+            ))
         })?;
         rows.collect()
     }
 
     /// The cost of every call made at or after `since` (Unix ms), every session and process.
     pub fn spent_since(&self, since: i64) -> rusqlite::Result<f64> {
-        self.conn.query_row("SELECT COALESCE(SUM(cost), 0) FROM calls WHERE at >= ?1", [since], |r| {
-            r.get(0)
-        })
+        self.conn.query_row(
+            "SELECT COALESCE(SUM(cost), 0) FROM calls WHERE at >= ?1",
+            [since],
+            |r| r.get(0),
+        )
     }
 
     /// The cost of a session's calls.
