@@ -73,6 +73,7 @@ fuzz_target!(|data: &[u8]| {
         default_window: 200_000,
         learned: Default::default(),
         ledger: None,
+        budgets: Default::default(),
         // Transcripts are files on disk: not part of what a line can reach.
         transcripts: false,
         // The tap's calls come from HTTP, not from ACP lines.

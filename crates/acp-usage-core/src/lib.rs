@@ -5,6 +5,7 @@
 //! ledger events, and renders what the [`ledger::Ledger`] answers back into ACP messages.
 
 pub mod api;
+pub mod budget;
 pub mod catalog;
 pub mod estimate;
 pub mod ledger;

@@ -12,6 +12,16 @@
 //! window = 200000
 //! input = 3.0
 //! output = 15.0
+//!
+//! [budget]                   # USD; each optional
+//! session = 5.0
+//! day = 20.0
+//! month = 300.0
+//! warn_at = [0.75, 0.9]      # fractions of each budget that are noticed (the default)
+//! action = "warn"            # or "block": a prompt past a budget is refused
+//!
+//! [context]
+//! warn_at = [0.75, 0.9, 0.95] # fractions of the window that are noticed (the default)
 //! ```
 //!
 //! Layering, lowest first: the embedded catalog, the config's `catalog` file, the config's
@@ -22,6 +32,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use acp_usage_core::Catalog;
+use acp_usage_core::budget::{DEFAULT_BUDGET_WARN, DEFAULT_CONTEXT_WARN, Scope};
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
@@ -46,6 +57,46 @@ pub struct Settings {
     pub config_file: Option<PathBuf>,
     /// `tap = true`: the LLM-API tap is on.
     pub tap: bool,
+    /// `[budget]` and `[context]`.
+    pub budgets: Budgets,
+}
+
+/// Budgets and the lines whose crossing is noticed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Budgets {
+    /// Each budget set, in USD.
+    pub limits: Vec<(Scope, f64)>,
+    /// Fractions of a budget that are noticed (the limit itself always is).
+    pub warn_at: Vec<f64>,
+    /// `action = "block"`: a prompt that would start past a budget is refused.
+    pub block: bool,
+    /// Fractions of the context window that are noticed.
+    pub context_warn_at: Vec<f64>,
+}
+
+impl Default for Budgets {
+    fn default() -> Budgets {
+        Budgets {
+            limits: Vec::new(),
+            warn_at: DEFAULT_BUDGET_WARN.to_vec(),
+            block: false,
+            context_warn_at: DEFAULT_CONTEXT_WARN.to_vec(),
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct BudgetTable {
+    session: Option<f64>,
+    day: Option<f64>,
+    month: Option<f64>,
+    warn_at: Option<Vec<f64>>,
+    action: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ContextTable {
+    warn_at: Option<Vec<f64>>,
 }
 
 /// The config file's shape. Keys this version does not know are logged, not refused, so an
@@ -57,6 +108,8 @@ struct ConfigFile {
     tap: Option<bool>,
     #[serde(default)]
     models: BTreeMap<String, ModelOverride>,
+    budget: Option<BudgetTable>,
+    context: Option<ContextTable>,
     #[serde(flatten)]
     unknown: BTreeMap<String, toml::Value>,
 }
@@ -93,6 +146,7 @@ pub fn load_from(
     let mut default_window = DEFAULT_WINDOW;
     let mut config_file = None;
     let mut tap = false;
+    let mut budgets = Budgets::default();
 
     if let Some((path, explicit)) = config {
         match std::fs::read_to_string(&path) {
@@ -100,6 +154,7 @@ pub fn load_from(
                 let file: ConfigFile = toml::from_str(&text)
                     .with_context(|| format!("in config file {}", path.display()))?;
                 tap = file.tap.unwrap_or(false);
+                budgets = read_budgets(&path, file.budget.as_ref(), file.context.as_ref())?;
                 apply_config(&path, file, &mut catalog, &mut default_window)?;
                 config_file = Some(path);
             }
@@ -116,7 +171,55 @@ pub fn load_from(
         apply_catalog_file(path, &mut catalog)?;
     }
     tracing::info!("catalog: {} models from {}", catalog.len(), catalog.source());
-    Ok(Settings { catalog, default_window, config_file, tap })
+    Ok(Settings { catalog, default_window, config_file, tap, budgets })
+}
+
+/// The `[budget]` and `[context]` tables, checked: amounts positive, fractions in (0, 1].
+fn read_budgets(
+    path: &Path,
+    budget: Option<&BudgetTable>,
+    context: Option<&ContextTable>,
+) -> anyhow::Result<Budgets> {
+    let mut b = Budgets::default();
+    let fractions = |what: &str, v: &Vec<f64>| -> anyhow::Result<Vec<f64>> {
+        if let Some(bad) = v.iter().find(|f| !(**f > 0.0 && **f <= 1.0)) {
+            bail!(
+                "in config file {}: {what}.warn_at holds {bad}; fractions are between 0 and 1",
+                path.display()
+            );
+        }
+        Ok(v.clone())
+    };
+    if let Some(t) = budget {
+        for (scope, limit) in
+            [(Scope::Session, t.session), (Scope::Day, t.day), (Scope::Month, t.month)]
+        {
+            match limit {
+                Some(l) if l > 0.0 && l.is_finite() => b.limits.push((scope, l)),
+                Some(l) => bail!(
+                    "in config file {}: budget.{} is {l}; a budget is a positive amount of USD",
+                    path.display(),
+                    scope.as_str()
+                ),
+                None => {}
+            }
+        }
+        if let Some(w) = &t.warn_at {
+            b.warn_at = fractions("budget", w)?;
+        }
+        b.block = match t.action.as_deref() {
+            None | Some("warn") => false,
+            Some("block") => true,
+            Some(other) => bail!(
+                "in config file {}: budget.action is `{other}`; it is `warn` or `block`",
+                path.display()
+            ),
+        };
+    }
+    if let Some(w) = context.and_then(|c| c.warn_at.as_ref()) {
+        b.context_warn_at = fractions("context", w)?;
+    }
+    Ok(b)
 }
 
 /// Puts one config file's settings in place, in layering order.

@@ -437,6 +437,11 @@ impl Ledger {
         std::mem::take(&mut self.accounted)
     }
 
+    /// The cost of the calls settled since the sinks last took them.
+    pub fn accounted_cost(&self) -> f64 {
+        self.accounted.iter().filter_map(|c| c.cost).sum()
+    }
+
     /// Whether calls were settled since the sinks last took them.
     pub fn has_accounted(&self) -> bool {
         !self.accounted.is_empty()

@@ -239,12 +239,16 @@ where
         tap_rx,
     }));
     let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<Event>();
+    // Answers acp-usage gives the editor itself (a prompt refused for a spent budget): the
+    // agent pump owns the editor's side, and writes them between the agent's lines.
+    let (answer_tx, answer_rx) = mpsc::unbounded_channel::<Vec<u8>>();
     let editor_pump = tokio::spawn(editor_pump(
         editor_in,
         pipes.stdin,
         core.clone(),
         opts.max_line,
         ev_tx.clone(),
+        answer_tx,
     ));
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let agent_pump = tokio::spawn(agent_pump(
@@ -255,6 +259,7 @@ where
         opts.transcript_wait,
         ev_tx,
         stop_rx,
+        answer_rx,
     ));
 
     let mut sigint = signal(SignalKind::interrupt()).context("SIGINT handler")?;
@@ -459,6 +464,7 @@ async fn editor_pump<R, W>(
     core: Shared,
     max: usize,
     events: mpsc::UnboundedSender<Event>,
+    answers: mpsc::UnboundedSender<Vec<u8>>,
 ) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -476,9 +482,17 @@ async fn editor_pump<R, W>(
                 match p {
                     Piece::Line { range, newline } => {
                         let line = &buf[range.clone()];
-                        c.observer.from_editor(line);
                         c.taps.line(Dir::EditorToAgent, line, false);
-                        extend_run(&mut runs, range.start..range.end + usize::from(newline));
+                        match c.observer.from_editor(line) {
+                            None => {
+                                extend_run(&mut runs, range.start..range.end + usize::from(newline))
+                            }
+                            Some(answer) => {
+                                // Not for the agent: answered here.
+                                c.taps.line(Dir::Injected, &answer, false);
+                                let _ = answers.send(answer);
+                            }
+                        }
                     }
                     Piece::TooLong(n) => {
                         tracing::warn!(
@@ -523,6 +537,7 @@ async fn agent_pump<R, W>(
     hold_wait: Duration,
     events: mpsc::UnboundedSender<Event>,
     mut stop: oneshot::Receiver<()>,
+    mut answers: mpsc::UnboundedReceiver<Vec<u8>>,
 ) -> Sink<W>
 where
     R: AsyncRead + Unpin,
@@ -547,6 +562,12 @@ where
             biased;
             eof = batches.fill(&mut input) => eof,
             _ = &mut stop => return sink,
+            // Between the agent's lines only: never inside one being streamed on.
+            Some(answer) = answers.recv(), if streamed.is_none() => {
+                sink.line(&answer).await;
+                sink.flush().await;
+                continue;
+            }
         };
         if let Some(st) = &mut streamed {
             // The buffer holds only what followed the line's last part.

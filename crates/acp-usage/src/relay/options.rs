@@ -118,6 +118,7 @@ impl Options {
                 ledger: ledger.clone(),
                 transcripts,
                 tap: args.tap || config.tap,
+                budgets: config.budgets,
             },
             ledger,
             transcripts: transcripts.then(Locations::from_process),

@@ -38,6 +38,7 @@ pub fn settings(command: &[&str]) -> Settings {
         default_window: DEFAULT_WINDOW,
         learned: Default::default(),
         ledger: None,
+        budgets: Default::default(),
         // Transcripts are followed by the relay's worker; in-process tests feed none.
         transcripts: false,
         tap: false,

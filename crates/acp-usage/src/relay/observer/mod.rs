@@ -22,7 +22,9 @@ use crate::sinks::ledger::Write;
 use crate::sinks::ledger::learned::{Entry, Learned, SessionEntry};
 use crate::sources::transcripts::{Command, Format, Update, UpdateKind};
 
+mod alerts;
 mod models;
+mod requests;
 mod responses;
 mod sink;
 mod tapped;
@@ -54,6 +56,8 @@ pub struct Settings {
     pub transcripts: bool,
     /// The agent's model calls go through the LLM-API tap (`--tap`): every call is seen.
     pub tap: bool,
+    /// Budgets and the lines whose crossing is noticed.
+    pub budgets: crate::config::Budgets,
 }
 
 /// What a ledger needs from outside, for a session whose agent's parts are `(window percent,
@@ -247,6 +251,14 @@ pub struct Observer {
     learned: Learned,
     /// What the ledger is to record, taken by the relay.
     writes: Vec<Write>,
+    /// The client shows `notice` session updates (it said so in `initialize`).
+    notices: bool,
+    /// Notices to send the editor after the line being handled.
+    notices_out: Vec<Vec<u8>>,
+    /// What each session crossed of its context window and session budget.
+    alerts: HashMap<String, alerts::SessionAlerts>,
+    /// What the day's and month's spending crossed, per period (its start, Unix ms).
+    period_alerts: HashMap<(acp_usage_core::budget::Scope, i64), acp_usage_core::budget::Crossings>,
     /// Lines passed through without being understood.
     pub counters: Counters,
     /// Commands for the transcript worker, taken by the relay.
@@ -276,6 +288,10 @@ impl Observer {
             sessions: HashMap::new(),
             learned,
             writes: Vec::new(),
+            notices: false,
+            notices_out: Vec::new(),
+            alerts: HashMap::new(),
+            period_alerts: HashMap::new(),
             counters: Counters::default(),
             commands: Vec::new(),
             releasing: false,
@@ -495,108 +511,6 @@ impl Observer {
         ids
     }
 
-    /// Observes a line from the editor. Editor lines are never changed.
-    pub fn from_editor(&mut self, line: &[u8]) {
-        let Some(env) = Envelope::parse(line) else {
-            self.counters.not_objects += 1;
-            return;
-        };
-        let Some(method) = env.method.as_deref() else { return };
-        let known = match method {
-            "initialize" => Some(Method::Initialize),
-            "session/new" => Some(Method::New),
-            "session/load" => Some(Method::Load),
-            "session/resume" => Some(Method::Resume),
-            "session/fork" => Some(Method::Fork),
-            "session/prompt" => Some(Method::Prompt),
-            "session/set_config_option" => Some(Method::SetConfigOption),
-            "session/set_model" => Some(Method::SetModel),
-            "session/close" => Some(Method::Close),
-            "session/delete" => Some(Method::Delete),
-            _ => None,
-        };
-        if env.kind() != Kind::Request {
-            if known.is_none() {
-                self.count_other(method);
-            }
-            return;
-        }
-        let key = env.id_key().expect("requests have ids");
-        let raw_id = env.id.expect("requests have ids").get().to_string();
-        let Some(method) = known else {
-            self.count_other(method);
-            let pending =
-                Pending { method: Method::Other, raw_id, session: None, model: None, cwd: None };
-            self.pending.insert(key, pending);
-            return;
-        };
-        let params: Option<Value> = env.params.and_then(|p| serde_json::from_str(p.get()).ok());
-        let session = params
-            .as_ref()
-            .and_then(|p| p.get("sessionId"))
-            .and_then(Value::as_str)
-            .map(String::from);
-        let model = params
-            .as_ref()
-            .and_then(|p| p.get("modelId"))
-            .and_then(Value::as_str)
-            .map(String::from);
-        let cwd =
-            params.as_ref().and_then(|p| p.get("cwd")).and_then(Value::as_str).map(String::from);
-        match method {
-            Method::Prompt => {
-                if let Some(id) = &session {
-                    let family = self.family(id);
-                    let blocks = params.as_ref().and_then(|p| p.get("prompt"));
-                    let tokens = content::blocks_tokens(blocks, family);
-                    let first_text = blocks
-                        .and_then(|b| b.get(0))
-                        .and_then(|b| b.get("text"))
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
-                    if self.profile == Profile::Claude
-                        && first_text.split_whitespace().next() == Some("/clear")
-                        && self.sessions.get(id).is_some_and(|s| s.follow.is_some())
-                    {
-                        // Claude Code starts a new inner transcript for the same ACP session.
-                        self.commands.push(Command::Restarted(id.to_string(), now_ms()));
-                    }
-                    self.session(id, Ledger::restored);
-                    self.sync_baseline(id);
-                    if self.settings.tap {
-                        self.tap_prompt(id, first_text);
-                    }
-                    let s = self.session(id, Ledger::restored);
-                    if s.turn_owner.is_none() {
-                        s.turn_owner = Some(key.clone());
-                        s.begin_turn(tokens);
-                        self.poll(id);
-                    } else {
-                        // A prompt sent before the previous one's result (e.g. right after a
-                        // cancel) starts its turn when that result has arrived.
-                        s.queued.push_back((key.clone(), tokens));
-                    }
-                }
-            }
-            Method::Resume => {
-                if let Some(id) = &session {
-                    self.reopened(id);
-                    self.follow(id, true);
-                }
-            }
-            Method::Load => {
-                if let Some(id) = &session {
-                    // What the agent replays is history, not usage. A session this relay already
-                    // accounted for keeps its ledger; an unknown one starts from the replay.
-                    self.reopened(id).loading = true;
-                    self.follow(id, true);
-                }
-            }
-            _ => {}
-        }
-        self.pending.insert(key, Pending { method, raw_id, session, model, cwd });
-    }
-
     /// Observes a line from the agent and says what to write to the editor.
     pub fn from_agent(&mut self, line: &[u8]) -> Outcome {
         self.from_agent_parsed(line, Envelope::parse(line))
@@ -677,6 +591,14 @@ impl Observer {
 
     /// [`Observer::from_agent`] with the line's envelope already parsed.
     pub fn from_agent_parsed(&mut self, line: &[u8], env: Option<Envelope<'_>>) -> Outcome {
+        let mut out = self.from_agent_inner(line, env);
+        if out.hold.is_none() {
+            out.after.append(&mut self.notices_out);
+        }
+        out
+    }
+
+    fn from_agent_inner(&mut self, line: &[u8], env: Option<Envelope<'_>>) -> Outcome {
         let Some(env) = env else {
             self.counters.not_objects += 1;
             return Outcome::default();
@@ -798,6 +720,7 @@ impl Observer {
 
     fn update_line(&mut self, id: &str, trigger: Trigger) -> Vec<u8> {
         let snap = self.snapshot(id);
+        self.context_alert(id, snap.used, snap.size, snap.model.as_deref());
         emit::usage_update(id, &snap, self.label(), trigger)
     }
 

@@ -119,6 +119,8 @@ impl Observer {
                     let ended = crate::sinks::ledger::now_ms();
                     let row = TurnRow { started: started.unwrap_or(ended), ended, stop_reason };
                     self.record_settled(id, Some(row));
+                    let cost = turn.as_ref().and_then(|t| t.cost).unwrap_or(0.0);
+                    self.budget_alerts(id, cost);
                 }
                 if let (Some(turn), true) = (&turn, ok) {
                     out.replace =

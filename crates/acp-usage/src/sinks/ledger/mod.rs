@@ -48,6 +48,24 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// When the current local day (or month) began, in Unix ms: what `today` and `this month`
+/// count from in budgets and reports.
+pub fn period_start_ms(month: bool) -> i64 {
+    use chrono::{Datelike, Local, TimeZone};
+    let now = Local::now();
+    let date = if month {
+        now.date_naive().with_day(1).unwrap_or(now.date_naive())
+    } else {
+        now.date_naive()
+    };
+    let midnight = date.and_hms_opt(0, 0, 0).expect("midnight exists");
+    // A midnight skipped by a DST change: the earliest time of that day.
+    Local
+        .from_local_datetime(&midnight)
+        .earliest()
+        .map_or(now.timestamp_millis(), |t| t.timestamp_millis())
+}
+
 /// Opens the ledger for writing, bringing in the old `learned.json` the first time.
 pub fn open(path: &std::path::Path) -> rusqlite::Result<Store> {
     let mut store = Store::open(path)?;

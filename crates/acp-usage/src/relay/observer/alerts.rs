@@ -1,0 +1,204 @@
+//! Budgets and context thresholds in the relay: a crossing becomes a `notice` session update
+//! (to a client that advertised `session.notices` in `initialize`) and a log line; in `block`
+//! mode a prompt that would start past a budget is answered here and never reaches the agent.
+//! When a line is crossed and whether a prompt may start is decided by
+//! [`acp_usage_core::budget`]; this module only gathers the figures and words the messages.
+//!
+//! Day and month budgets count every session of every running acp-usage: what the ledger file
+//! holds, plus what this process has settled and not yet handed to the ledger's writer.
+
+use acp_usage_core::budget::{Crossings, Lines, Overrun, Scope, overrun};
+use serde_json::json;
+
+use super::*;
+use crate::sinks::ledger::{Store, Write, period_start_ms};
+
+/// The JSON-RPC error code of a prompt refused for a spent budget (in the range JSON-RPC leaves
+/// to implementations; ACP does not use it).
+pub const BUDGET_EXCEEDED: i64 = -32050;
+
+/// What one session has crossed so far.
+#[derive(Debug, Default)]
+pub(super) struct SessionAlerts {
+    context: Option<Crossings>,
+    budget: Option<Crossings>,
+}
+
+impl Observer {
+    /// What this process spent in `scope` (the session `id`'s, or every session's since the day
+    /// or month began), and the limit's crossings for that period.
+    fn spent(&mut self, id: &str, scope: Scope) -> f64 {
+        match scope {
+            Scope::Session => self.snapshot(id).cost.unwrap_or(0.0),
+            Scope::Day | Scope::Month => {
+                let since = period_start_ms(scope == Scope::Month);
+                let pending: f64 = self
+                    .writes
+                    .iter()
+                    .filter_map(|w| match w {
+                        Write::Calls { calls, .. } => {
+                            Some(calls.iter().filter_map(|c| c.cost).sum::<f64>())
+                        }
+                        _ => None,
+                    })
+                    .sum::<f64>()
+                    + self.sessions.values().map(|s| s.ledger.accounted_cost()).sum::<f64>();
+                let stored = match self.settings.ledger.as_deref() {
+                    Some(path) => match Store::open_read(path).and_then(|s| s.spent_since(since)) {
+                        Ok(v) => v,
+                        Err(err) => {
+                            tracing::warn!(
+                                "cannot read the ledger {} for the {} budget: {err}",
+                                path.display(),
+                                scope.adjective()
+                            );
+                            0.0
+                        }
+                    },
+                    None => 0.0,
+                };
+                stored + pending
+            }
+        }
+    }
+
+    /// In `block` mode, the answer to a prompt that would start past a budget.
+    pub(super) fn refuse_prompt(&mut self, id: &str, raw_id: &str) -> Option<Vec<u8>> {
+        if !self.settings.budgets.block || self.settings.budgets.limits.is_empty() {
+            return None;
+        }
+        self.sessions.get(id)?;
+        let limits = self.settings.budgets.limits.clone();
+        let spent: Vec<(Scope, f64)> =
+            limits.iter().map(|(s, _)| (*s, self.spent(id, *s))).collect();
+        let Overrun { scope, limit, spent } =
+            overrun(&limits, |s| spent.iter().find(|(k, _)| *k == s).map_or(0.0, |(_, v)| *v))?;
+        let what = match scope {
+            Scope::Session => "in this session",
+            Scope::Day => "today, across all sessions",
+            Scope::Month => "this month, across all sessions",
+        };
+        let message = format!(
+            "acp-usage: the {} budget of ${limit:.2} is spent (${spent:.2} {what}); the prompt was \
+             not sent. Raise `budget.{}` or set `budget.action = \"warn\"` in the acp-usage \
+             config file to go on.",
+            scope.adjective(),
+            scope.as_str()
+        );
+        tracing::warn!(session = id, "{message}");
+        let error = json!({
+            "code": BUDGET_EXCEEDED,
+            "message": message,
+            "data": {"acpUsage": {"budget": scope.as_str(), "limit": limit, "spent": spent, "currency": "USD"}},
+        });
+        Some(format!(r#"{{"jsonrpc":"2.0","id":{raw_id},"error":{error}}}"#).into_bytes())
+    }
+
+    /// After a turn: notices for the budgets whose lines its cost crossed.
+    pub(super) fn budget_alerts(&mut self, id: &str, turn_cost: f64) {
+        let limits = self.settings.budgets.limits.clone();
+        if limits.is_empty() {
+            return;
+        }
+        let lines = Lines::new(&self.settings.budgets.warn_at, true);
+        for (scope, limit) in limits {
+            let after = self.spent(id, scope);
+            let before = after - turn_cost;
+            let crossed = match scope {
+                Scope::Session => {
+                    let a = self.alerts.entry(id.to_string()).or_default();
+                    a.budget
+                        .get_or_insert_with(|| Crossings::at(&lines, before, limit))
+                        .update(&lines, after, limit)
+                }
+                Scope::Day | Scope::Month => {
+                    let period = period_start_ms(scope == Scope::Month);
+                    self.period_alerts
+                        .entry((scope, period))
+                        .or_insert_with(|| Crossings::at(&lines, before, limit))
+                        .update(&lines, after, limit)
+                }
+            };
+            let Some(fraction) = crossed else { continue };
+            let what = match scope {
+                Scope::Session => "in this session",
+                Scope::Day => "today, across all sessions",
+                Scope::Month => "this month, across all sessions",
+            };
+            let title = if fraction >= 1.0 {
+                format!("The {} budget of ${limit:.2} is spent", scope.adjective())
+            } else {
+                format!("{:.0}% of the {} budget spent", fraction * 100.0, scope.adjective())
+            };
+            let mut description = format!("${after:.2} of ${limit:.2} {what}.");
+            if fraction >= 1.0 && self.settings.budgets.block {
+                description.push_str(" The next prompt will be refused.");
+            }
+            tracing::warn!(session = id, "{title}: {description}");
+            let meta = json!({"budget": scope.as_str(), "fraction": fraction, "limit": limit, "spent": after, "currency": "USD"});
+            let severity = if fraction >= 1.0 { "error" } else { "warning" };
+            self.notice(id, severity, &title, &description, meta);
+        }
+    }
+
+    /// After a `usage_update`: a notice when `used` crossed a line of the window.
+    pub(super) fn context_alert(&mut self, id: &str, used: u64, size: u64, model: Option<&str>) {
+        if size == 0 || self.settings.budgets.context_warn_at.is_empty() {
+            return;
+        }
+        let lines = Lines::new(&self.settings.budgets.context_warn_at, false);
+        let (used_f, size_f) = (used as f64, size as f64);
+        let a = self.alerts.entry(id.to_string()).or_default();
+        let crossed = match &mut a.context {
+            Some(c) => c.update(&lines, used_f, size_f),
+            None => {
+                // What a reopened session had crossed before is not told again.
+                a.context = Some(Crossings::at(&lines, used_f, size_f));
+                None
+            }
+        };
+        let Some(fraction) = crossed else { return };
+        let title = format!("Context {:.0}% full", fraction * 100.0);
+        let description = format!(
+            "{} of {} tokens in use{}.",
+            thousands(used),
+            thousands(size),
+            model.map(|m| format!(" ({m})")).unwrap_or_default()
+        );
+        tracing::warn!(session = id, "{title}: {description}");
+        let meta = json!({"context": {"fraction": fraction, "used": used, "size": size}});
+        self.notice(id, "warning", &title, &description, meta);
+    }
+
+    /// Queues a `notice` for the editor, when it shows notices.
+    fn notice(&mut self, id: &str, severity: &str, title: &str, description: &str, meta: Value) {
+        if !self.notices {
+            return;
+        }
+        let update = json!({
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {"sessionId": id, "update": {
+                "sessionUpdate": "notice",
+                "severity": severity,
+                "title": title,
+                "description": description,
+                "_meta": {"acpUsage": meta},
+            }},
+        });
+        self.notices_out.push(serde_json::to_vec(&update).expect("a notice serialises"));
+    }
+}
+
+/// `1234567` as `1,234,567`.
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}

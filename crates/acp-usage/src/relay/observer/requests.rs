@@ -1,0 +1,123 @@
+//! The observer's reading of the editor's requests: which are tracked until answered, a
+//! turn's start, a session reopened, and a prompt a spent budget refuses.
+
+use super::*;
+
+impl Observer {
+    /// Observes a line from the editor. Editor lines are never changed; a prompt that a
+    /// budget in `block` mode refuses is not forwarded at all: the answer to send the editor in
+    /// its place comes back.
+    pub fn from_editor(&mut self, line: &[u8]) -> Option<Vec<u8>> {
+        let Some(env) = Envelope::parse(line) else {
+            self.counters.not_objects += 1;
+            return None;
+        };
+        let Some(method) = env.method.as_deref() else { return None };
+        let known = match method {
+            "initialize" => Some(Method::Initialize),
+            "session/new" => Some(Method::New),
+            "session/load" => Some(Method::Load),
+            "session/resume" => Some(Method::Resume),
+            "session/fork" => Some(Method::Fork),
+            "session/prompt" => Some(Method::Prompt),
+            "session/set_config_option" => Some(Method::SetConfigOption),
+            "session/set_model" => Some(Method::SetModel),
+            "session/close" => Some(Method::Close),
+            "session/delete" => Some(Method::Delete),
+            _ => None,
+        };
+        if env.kind() != Kind::Request {
+            if known.is_none() {
+                self.count_other(method);
+            }
+            return None;
+        }
+        let key = env.id_key().expect("requests have ids");
+        let raw_id = env.id.expect("requests have ids").get().to_string();
+        let Some(method) = known else {
+            self.count_other(method);
+            let pending =
+                Pending { method: Method::Other, raw_id, session: None, model: None, cwd: None };
+            self.pending.insert(key, pending);
+            return None;
+        };
+        let params: Option<Value> = env.params.and_then(|p| serde_json::from_str(p.get()).ok());
+        let session = params
+            .as_ref()
+            .and_then(|p| p.get("sessionId"))
+            .and_then(Value::as_str)
+            .map(String::from);
+        let model = params
+            .as_ref()
+            .and_then(|p| p.get("modelId"))
+            .and_then(Value::as_str)
+            .map(String::from);
+        let cwd =
+            params.as_ref().and_then(|p| p.get("cwd")).and_then(Value::as_str).map(String::from);
+        match method {
+            Method::Initialize => {
+                // Notices go only to a client that said it shows them.
+                self.notices = params
+                    .as_ref()
+                    .and_then(|p| p.pointer("/clientCapabilities/session/notices"))
+                    .is_some_and(Value::is_object);
+            }
+            Method::Prompt => {
+                if let Some(id) = &session
+                    && let Some(answer) = self.refuse_prompt(id, &raw_id)
+                {
+                    return Some(answer);
+                }
+                if let Some(id) = &session {
+                    let family = self.family(id);
+                    let blocks = params.as_ref().and_then(|p| p.get("prompt"));
+                    let tokens = content::blocks_tokens(blocks, family);
+                    let first_text = blocks
+                        .and_then(|b| b.get(0))
+                        .and_then(|b| b.get("text"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    if self.profile == Profile::Claude
+                        && first_text.split_whitespace().next() == Some("/clear")
+                        && self.sessions.get(id).is_some_and(|s| s.follow.is_some())
+                    {
+                        // Claude Code starts a new inner transcript for the same ACP session.
+                        self.commands.push(Command::Restarted(id.to_string(), now_ms()));
+                    }
+                    self.session(id, Ledger::restored);
+                    self.sync_baseline(id);
+                    if self.settings.tap {
+                        self.tap_prompt(id, first_text);
+                    }
+                    let s = self.session(id, Ledger::restored);
+                    if s.turn_owner.is_none() {
+                        s.turn_owner = Some(key.clone());
+                        s.begin_turn(tokens);
+                        self.poll(id);
+                    } else {
+                        // A prompt sent before the previous one's result (e.g. right after a
+                        // cancel) starts its turn when that result has arrived.
+                        s.queued.push_back((key.clone(), tokens));
+                    }
+                }
+            }
+            Method::Resume => {
+                if let Some(id) = &session {
+                    self.reopened(id);
+                    self.follow(id, true);
+                }
+            }
+            Method::Load => {
+                if let Some(id) = &session {
+                    // What the agent replays is history, not usage. A session this relay already
+                    // accounted for keeps its ledger; an unknown one starts from the replay.
+                    self.reopened(id).loading = true;
+                    self.follow(id, true);
+                }
+            }
+            _ => {}
+        }
+        self.pending.insert(key, Pending { method, raw_id, session, model, cwd });
+        None
+    }
+}
