@@ -593,7 +593,9 @@ impl Observer {
     pub fn from_agent_parsed(&mut self, line: &[u8], env: Option<Envelope<'_>>) -> Outcome {
         let mut out = self.from_agent_inner(line, env);
         if out.hold.is_none() {
-            out.after.append(&mut self.notices_out);
+            // Before the line: a turn's notices reach the client before its result, which is
+            // where many clients stop reading the turn.
+            out.before.append(&mut self.notices_out);
         }
         out
     }
