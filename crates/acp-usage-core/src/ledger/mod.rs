@@ -79,6 +79,9 @@ pub struct Ledger {
     tap: bool,
     /// Calls settled since the sinks last took them (see [`Ledger::take_accounted`]).
     accounted: Vec<AccountedCall>,
+    /// Exact calls of the turn in progress, as a source saw them, not yet taken by the sinks
+    /// (see [`Ledger::take_provisional`]).
+    provisional: Vec<AccountedCall>,
 }
 
 /// Who made each record being folded into the session, for the sinks; `None` for history an
@@ -405,10 +408,50 @@ impl Ledger {
             self.seen_model = Some(model.clone());
         }
         match &mut self.turn {
-            Some(turn) => turn.exact_calls.push((rec, source, role)),
+            Some(turn) => {
+                turn.exact_calls.push((rec.clone(), source, role));
+                self.provisionally(rec, source, role, None, cx);
+            }
             // A call outside a turn (auxiliary, background): count it now.
             None => self.record_outside_turn(rec, source, role == Role::Main, cx),
         }
+    }
+
+    /// Keeps an exact call of the turn in progress for the sinks, as it was seen: a process
+    /// killed before the turn ends then loses at most the call in flight. The turn's settled
+    /// calls replace these at its end.
+    fn provisionally(
+        &mut self,
+        rec: TokenRecord,
+        source: Source,
+        role: Role,
+        key: Option<String>,
+        cx: &Context<'_>,
+    ) {
+        if rec.input == 0 && rec.output == 0 {
+            return;
+        }
+        let model =
+            rec.model.as_deref().or(self.seen_model.as_deref()).or(self.selected_model.as_deref());
+        let priced = price_call(&rec, model, 1, cx.catalog);
+        let record = TokenRecord { model: model.map(str::to_string), ..rec };
+        self.provisional.push(AccountedCall {
+            record,
+            calls: 1,
+            role,
+            provider: priced.provider,
+            source,
+            cost: priced.cost,
+            cost_stated: priced.stated,
+            key,
+            in_turn: true,
+        });
+    }
+
+    /// Exact calls of the turn in progress seen since the last call (the tap's, an agent's
+    /// per-call reports), for the sinks to keep until the turn's settled calls replace them.
+    pub fn take_provisional(&mut self) -> Vec<AccountedCall> {
+        std::mem::take(&mut self.provisional)
     }
 
     /// An exact call made outside any turn (a title generated after the result, a background
@@ -444,7 +487,7 @@ impl Ledger {
 
     /// Whether calls were settled since the sinks last took them.
     pub fn has_accounted(&self) -> bool {
-        !self.accounted.is_empty()
+        !self.accounted.is_empty() || !self.provisional.is_empty()
     }
 
     /// A model call the LLM-API tap saw, attributed to this session, made by `role` as far as
@@ -456,7 +499,10 @@ impl Ledger {
             self.stated_cost = None;
         }
         match &mut self.turn {
-            Some(turn) => turn.tap_calls.push((rec, id, role)),
+            Some(turn) => {
+                turn.tap_calls.push((rec.clone(), id.clone(), role));
+                self.provisionally(rec, Source::Tap, role, id, cx);
+            }
             None => self.record_outside_turn(rec, Source::Tap, role == Role::Main, cx),
         }
     }
@@ -565,6 +611,8 @@ impl Ledger {
     /// source and fold it into the session.
     pub fn end_turn(&mut self, cx: &Context<'_>) -> Option<TurnUsage> {
         let mut turn = self.turn.take()?;
+        // The settled calls replace the provisional ones; those not yet taken need not be.
+        self.provisional.clear();
         if !turn.tap_calls.is_empty() {
             let others = std::mem::take(&mut turn.exact_calls);
             let keys = std::mem::take(&mut turn.exact_keys);

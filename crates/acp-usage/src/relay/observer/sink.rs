@@ -31,6 +31,7 @@ impl Observer {
     pub(super) fn record_settled(&mut self, id: &str, turn: Option<TurnRow>) {
         let cx = ledger_context(&self.settings, self.context_parts(id));
         let Some(s) = self.sessions.get_mut(id) else { return };
+        let provisional = s.ledger.take_provisional();
         let calls = s.ledger.take_accounted();
         let snap = s.ledger.snapshot(&cx);
         let carried = SessionEntry::from_carried(&s.ledger.carry(&cx), now_ms() as u64 / 1000);
@@ -41,6 +42,17 @@ impl Observer {
         }
         let figures = Figures { carried, used: snap.used, size: snap.size, model: snap.model };
         let session = self.session_ref(id);
+        if !provisional.is_empty() {
+            let at = now_ms();
+            self.writes.push(Write::Provisional {
+                session: session.clone(),
+                calls: provisional,
+                at,
+            });
+        }
+        if calls.is_empty() && turn.is_none() {
+            return;
+        }
         self.writes.push(Write::Calls {
             session,
             turn,

@@ -101,6 +101,8 @@ pub enum Write {
         /// When.
         at: i64,
     },
+    /// Exact calls of a turn still in progress (replaced by the turn's settled calls).
+    Provisional { session: SessionRef, calls: Vec<AccountedCall>, at: i64 },
     /// An agent's and model's baseline or window was learned.
     Agent { key: String, entry: learned::Entry, at: i64 },
     /// The session was closed in this process.
@@ -216,6 +218,9 @@ fn apply(s: &mut Store, w: Write, pid: u32) -> rusqlite::Result<()> {
         Write::Calls { session, turn, calls, figures, at } => s
             .calls(&session, turn.as_ref(), &calls, None, figures.as_ref(), Origin::Relay, at)
             .map(|_| ()),
+        Write::Provisional { session, calls, at } => {
+            s.provisional(&session, &calls, at).map(|_| ())
+        }
         Write::Agent { key, entry, at } => s.agent(&key, entry, at),
         Write::Closed { session_id } if session_id.is_empty() => s.closed(None, pid),
         Write::Closed { session_id } => s.closed(Some(&session_id), pid),

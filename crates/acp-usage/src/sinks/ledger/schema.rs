@@ -3,7 +3,9 @@
 //!
 //! Token columns follow [`acp_usage_core::TokenRecord`]: `input` counts every prompt-side token,
 //! cache reads and writes included; `output` counts every generated token, thoughts included.
-//! Times are Unix milliseconds.
+//! Times are Unix milliseconds. A call row with `provisional` set (the writing run's token) was
+//! seen during a turn still in progress; the turn's settled calls replace it at the turn's end,
+//! and a run killed before then leaves it, so that its calls are not lost.
 
 use rusqlite::Connection;
 
@@ -57,7 +59,8 @@ const MIGRATIONS: &[&str] = &[
         exact          INTEGER NOT NULL,
         source         TEXT NOT NULL,
         origin         TEXT NOT NULL,
-        key            TEXT
+        key            TEXT,
+        provisional    TEXT
     );
     CREATE UNIQUE INDEX calls_key ON calls(session, key) WHERE key IS NOT NULL;
     CREATE INDEX calls_at ON calls(at);

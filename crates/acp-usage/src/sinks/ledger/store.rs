@@ -80,6 +80,8 @@ pub enum Origin {
 #[derive(Debug)]
 pub struct Store {
     conn: Connection,
+    /// This run's token for provisional rows (see [`Store::provisional`]).
+    run: String,
 }
 
 impl Store {
@@ -95,7 +97,7 @@ impl Store {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         schema::migrate(&mut conn)?;
-        Ok(Store { conn })
+        Ok(Store { conn, run: run_token() })
     }
 
     /// Opens the ledger for reading only (never creates it, never migrates it).
@@ -105,7 +107,7 @@ impl Store {
             rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
-        Ok(Store { conn })
+        Ok(Store { conn, run: run_token() })
     }
 
     /// The connection, for queries of the commands that read the ledger.
@@ -204,7 +206,14 @@ impl Store {
             }
             None => None,
         };
-        let added = insert_calls(&tx, row, turn_id, calls, times, origin, at)?;
+        if turn.is_some() {
+            // The turn's settled calls replace what this run kept of it as it went.
+            tx.execute(
+                "DELETE FROM calls WHERE session = ?1 AND provisional = ?2",
+                params![row, self.run],
+            )?;
+        }
+        let added = insert_calls(&tx, row, turn_id, calls, times, origin, None, at)?;
         if let Some(f) = figures {
             let json = serde_json::to_string(&f.carried).expect("session entry serialises");
             tx.execute(
@@ -219,6 +228,23 @@ impl Store {
                 params![row, at],
             )?;
         }
+        tx.commit()?;
+        Ok(added)
+    }
+
+    /// Keeps calls of a turn still in progress, marked as this run's provisional rows: the
+    /// turn's settled calls replace them ([`Store::calls`] with its turn), and a run killed
+    /// before then leaves them as the best record of those calls.
+    pub fn provisional(
+        &mut self,
+        s: &SessionRef,
+        calls: &[AccountedCall],
+        at: i64,
+    ) -> rusqlite::Result<usize> {
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let row = session_row(&tx, s, at)?;
+        let run = self.run.clone();
+        let added = insert_calls(&tx, row, None, calls, None, Origin::Relay, Some(&run), at)?;
         tx.commit()?;
         Ok(added)
     }
@@ -299,6 +325,13 @@ impl Store {
     }
 }
 
+/// What tells this run's provisional rows from another's: the process id and its start.
+fn run_token() -> String {
+    use std::sync::OnceLock;
+    static RUN: OnceLock<String> = OnceLock::new();
+    RUN.get_or_init(|| format!("{}:{}", std::process::id(), super::now_ms())).clone()
+}
+
 /// The session's row id, the row made when missing.
 fn session_row(tx: &Transaction<'_>, s: &SessionRef, at: i64) -> rusqlite::Result<i64> {
     tx.execute(
@@ -308,6 +341,7 @@ fn session_row(tx: &Transaction<'_>, s: &SessionRef, at: i64) -> rusqlite::Resul
     tx.query_row("SELECT id FROM sessions WHERE session_id = ?1", [&s.id], |r| r.get(0))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn insert_calls(
     tx: &Transaction<'_>,
     session: i64,
@@ -315,13 +349,15 @@ fn insert_calls(
     calls: &[AccountedCall],
     times: Option<&[i64]>,
     origin: Origin,
+    provisional: Option<&str>,
     at: i64,
 ) -> rusqlite::Result<usize> {
     let mut stmt = tx.prepare_cached(
         "INSERT OR IGNORE INTO calls(session, turn, at, role, model, provider, input, cache_read,
             cache_write_5m, cache_write_1h, output, thought, calls, cost, cost_stated, exact,
-            source, origin, key)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
+            source, origin, key, provisional)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
+                 ?19, ?20)",
     )?;
     let origin = match origin {
         Origin::Relay => "relay",
@@ -351,7 +387,93 @@ fn insert_calls(
             c.source.as_str(),
             origin,
             c.key,
+            provisional,
         ])?;
     }
     Ok(added)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use acp_usage_core::{Role, Source, TokenRecord};
+
+    fn call(input: u64, key: Option<&str>) -> AccountedCall {
+        AccountedCall {
+            record: TokenRecord { input, output: 10, ..TokenRecord::default() },
+            calls: 1,
+            role: Role::Main,
+            provider: None,
+            source: Source::Tap,
+            cost: Some(input as f64 * 1e-6),
+            cost_stated: false,
+            key: key.map(str::to_string),
+            in_turn: true,
+        }
+    }
+
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("acp-usage-store-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir.join("ledger.db")
+    }
+
+    fn inputs(store: &Store) -> Vec<(i64, bool)> {
+        let mut stmt = store
+            .conn()
+            .prepare("SELECT input, provisional IS NOT NULL FROM calls ORDER BY input")
+            .unwrap();
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect()
+    }
+
+    #[test]
+    fn a_turns_settled_calls_replace_this_runs_provisional_ones_only() {
+        let path = scratch("provisional");
+        let s = SessionRef { id: "S".into(), agent: "claude".into() };
+        // A run killed mid-turn left a call it had seen.
+        let mut killed = Store::open(&path).unwrap();
+        killed.run = "1:1".into();
+        killed.provisional(&s, &[call(100, Some("msg_a"))], 1).unwrap();
+        drop(killed);
+
+        let mut store = Store::open(&path).unwrap();
+        store.provisional(&s, &[call(200, Some("msg_b")), call(300, None)], 2).unwrap();
+        assert_eq!(inputs(&store), vec![(100, true), (200, true), (300, true)]);
+        // The turn ends: its settled calls (the tap's merged with the transcript's) replace this
+        // run's provisional rows, keys included; the killed run's row stays.
+        let turn = TurnRow { started: 2, ended: 3, stop_reason: Some("end_turn".into()) };
+        let settled = [call(200, Some("msg_b")), call(300, None)];
+        store.calls(&s, Some(&turn), &settled, None, None, Origin::Relay, 3).unwrap();
+        assert_eq!(inputs(&store), vec![(100, true), (200, false), (300, false)]);
+        // Writing the same keyed call again counts it once.
+        store.calls(&s, None, &[call(200, Some("msg_b"))], None, None, Origin::Relay, 4).unwrap();
+        assert_eq!(inputs(&store).len(), 3);
+    }
+
+    #[test]
+    fn two_connections_write_at_once_and_lose_nothing() {
+        let path = scratch("concurrent");
+        Store::open(&path).unwrap();
+        std::thread::scope(|scope| {
+            for t in 0..4 {
+                let path = path.clone();
+                scope.spawn(move || {
+                    let mut store = Store::open(&path).unwrap();
+                    let s = SessionRef { id: format!("S{t}"), agent: "codex".into() };
+                    for i in 0..50 {
+                        store
+                            .calls(&s, None, &[call(1, None)], None, None, Origin::Relay, i)
+                            .unwrap();
+                    }
+                });
+            }
+        });
+        let n: i64 = Store::open_read(&path)
+            .unwrap()
+            .conn()
+            .query_row("SELECT COUNT(*) FROM calls", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 200);
+    }
 }
