@@ -22,9 +22,11 @@ use clap::Parser;
 
 const CONDUCTOR: &str = "agent-client-protocol-conductor";
 const CONDUCTOR_VERSION: &str = "5.0.0";
-const RELAYS: [&str; 4] = ["direct", "raw-copy", "acp-usage", "conductor"];
+const RELAYS: [&str; 5] = ["direct", "raw-copy", "acp-usage", "no-ledger", "conductor"];
 /// The tap benchmark's name among the scenarios.
 const TAP: &str = "tap";
+/// The ledger benchmark's name among the scenarios.
+const LEDGER: &str = "ledger";
 
 /// Side-by-side benchmark of acp-usage: a synthetic ACP agent streams through no relay
 /// ("direct", the client+agent ceiling), a raw byte copy (the physical limit of a relay),
@@ -50,17 +52,21 @@ struct Args {
     /// A fast smoke run: every scenario scaled down, one run (unless --runs is given).
     #[arg(long)]
     quick: bool,
-    /// Only these relays (comma-separated): direct, raw-copy, acp-usage, conductor. The raw copy
+    /// Only these relays (comma-separated): direct, raw-copy, acp-usage, no-ledger (acp-usage
+    /// with the ledger off), conductor. The raw copy
     /// is always measured too, as the reference of the ratios.
     #[arg(long, value_name = "RELAY", value_delimiter = ',')]
     only: Vec<String>,
     /// Only these scenarios (comma-separated): small, large-64k, large-1m, large-16m, rtt,
-    /// sessions, load, slow, tap.
+    /// sessions, load, slow, tap, ledger.
     #[arg(long, value_name = "NAME", value_delimiter = ',')]
     scenario: Vec<String>,
     /// Only the LLM-API tap benchmark (with --scenario: those and the tap).
     #[arg(long)]
     tap: bool,
+    /// Only the ledger benchmark (with --scenario: those and the ledger).
+    #[arg(long)]
+    ledger: bool,
     /// Tap: small calls timed for time to first byte, each way [default: 2000; quick 300].
     #[arg(long, value_name = "N")]
     tap_requests: Option<usize>,
@@ -119,13 +125,22 @@ fn run(args: Args) -> anyhow::Result<bool> {
     let quick = args.quick;
     let runs = if quick && args.runs == 5 { 1 } else { args.runs.max(1) };
     // The tap is measured in this process, apart from the relays; it runs after them.
-    let mut names: Vec<&str> = match (args.scenario.is_empty(), args.tap) {
-        (true, true) => vec![TAP],
-        (true, false) => NAMES.iter().copied().chain([TAP]).collect(),
-        (false, _) => args.scenario.iter().map(String::as_str).collect(),
+    let mut names: Vec<&str> = match (args.scenario.is_empty(), args.tap, args.ledger) {
+        (true, false, false) => NAMES.iter().copied().chain([TAP, LEDGER]).collect(),
+        (true, tap, ledger) => {
+            [(tap, TAP), (ledger, LEDGER)].iter().filter(|(on, _)| *on).map(|(_, n)| *n).collect()
+        }
+        (false, tap, ledger) => args
+            .scenario
+            .iter()
+            .map(String::as_str)
+            .chain(tap.then_some(TAP))
+            .chain(ledger.then_some(LEDGER))
+            .collect(),
     };
-    let with_tap = args.tap || names.contains(&TAP);
-    names.retain(|n| *n != TAP);
+    let with_tap = names.contains(&TAP);
+    let with_ledger = names.contains(&LEDGER);
+    names.retain(|n| *n != TAP && *n != LEDGER);
     let scenarios = names
         .iter()
         .map(|n| {
@@ -145,6 +160,19 @@ fn run(args: Args) -> anyhow::Result<bool> {
             println!();
         }
         ok &= run_tap(&args, runs)?;
+    }
+    if with_ledger {
+        if cfg!(debug_assertions) {
+            eprintln!(
+                "note: the ledger is measured inside this runner, a debug build (use cargo run --release)"
+            );
+        }
+        let rounds = if args.quick && args.runs == 5 { 1 } else { runs };
+        let (table, good) = acp_usage_bench::ledger::run(
+            &acp_usage_bench::ledger::LedgerOptions::new(args.quick, rounds),
+        )?;
+        println!("\n{table}");
+        ok &= good;
     }
     Ok(ok)
 }
@@ -238,10 +266,19 @@ fn run_relays(args: &Args, scenarios: &[Scenario], runs: usize) -> anyhow::Resul
     });
     if wanted("acp-usage") {
         let path = existing(args.acp_usage.clone().unwrap_or_else(|| bins.join("acp-usage")))?;
-        let mut t = target(vec![path.into(), "--".into(), agent.clone().into()], true, true);
-        // Learned state goes to a scratch directory, never the user's.
-        t.env.push(("ACP_USAGE_STATE_DIR".into(), state.clone().into()));
+        let mut t =
+            target(vec![path.clone().into(), "--".into(), agent.clone().into()], true, true);
+        // The ledger goes to a scratch directory, never the user's (nor is the user's old state
+        // file read).
+        t.env.push(("ACP_USAGE_LEDGER".into(), state.join("ledger.db").into()));
+        t.env.push(("ACP_USAGE_STATE_DIR".into(), "off".into()));
         relays.push(Relay { name: "acp-usage", target: t });
+        if wanted("no-ledger") {
+            // The same without the ledger: what the ledger costs the relay.
+            let mut t = target(vec![path.into(), "--".into(), agent.clone().into()], true, true);
+            t.env.push(("ACP_USAGE_LEDGER".into(), "off".into()));
+            relays.push(Relay { name: "no-ledger", target: t });
+        }
     }
     if wanted("conductor") && !args.no_conductor {
         match conductor(args, &root, &target_dir) {

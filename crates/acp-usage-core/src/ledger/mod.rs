@@ -474,6 +474,12 @@ impl Ledger {
         self.add_to_session(std::slice::from_ref(&rec), source, 1, cx, Origin::one(role, false));
     }
 
+    /// A fork of this session (`session/fork`): its context and cost so far, but none of the
+    /// calls still waiting for the sinks (they are this session's, not the fork's).
+    pub fn fork(&self) -> Ledger {
+        Ledger { accounted: Vec::new(), provisional: Vec::new(), ..self.clone() }
+    }
+
     /// The calls settled since the last call, for the sinks: a turn's at its end, a call made
     /// between turns at once. History read from a transcript on reopening is not among them.
     pub fn take_accounted(&mut self) -> Vec<AccountedCall> {

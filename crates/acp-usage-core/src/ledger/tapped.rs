@@ -16,6 +16,9 @@ use crate::tokens::{Source, TokenRecord};
 /// gave it.
 pub(super) type TapCall = (TokenRecord, Option<String>, Role);
 
+/// A turn's exact calls, with the key of each (the provider's id, else the other source's).
+pub(super) type Merged = (Vec<(TokenRecord, Source, Role)>, Vec<Option<String>>);
+
 fn same_call(a: &TokenRecord, b: &TokenRecord) -> bool {
     a.input == b.input && a.output == b.output && a.cache_read == b.cache_read
 }
@@ -27,7 +30,7 @@ pub(super) fn merge(
     tap: Vec<TapCall>,
     others: Vec<(TokenRecord, Source, Role)>,
     keys: &[Option<String>],
-) -> (Vec<(TokenRecord, Source, Role)>, Vec<Option<String>>) {
+) -> Merged {
     let covered = others.iter().any(|(_, _, role)| *role != Role::Side);
     let mut roles: Vec<Option<Role>> = vec![None; tap.len()];
     let mut other_keys: Vec<Option<String>> = vec![None; tap.len()];

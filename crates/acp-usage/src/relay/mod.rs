@@ -529,6 +529,8 @@ fn extend_run(runs: &mut Vec<Range<usize>>, r: Range<usize>) {
 
 /// Agent to editor. Per batch: the lines acp-usage does not own are written first, straight
 /// from the read buffer, then observed; a line it owns is handled in order, with what it adds.
+// The pump's inputs are each a separate channel or stream it selects on.
+#[allow(clippy::too_many_arguments)]
 async fn agent_pump<R, W>(
     mut input: R,
     editor_out: W,

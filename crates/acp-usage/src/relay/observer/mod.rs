@@ -450,7 +450,7 @@ impl Observer {
                 self.format()?;
                 let parent = p.session.as_ref().and_then(|parent| self.sessions.get(parent));
                 let ledger = match parent {
-                    Some(parent) => parent.ledger.clone(),
+                    Some(parent) => parent.ledger.fork(),
                     None => Ledger::restored(),
                 };
                 self.sessions.entry(id.clone()).or_insert_with(|| Session::new(ledger));
@@ -591,7 +591,7 @@ impl Observer {
 
     /// [`Observer::from_agent`] with the line's envelope already parsed.
     pub fn from_agent_parsed(&mut self, line: &[u8], env: Option<Envelope<'_>>) -> Outcome {
-        let mut out = self.from_agent_inner(line, env);
+        let mut out = self.agent_line(line, env);
         if out.hold.is_none() {
             // Before the line: a turn's notices reach the client before its result, which is
             // where many clients stop reading the turn.
@@ -600,7 +600,7 @@ impl Observer {
         out
     }
 
-    fn from_agent_inner(&mut self, line: &[u8], env: Option<Envelope<'_>>) -> Outcome {
+    fn agent_line(&mut self, line: &[u8], env: Option<Envelope<'_>>) -> Outcome {
         let Some(env) = env else {
             self.counters.not_objects += 1;
             return Outcome::default();

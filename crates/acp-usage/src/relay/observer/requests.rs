@@ -12,7 +12,7 @@ impl Observer {
             self.counters.not_objects += 1;
             return None;
         };
-        let Some(method) = env.method.as_deref() else { return None };
+        let method = env.method.as_deref()?;
         let known = match method {
             "initialize" => Some(Method::Initialize),
             "session/new" => Some(Method::New),

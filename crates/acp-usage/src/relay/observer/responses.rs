@@ -32,7 +32,7 @@ impl Observer {
                 let Some(id) = r.get("sessionId").and_then(Value::as_str) else { return out };
                 let ledger = match p.session.as_ref().and_then(|parent| self.sessions.get(parent)) {
                     // A fork starts from its parent's context and carries its cost, as agents do.
-                    Some(parent) if p.method == Method::Fork => parent.ledger.clone(),
+                    Some(parent) if p.method == Method::Fork => parent.ledger.fork(),
                     _ if p.method == Method::Fork => Ledger::restored(),
                     _ => Ledger::new(),
                 };

@@ -1,0 +1,90 @@
+//! What a session's ledger settles for the sinks: every call once, with its role, source, key
+//! and cost; calls of a turn in progress kept provisionally; history never settled again.
+
+use acp_usage_core::ledger::{Context, Role};
+use acp_usage_core::{Catalog, Ledger, Source, TokenRecord};
+
+const MODEL: &str = "claude-sonnet-4-5";
+
+fn cx(catalog: &Catalog) -> Context<'_> {
+    Context { catalog, default_window: 200_000, window_percent: 100, remembered_size: None }
+}
+
+fn rec(input: u64, output: u64) -> TokenRecord {
+    TokenRecord { input, output, model: Some(MODEL.into()), ..TokenRecord::default() }
+}
+
+#[test]
+fn a_tapped_turn_settles_each_call_once_with_the_transcripts_role_and_the_providers_id() {
+    let catalog = Catalog::embedded().clone();
+    let cx = cx(&catalog);
+    let mut l = Ledger::new();
+    l.begin_turn();
+    l.tap_call(rec(1000, 50), Some("msg_a".into()), Role::Main, &cx);
+    l.tap_call(rec(300, 20), Some("msg_b".into()), Role::Main, &cx);
+    // During the turn: both kept provisionally, nothing settled yet.
+    let provisional = l.take_provisional();
+    assert_eq!(provisional.iter().map(|c| c.record.input).collect::<Vec<_>>(), vec![1000, 300]);
+    assert!(l.take_accounted().is_empty());
+    // The transcript has the first call only (the second was a side call it does not record).
+    l.transcript_turn_keyed(vec![(rec(1000, 50), true, "msg_a".into())]);
+    let turn = l.end_turn(&cx).expect("a turn");
+    let settled = l.take_accounted();
+    let got: Vec<(u64, Role, Source, Option<&str>)> =
+        settled.iter().map(|c| (c.record.input, c.role, c.source, c.key.as_deref())).collect();
+    assert_eq!(
+        got,
+        vec![
+            (1000, Role::Main, Source::Tap, Some("msg_a")),
+            (300, Role::Side, Source::Tap, Some("msg_b")),
+        ]
+    );
+    // Each call priced on its own, and together they are the turn's cost.
+    let sum: f64 = settled.iter().map(|c| c.cost.unwrap()).sum();
+    assert!((sum - turn.cost.unwrap()).abs() < 1e-12, "{sum} vs {:?}", turn.cost);
+    assert!(settled.iter().all(|c| c.in_turn && c.calls == 1 && !c.cost_stated));
+    assert_eq!(settled[0].provider.as_deref(), Some("anthropic"));
+    // Taken once: nothing is settled twice.
+    assert!(l.take_accounted().is_empty() && l.take_provisional().is_empty());
+}
+
+#[test]
+fn a_call_between_turns_is_settled_at_once_and_history_never() {
+    let catalog = Catalog::embedded().clone();
+    let cx = cx(&catalog);
+    let mut l = Ledger::restored();
+    l.transcript_history(&[(rec(5000, 100), true)], &cx);
+    assert!(l.take_accounted().is_empty(), "history is what an earlier run or import recorded");
+    l.record_outside_turn(rec(200, 10), Source::Transcript, false, &cx);
+    let settled = l.take_accounted();
+    assert_eq!(settled.len(), 1);
+    assert_eq!((settled[0].role, settled[0].in_turn), (Role::Side, false));
+}
+
+#[test]
+fn an_agents_stated_turn_cost_is_what_its_settled_calls_add_up_to() {
+    let catalog = Catalog::embedded().clone();
+    let cx = cx(&catalog);
+    let mut l = Ledger::new();
+    l.begin_turn();
+    l.agent_cost(0.5);
+    l.agent_turn(rec(1000, 50), acp_usage_core::ledger::TurnReport::Complete, Some(2));
+    let turn = l.end_turn(&cx).expect("a turn");
+    let settled = l.take_accounted();
+    assert_eq!(settled.len(), 1);
+    assert_eq!((settled[0].calls, settled[0].source), (2, Source::Agent));
+    assert!(settled[0].cost_stated);
+    assert!((settled[0].cost.unwrap() - turn.cost.unwrap()).abs() < 1e-12);
+    assert!((settled[0].cost.unwrap() - 0.5).abs() < 1e-12);
+}
+
+#[test]
+fn a_fork_takes_none_of_its_parents_unsettled_calls() {
+    let catalog = Catalog::embedded().clone();
+    let cx = cx(&catalog);
+    let mut parent = Ledger::new();
+    parent.record_outside_turn(rec(100, 5), Source::Tap, false, &cx);
+    let mut fork = parent.fork();
+    assert!(fork.take_accounted().is_empty());
+    assert_eq!(parent.take_accounted().len(), 1);
+}
