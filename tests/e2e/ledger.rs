@@ -59,7 +59,11 @@ fn lab_on(ledger: &Path) -> Lab {
 }
 
 /// Runs `prompts` in a new session through the relay; returns every billed call the mock served.
-fn session(lab: &Lab, client: &AcpClient, prompts: &[&str]) -> Vec<acp_usage_tests::mock_llm::Call> {
+fn session(
+    lab: &Lab,
+    client: &AcpClient,
+    prompts: &[&str],
+) -> Vec<acp_usage_tests::mock_llm::Call> {
     client.initialize().expect("initialize");
     let id = flows::session_id(&client.new_session(&lab.scratch.work()).expect("new")).unwrap();
     for p in prompts {
@@ -221,11 +225,16 @@ fn ledger_budget_warn_notices_once_per_crossing_and_only_to_clients_that_show_th
         let second = run_turn(&client, &lab.mock, &id, flows::TOOL_PROMPT).expect("turn 2");
         let (n1, n2) = (notices(&first.updates), notices(&second.updates));
         if !notices_on {
-            assert!(n1.is_empty() && n2.is_empty(), "notices to a client without them: {n1:#?} {n2:#?}");
+            assert!(
+                n1.is_empty() && n2.is_empty(),
+                "notices to a client without them: {n1:#?} {n2:#?}"
+            );
             continue;
         }
-        let budget: Vec<_> = n1.iter().filter(|n| n["_meta"]["acpUsage"]["budget"] == "session").collect();
-        let context: Vec<_> = n1.iter().filter(|n| n["_meta"]["acpUsage"]["context"].is_object()).collect();
+        let budget: Vec<_> =
+            n1.iter().filter(|n| n["_meta"]["acpUsage"]["budget"] == "session").collect();
+        let context: Vec<_> =
+            n1.iter().filter(|n| n["_meta"]["acpUsage"]["context"].is_object()).collect();
         assert_eq!(budget.len(), 1, "the budget line crossed once in turn 1: {n1:#?}");
         assert_eq!(context.len(), 1, "the context line crossed once in turn 1: {n1:#?}");
         assert!(n2.is_empty(), "nothing new crossed in turn 2: {n2:#?}");

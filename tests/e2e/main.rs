@@ -10,6 +10,8 @@
 //!   (secret, no open proxy, loopback) and failure behaviour, streaming, compression, counting.
 //! - `tap_relay`: `acp-usage --tap` with a real agent: no credential or body in logs and
 //!   recordings, a tap that cannot start, and an upstream over TLS trusted through a test CA.
+//! - `import`: sessions run directly, then `acp-usage import` of their transcripts: totals equal
+//!   what the mock served, a second import adds nothing, nor does one after the relay.
 //! - `validation`: real sessions recorded with `--record` and checked with `acp-usage validate`
 //!   and live `--validate` against schema/schema.json.
 //!
@@ -23,6 +25,8 @@ mod codex_ts;
 mod copilot;
 mod flows;
 mod gemini;
+mod import;
+mod ledger;
 mod opencode;
 mod qwen;
 mod relay_fake;

@@ -1,5 +1,5 @@
-//! Command line: `acp-usage [OPTIONS] -- AGENT [ARGS...]`, plus the `demo`, `models`, `validate`
-//! and `schema` commands.
+//! Command line: `acp-usage [OPTIONS] -- AGENT [ARGS...]`, plus the `demo`, `models`, `validate`,
+//! `schema`, `report`, `import`, `watch` and `status` commands.
 //!
 //! The one module that knows clap: it parses the arguments into its own types and hands the
 //! relay and the commands plain values ([`RelayOptions`] and the like), so nothing else depends
@@ -116,6 +116,25 @@ pub enum Command {
     Validate(ValidateArgs),
     /// Print the JSON Schema of the ACP messages acp-usage reads and writes (schema/schema.json).
     Schema,
+    /// Sum the calls the ledger recorded per day, week, month, session, project, agent or
+    /// model: tokens, calls and cost (USD), as a table or JSON.
+    Report(ReportArgs),
+    /// A live view of the sessions running now and in the last hour, and today's total cost.
+    ///
+    /// Every acp-usage process's sessions, from the ledger: context use, turns, cost, project,
+    /// last activity, redrawn as the ledger changes. Quit with q, Esc or Ctrl-C. When stdout is
+    /// not a terminal (or with --once) it prints one plain-text snapshot and exits.
+    Watch(WatchArgs),
+    /// Print one line for status bars and prompts: the latest session and today's total cost.
+    ///
+    /// For tmux, starship or PS1: the most recently active session's figures and today's total,
+    /// e.g. `claude · 42% of 200k · $0.31 · today $4.20`. Never creates the ledger; with no
+    /// session yet it prints --empty and exits 0.
+    Status(StatusArgs),
+    /// Fill the ledger from the agents' transcripts already on disk (Claude Code, Codex, Gemini
+    /// CLI, opencode, qwen-code, Copilot CLI, cline), so reports cover sessions that never ran
+    /// through acp-usage. Safe to run again: a call already in the ledger is not counted twice.
+    Import(ImportArgs),
     /// Internal: the scripted agent that `demo` wraps.
     #[command(hide = true)]
     DemoAgent,
@@ -152,6 +171,183 @@ pub struct ValidateArgs {
     /// Print one JSON object per finding and a final summary object instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Options of `acp-usage import`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ImportArgs {
+    /// Only calls made on or after DATE (YYYY-MM-DD or YYYYMMDD, local midnight; or an RFC 3339
+    /// time); files last changed before it are not read.
+    #[arg(long, value_name = "DATE", value_parser = commands::import::parse_since)]
+    pub since: Option<i64>,
+    /// Only this agent's transcripts (repeatable); all agents when absent.
+    #[arg(long, value_enum, value_name = "AGENT")]
+    pub agent: Vec<ImportAgent>,
+    /// The ledger to fill (default: $ACP_USAGE_LEDGER, else $XDG_DATA_HOME/acp-usage/ledger.db).
+    #[arg(long, value_name = "FILE")]
+    pub ledger: Option<PathBuf>,
+}
+
+/// `import --agent` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ImportAgent {
+    /// Claude Code (`$CLAUDE_CONFIG_DIR`, else ~/.claude).
+    Claude,
+    /// Codex (`$CODEX_HOME`, else ~/.codex).
+    Codex,
+    /// Gemini CLI (`$GEMINI_CLI_HOME/.gemini`, else ~/.gemini).
+    Gemini,
+    /// opencode (`$OPENCODE_DB`, else its database in $XDG_DATA_HOME/opencode).
+    Opencode,
+    /// qwen-code (`$QWEN_RUNTIME_DIR`, `$QWEN_HOME`, else ~/.qwen).
+    Qwen,
+    /// GitHub Copilot CLI (`$COPILOT_HOME`, else ~/.copilot).
+    Copilot,
+    /// cline (`$CLINE_DATA_DIR`, else ~/.cline/data).
+    Cline,
+}
+
+impl From<ImportArgs> for commands::import::ImportOptions {
+    fn from(a: ImportArgs) -> commands::import::ImportOptions {
+        use commands::import::Agent;
+        let agents = a
+            .agent
+            .into_iter()
+            .map(|agent| match agent {
+                ImportAgent::Claude => Agent::Claude,
+                ImportAgent::Codex => Agent::Codex,
+                ImportAgent::Gemini => Agent::Gemini,
+                ImportAgent::Opencode => Agent::Opencode,
+                ImportAgent::Qwen => Agent::Qwen,
+                ImportAgent::Copilot => Agent::Copilot,
+                ImportAgent::Cline => Agent::Cline,
+            })
+            .collect();
+        commands::import::ImportOptions { ledger: a.ledger, since: a.since, agents }
+    }
+}
+
+/// Options of `acp-usage report`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReportArgs {
+    /// One row per day, ISO week (labelled by its Monday), month, session, project, agent or
+    /// model.
+    #[arg(value_enum, default_value_t = ReportBy::Daily)]
+    pub by: ReportBy,
+    /// First day counted, inclusive (YYYY-MM-DD or YYYYMMDD).
+    #[arg(long, value_name = "DATE", value_parser = commands::report::parse_date)]
+    pub since: Option<chrono::NaiveDate>,
+    /// Last day counted, inclusive (YYYY-MM-DD or YYYYMMDD).
+    #[arg(long, value_name = "DATE", value_parser = commands::report::parse_date)]
+    pub until: Option<chrono::NaiveDate>,
+    /// Only sessions whose agent (profile such as `claude`, or the agent's own name) contains
+    /// TEXT, ignoring case.
+    #[arg(long, value_name = "TEXT")]
+    pub agent: Option<String>,
+    /// Only sessions whose project (working directory) contains TEXT, ignoring case.
+    #[arg(long, value_name = "TEXT")]
+    pub project: Option<String>,
+    /// Only calls whose model id contains TEXT, ignoring case.
+    #[arg(long, value_name = "TEXT")]
+    pub model: Option<String>,
+    /// Break each row down per model.
+    #[arg(long)]
+    pub breakdown: bool,
+    /// Print one JSON object (`rows` and `totals`) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Days in UTC rather than the local time zone.
+    #[arg(long)]
+    pub utc: bool,
+    /// The ledger to read (default: $ACP_USAGE_LEDGER, else $XDG_DATA_HOME/acp-usage/ledger.db).
+    #[arg(long, value_name = "FILE")]
+    pub ledger: Option<PathBuf>,
+}
+
+/// `report` groupings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportBy {
+    /// Per calendar day.
+    Daily,
+    /// Per ISO week (Monday to Sunday).
+    Weekly,
+    /// Per calendar month.
+    Monthly,
+    /// Per ACP session.
+    Session,
+    /// Per project (working directory).
+    Project,
+    /// Per agent.
+    Agent,
+    /// Per model.
+    Model,
+}
+
+impl From<ReportArgs> for commands::report::ReportOptions {
+    fn from(a: ReportArgs) -> commands::report::ReportOptions {
+        use commands::report::{Group, Zone};
+        commands::report::ReportOptions {
+            group: match a.by {
+                ReportBy::Daily => Group::Daily,
+                ReportBy::Weekly => Group::Weekly,
+                ReportBy::Monthly => Group::Monthly,
+                ReportBy::Session => Group::Session,
+                ReportBy::Project => Group::Project,
+                ReportBy::Agent => Group::Agent,
+                ReportBy::Model => Group::Model,
+            },
+            since: a.since,
+            until: a.until,
+            agent: a.agent,
+            project: a.project,
+            model: a.model,
+            breakdown: a.breakdown,
+            json: a.json,
+            zone: if a.utc { Zone::Utc } else { Zone::Local },
+            ledger: a.ledger,
+        }
+    }
+}
+
+/// Options of `acp-usage watch`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WatchArgs {
+    /// Print one plain-text snapshot and exit, even on a terminal (the default when stdout is
+    /// not one). Exit 1 when there is no ledger yet.
+    #[arg(long)]
+    pub once: bool,
+    /// The ledger to read (default: $ACP_USAGE_LEDGER, else $XDG_DATA_HOME/acp-usage/ledger.db).
+    #[arg(long, value_name = "FILE")]
+    pub ledger: Option<PathBuf>,
+}
+
+/// Options of `acp-usage status`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StatusArgs {
+    /// The line, with placeholders {agent} {agent_name} {model} {title} {project} {session}
+    /// {used} {size} {percent} {cost} {today} {turns} {ago} {state}; `{{` and `}}` are literal
+    /// braces. Default: `{agent} · {percent} of {size} · {cost} · today {today}`, leaving out
+    /// the parts that are unknown.
+    #[arg(long, value_name = "TEMPLATE")]
+    pub format: Option<String>,
+    /// What to print when the ledger holds no session yet (or there is no ledger).
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    pub empty: String,
+    /// The ledger to read (default: $ACP_USAGE_LEDGER, else $XDG_DATA_HOME/acp-usage/ledger.db).
+    #[arg(long, value_name = "FILE")]
+    pub ledger: Option<PathBuf>,
+}
+
+impl From<WatchArgs> for commands::watch::Options {
+    fn from(a: WatchArgs) -> commands::watch::Options {
+        commands::watch::Options { ledger: a.ledger, once: a.once }
+    }
+}
+
+impl From<StatusArgs> for commands::status::Options {
+    fn from(a: StatusArgs) -> commands::status::Options {
+        commands::status::Options { ledger: a.ledger, format: a.format, empty: a.empty }
+    }
 }
 
 /// `validate --from` values.
@@ -276,6 +472,10 @@ pub fn main() -> ExitCode {
             commands::validate::run(v.input.as_deref(), v.from.map(Into::into), v.json)
         }
         Some(Command::Schema) => commands::validate::print_schema(),
+        Some(Command::Watch(w)) => commands::watch::run(&w.into()),
+        Some(Command::Status(s)) => commands::status::run(&s.into()),
+        Some(Command::Import(i)) => commands::import::run(&options, &i.into()),
+        Some(Command::Report(r)) => commands::report::run(&r.into()),
         None => {
             if options.agent.is_empty() {
                 eprintln!(

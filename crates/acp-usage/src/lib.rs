@@ -3,7 +3,9 @@
 //!
 //! `main` parses the command line ([`cli`], the one module that knows clap) and runs one of: the
 //! relay ([`relay`], with [`record`] and live validation, fed by the [`sources`] of exact
-//! numbers), or one of the [`commands`]: the demo, the catalog query, `validate` and `schema`.
+//! numbers, writing to the [`sinks`]: the ledger), or one of the [`commands`]: the demo, the
+//! catalog query, `validate` and `schema`, and the ledger's `report`, `import`, `watch` and
+//! `status`.
 
 pub mod catalog_file;
 pub mod cli;

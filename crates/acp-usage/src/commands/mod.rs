@@ -1,6 +1,10 @@
-//! The commands besides the relay: `demo` (with the scripted agent behind it), `models`, and
-//! `validate` and `schema`.
+//! The commands besides the relay: `demo` (with the scripted agent behind it), `models`,
+//! `validate` and `schema`, and the ledger's: `report`, `import`, `watch` and `status`.
 
 pub mod demo;
+pub mod import;
 pub mod models;
+pub mod report;
+pub mod status;
 pub mod validate;
+pub mod watch;

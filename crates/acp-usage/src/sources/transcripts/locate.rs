@@ -49,6 +49,87 @@ impl Locator {
         .unwrap_or_default()
     }
 
+    /// Every session of `format` on disk, by session id, each with its files (what `acp-usage
+    /// import` reads): a subagent's file is attached to its session, never listed as one,
+    /// except a Codex subagent rollout whose parent rollout is gone (its calls were billed all
+    /// the same). opencode keeps its sessions in a database: see
+    /// [`super::opencode::OpencodeDb::root_sessions`].
+    pub fn all(&mut self, locs: &Locations, format: Format) -> Vec<(String, Found)> {
+        let mut all = match format {
+            Format::Claude => locs.claude.as_deref().map(claude_all),
+            Format::Codex => locs.codex.as_deref().map(|d| self.codex_all(d)),
+            Format::Gemini => locs.gemini.as_deref().map(gemini_all),
+            Format::Opencode => None,
+            Format::Copilot => locs.copilot.as_deref().map(|home| {
+                let states = dirs(&home.join("session-state"));
+                states.into_iter().filter_map(|d| one_file(&d, |_| "events.jsonl".into())).collect()
+            }),
+            Format::Cline => locs.cline.as_deref().map(|data| {
+                let sessions = dirs(&data.join("sessions"));
+                sessions
+                    .into_iter()
+                    .filter_map(|d| one_file(&d, |id| format!("{id}.messages.json")))
+                    .collect()
+            }),
+        }
+        .unwrap_or_default();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
+    fn codex_all(&mut self, home: &Path) -> Vec<(String, Found)> {
+        let mut rollouts: Vec<PathBuf> = Vec::new();
+        // Archived threads keep their rollouts, flat or in day folders.
+        for root in [home.join("sessions"), home.join("archived_sessions")] {
+            rollouts.extend(files(&root));
+            for day in day_dirs(&root) {
+                rollouts.extend(files(&day));
+            }
+        }
+        rollouts.sort();
+        let mut sessions: std::collections::BTreeMap<String, Found> = Default::default();
+        let mut children: Vec<(String, String, PathBuf)> = Vec::new();
+        for path in rollouts {
+            let Some(name) = path.file_name().and_then(|n| n.to_str()) else { continue };
+            let Some(stem) =
+                name.strip_suffix(".jsonl").or_else(|| name.strip_suffix(".jsonl.zst"))
+            else {
+                continue;
+            };
+            // `rollout-<time>-<thread uuid>`: the id is the last 36 characters.
+            let Some(id) =
+                stem.strip_prefix("rollout-").and_then(|s| s.get(s.len().checked_sub(36)?..))
+            else {
+                continue;
+            };
+            let parent = self
+                .codex_parents
+                .entry(path.clone())
+                .or_insert_with(|| codex_parent(&path))
+                .clone();
+            match parent {
+                Some(parent) => children.push((parent, id.to_string(), path)),
+                None => {
+                    let found = sessions.entry(id.to_string()).or_default();
+                    // A plain file wins over a compressed copy of it.
+                    if found.main.as_ref().is_none_or(|m| m.extension().is_some_and(|e| e == "zst"))
+                    {
+                        found.main = Some(path);
+                    }
+                }
+            }
+        }
+        for (parent, id, path) in children {
+            match sessions.get_mut(&parent) {
+                Some(found) if found.main.is_some() => found.subagents.push(path),
+                _ => {
+                    sessions.entry(id).or_default().main.get_or_insert(path);
+                }
+            }
+        }
+        sessions.into_iter().collect()
+    }
+
     fn codex(&mut self, home: &Path, session: &str) -> Found {
         let mut found = Found::default();
         let suffixes = [format!("-{session}.jsonl"), format!("-{session}.jsonl.zst")];
@@ -93,6 +174,64 @@ fn claude(config: &Path, session: &str) -> Found {
         }
     }
     found
+}
+
+/// Every `<config>/projects/<escaped cwd>/<id>.jsonl`, with its subagents.
+fn claude_all(config: &Path) -> Vec<(String, Found)> {
+    let mut all = Vec::new();
+    for project in dirs(&config.join("projects")) {
+        for main in jsonl_files(&project) {
+            let Some(id) = main.file_stem().and_then(|s| s.to_str()).map(String::from) else {
+                continue;
+            };
+            let subagents = jsonl_files(&project.join(&id).join("subagents"));
+            all.push((id, Found { main: Some(main), subagents }));
+        }
+    }
+    all
+}
+
+/// Every chat file under `<dir>/tmp/<project>/chats/`, by the session id its first line names
+/// (the larger of two files of one id: see [`gemini`]); also older versions' whole-document
+/// `session-*.json` files.
+fn gemini_all(dir: &Path) -> Vec<(String, Found)> {
+    let mut all: std::collections::BTreeMap<String, Found> = Default::default();
+    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    for project in dirs(&dir.join("tmp")) {
+        let chats = project.join("chats");
+        for path in files(&chats) {
+            let Some(name) = path.file_name().and_then(|n| n.to_str()) else { continue };
+            if !name.starts_with("session-") {
+                continue;
+            }
+            let head = if name.ends_with(".jsonl") {
+                first_line(&path)
+            } else if name.ends_with(".json") {
+                // One document: its metadata and messages together (bounded: see first_line).
+                std::fs::File::open(&path).ok().and_then(|f| {
+                    let mut doc = Vec::new();
+                    f.take(64 << 20).read_to_end(&mut doc).ok().map(|_| doc)
+                })
+            } else {
+                None
+            };
+            let Some(id) = head.and_then(|l| session_id_of_first_line(&l)) else { continue };
+            let found = all.entry(id.clone()).or_default();
+            if found.main.as_deref().is_none_or(|m| size(&path) > size(m)) {
+                found.main = Some(path);
+                found.subagents = jsonl_files(&chats.join(&id));
+            }
+        }
+    }
+    all.into_iter().collect()
+}
+
+/// A session directory holding one file, named by `name` from the directory's name (the
+/// session id).
+fn one_file(dir: &Path, name: impl Fn(&str) -> String) -> Option<(String, Found)> {
+    let id = dir.file_name()?.to_str()?.to_string();
+    let file = dir.join(name(&id));
+    file.is_file().then(|| (id, Found { main: Some(file), subagents: Vec::new() }))
 }
 
 /// Copilot CLI keeps one directory per session; subagents (its `task` tool) write into the

@@ -80,6 +80,9 @@ pub struct Locations {
     pub copilot: Option<PathBuf>,
     /// cline's data directory (`$CLINE_DATA_DIR`, else `~/.cline/data`).
     pub cline: Option<PathBuf>,
+    /// qwen-code's runtime directory (`$QWEN_RUNTIME_DIR`, else `$QWEN_HOME`, else `~/.qwen`):
+    /// only `acp-usage import` reads it (the relay takes qwen's per-call ACP reports).
+    pub qwen: Option<PathBuf>,
 }
 
 impl Locations {
@@ -94,6 +97,9 @@ impl Locations {
             opencode: opencode::default_db_path(&env),
             copilot: set("COPILOT_HOME").or_else(|| home.as_ref().map(|h| h.join(".copilot"))),
             cline: set("CLINE_DATA_DIR").or_else(|| home.as_ref().map(|h| h.join(".cline/data"))),
+            qwen: set("QWEN_RUNTIME_DIR")
+                .or_else(|| set("QWEN_HOME"))
+                .or_else(|| home.as_ref().map(|h| h.join(".qwen"))),
         }
     }
 
@@ -119,6 +125,7 @@ mod tests {
         assert_eq!(l.opencode, Some(PathBuf::from("/h/.local/share/opencode/opencode.db")));
         assert_eq!(l.copilot, Some(PathBuf::from("/h/.copilot")));
         assert_eq!(l.cline, Some(PathBuf::from("/h/.cline/data")));
+        assert_eq!(l.qwen, Some(PathBuf::from("/h/.qwen")));
         let l = Locations::from_env(env(&[
             ("HOME", "/h"),
             ("CLAUDE_CONFIG_DIR", "/c"),

@@ -59,6 +59,21 @@ struct Cursor {
     ended: HashSet<String>,
 }
 
+/// A session of the main agent as `session` lists it (see [`OpencodeDb::root_sessions`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RootSession {
+    /// opencode's session id (the ACP session id).
+    pub id: String,
+    /// Its working directory.
+    pub directory: Option<String>,
+    /// Its title (opencode generates one after the first prompt).
+    pub title: Option<String>,
+    /// When it was created, Unix ms.
+    pub created_ms: i64,
+    /// When it last changed, Unix ms.
+    pub updated_ms: i64,
+}
+
 /// A `message` row.
 #[derive(Debug)]
 struct Row {
@@ -169,6 +184,25 @@ impl OpencodeDb {
     /// The database's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Every session that is not a subagent's (what `acp-usage import` reads, each with
+    /// [`OpencodeDb::read_new`]), oldest first.
+    pub fn root_sessions(&self) -> anyhow::Result<Vec<RootSession>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, directory, title, time_created, time_updated FROM session
+             WHERE parent_id IS NULL ORDER BY time_created, id",
+        )?;
+        let rows = stmt.query_map([], |row| {
+            Ok(RootSession {
+                id: row.get(0)?,
+                directory: row.get(1)?,
+                title: row.get(2)?,
+                created_ms: row.get(3)?,
+                updated_ms: row.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// Events for `session` (and its child sessions, as subagent calls: `main` false) written or

@@ -148,8 +148,8 @@ impl Worker {
     }
 }
 
-/// A fresh parser of the format's lines.
-fn parser_for(format: Format) -> Option<Box<dyn Parser>> {
+/// A fresh parser of the format's lines (`None` for opencode's database).
+pub fn parser_for(format: Format) -> Option<Box<dyn Parser>> {
     match format {
         Format::Claude => Some(Box::new(ClaudeParser::default())),
         Format::Codex => Some(Box::new(CodexParser::default())),

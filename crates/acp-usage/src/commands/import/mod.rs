@@ -1,0 +1,476 @@
+//! `acp-usage import`: fills the ledger from the agents' transcripts already on disk (Claude
+//! Code, Codex, Gemini CLI, opencode, qwen-code, Copilot CLI, cline), so that the first report
+//! covers the months before acp-usage was installed.
+//!
+//! A call counts once, however often import runs and whatever the relay recorded:
+//! 1. Every call has a key: the transcript parser's `Call::key`, stable for a call within a
+//!    session (Claude Code's and opencode's are the provider's message id, the tap's key too).
+//!    A call whose key the ledger already has, in any session, is not added: a second import
+//!    adds nothing, and a call a Claude Code fork copied from its parent (same message id)
+//!    stays the parent's (sessions are written oldest first, so the older one owns it).
+//! 2. A session the relay recorded may hold calls under another key (the tap's response id
+//!    for a Codex call) or none (what the agent reported over ACP). Per session, a transcript
+//!    call left after rule 1 whose (input, cache read, output) equals that of a relay row not
+//!    matched yet is that row's call: it is skipped, and the row is matched. Relay rows whose
+//!    key is one of the session's transcript keys are matched by rule 1 already.
+//!
+//! Sessions are keyed by the agent's session id, which is the ACP session id the relay records,
+//! and filed under the relay's profile name (`claude`, `codex`, ...). Their project, title and
+//! model fill what the ledger lacks; first and last seen stretch to the calls' times. Calls are
+//! priced with [`acp_usage_core::ledger::price_call`], the relay's rule, and stamped with their
+//! own time. No turn rows are written for imported calls (transcripts do not delimit turns the
+//! same way in every format; reports count calls, tokens and cost), so an imported session
+//! shows zero turns.
+
+mod qwen;
+mod read;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::{IsTerminal, Write as _};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use acp_usage_core::ledger::price_call;
+use acp_usage_core::{AccountedCall, Catalog, Source, TokenTotals};
+use anyhow::Context as _;
+use rusqlite::params;
+
+use crate::relay::RelayOptions;
+use crate::sinks::ledger::{self, Origin, SessionRef, Store};
+use crate::sources::transcripts::{Format, Locations};
+
+pub use read::{SkippedLines, Unreadable};
+
+/// The agents whose records import reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Agent {
+    /// Claude Code (claude-agent-acp).
+    Claude,
+    /// Codex (codex-acp).
+    Codex,
+    /// Gemini CLI.
+    Gemini,
+    /// opencode.
+    Opencode,
+    /// qwen-code.
+    Qwen,
+    /// GitHub Copilot CLI.
+    Copilot,
+    /// cline.
+    Cline,
+}
+
+impl Agent {
+    /// Every agent, in the order they are read.
+    pub const ALL: [Agent; 7] = [
+        Agent::Claude,
+        Agent::Codex,
+        Agent::Gemini,
+        Agent::Opencode,
+        Agent::Qwen,
+        Agent::Copilot,
+        Agent::Cline,
+    ];
+
+    /// The relay's profile name: sessions are filed under it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Agent::Claude => "claude",
+            Agent::Codex => "codex",
+            Agent::Gemini => "gemini",
+            Agent::Opencode => "opencode",
+            Agent::Qwen => "qwen",
+            Agent::Copilot => "copilot",
+            Agent::Cline => "cline",
+        }
+    }
+
+    /// The relay's transcript format of the agent (qwen-code's is read by import alone).
+    fn format(self) -> Option<Format> {
+        match self {
+            Agent::Claude => Some(Format::Claude),
+            Agent::Codex => Some(Format::Codex),
+            Agent::Gemini => Some(Format::Gemini),
+            Agent::Opencode => Some(Format::Opencode),
+            Agent::Copilot => Some(Format::Copilot),
+            Agent::Cline => Some(Format::Cline),
+            Agent::Qwen => None,
+        }
+    }
+}
+
+/// What to import, and into which ledger.
+#[derive(Debug, Clone, Default)]
+pub struct ImportOptions {
+    /// The ledger file; `None`: the one the relay writes ([`ledger::path`]).
+    pub ledger: Option<PathBuf>,
+    /// Only calls made at or after this time (Unix ms); files last changed before it are not
+    /// read.
+    pub since: Option<i64>,
+    /// Only these agents; empty: all of them.
+    pub agents: Vec<Agent>,
+}
+
+/// Progress of a running import.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Files read so far (an opencode session counts as one).
+    pub files_done: usize,
+    /// Files to read.
+    pub files_total: usize,
+    /// Calls added so far.
+    pub calls_added: u64,
+}
+
+/// What import did for one agent.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AgentSummary {
+    /// Sessions with at least one call in range.
+    pub sessions: usize,
+    /// Sessions that got at least one call.
+    pub sessions_added: usize,
+    /// Calls added.
+    pub calls_added: u64,
+    /// Calls the ledger already had (by key, or as a relay row with the same counts).
+    pub calls_present: u64,
+    /// Tokens of the calls added.
+    pub tokens: TokenTotals,
+    /// Cost of the calls added, USD (unpriced calls left out).
+    pub cost: f64,
+    /// Calls added whose model has no price in the catalog.
+    pub unpriced: u64,
+}
+
+/// What import did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Summary {
+    /// Per agent that had any session on disk.
+    pub agents: BTreeMap<Agent, AgentSummary>,
+    /// Files (or opencode's database) that could not be read, or whose every line failed.
+    pub unreadable: Vec<Unreadable>,
+    /// Files read with some lines skipped.
+    pub skipped: Vec<SkippedLines>,
+    /// Files found.
+    pub files: usize,
+}
+
+impl Summary {
+    /// The sums over every agent.
+    pub fn total(&self) -> AgentSummary {
+        let mut t = AgentSummary::default();
+        for a in self.agents.values() {
+            t.sessions += a.sessions;
+            t.sessions_added += a.sessions_added;
+            t.calls_added += a.calls_added;
+            t.calls_present += a.calls_present;
+            t.tokens.input += a.tokens.input;
+            t.tokens.cache_read += a.tokens.cache_read;
+            t.tokens.cache_write += a.tokens.cache_write;
+            t.tokens.output += a.tokens.output;
+            t.tokens.thought += a.tokens.thought;
+            t.tokens.calls += a.tokens.calls;
+            t.cost += a.cost;
+            t.unpriced += a.unpriced;
+        }
+        t
+    }
+}
+
+/// Runs the command: imports into the ledger with the catalog the relay would use (`relay`'s
+/// `--catalog`, `--config`), reporting progress and a summary on stderr.
+pub fn run(relay: &RelayOptions, opts: &ImportOptions) -> anyhow::Result<ExitCode> {
+    let path = match opts.ledger.clone().or_else(ledger::path) {
+        Some(p) => p,
+        None => anyhow::bail!(
+            "no ledger: {} is `off` or no home directory is known; name one with --ledger PATH",
+            ledger::LEDGER_ENV
+        ),
+    };
+    let catalog = crate::config::load(relay)?.catalog;
+    let mut store =
+        ledger::open(&path).with_context(|| format!("opening the ledger {}", path.display()))?;
+    let locs = Locations::from_process();
+    let mut line = ProgressLine::new(std::io::stderr().is_terminal());
+    let summary = import(&mut store, &locs, &catalog, opts, &mut |p| line.show(p))
+        .with_context(|| format!("writing to the ledger {}", path.display()))?;
+    line.clear();
+    print_summary(&summary, &path, opts);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Imports every session of `opts.agents` found under `locs` into `store`, calling `progress`
+/// after each session.
+pub fn import(
+    store: &mut Store,
+    locs: &Locations,
+    catalog: &Catalog,
+    opts: &ImportOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> rusqlite::Result<Summary> {
+    let agents: Vec<Agent> = if opts.agents.is_empty() {
+        Agent::ALL.to_vec()
+    } else {
+        Agent::ALL.into_iter().filter(|a| opts.agents.contains(a)).collect()
+    };
+    let mut found = read::sources(locs, &agents, opts.since);
+    let mut summary = Summary {
+        unreadable: std::mem::take(&mut found.unreadable),
+        files: found.list.iter().map(|s| s.files).sum(),
+        ..Summary::default()
+    };
+    let mut keys = ledger_keys(store)?;
+    let mut p = Progress { files_total: summary.files, ..Progress::default() };
+    progress(p);
+    for source in &found.list {
+        let mut session = read::read(source, found.opencode.as_mut());
+        summary.unreadable.append(&mut session.unreadable);
+        summary.skipped.append(&mut session.skipped);
+        if let Some(since) = opts.since {
+            session.calls.retain(|c| c.at_ms >= since);
+        }
+        let sums = summary.agents.entry(source.agent).or_default();
+        if !session.calls.is_empty() {
+            sums.sessions += 1;
+            let sref = SessionRef { id: source.id.clone(), agent: source.agent.name().into() };
+            let added = write_session(store, &sref, &session, catalog, &mut keys, sums)?;
+            p.calls_added += added;
+        }
+        p.files_done += source.files;
+        progress(p);
+    }
+    Ok(summary)
+}
+
+/// Every call key the ledger holds.
+fn ledger_keys(store: &Store) -> rusqlite::Result<HashSet<String>> {
+    let mut stmt = store.conn().prepare("SELECT key FROM calls WHERE key IS NOT NULL")?;
+    let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+    rows.collect()
+}
+
+/// Writes one session's calls that the ledger does not have (see the module's rules); returns
+/// how many were added.
+fn write_session(
+    store: &mut Store,
+    sref: &SessionRef,
+    session: &read::Session,
+    catalog: &Catalog,
+    keys: &mut HashSet<String>,
+    sums: &mut AgentSummary,
+) -> rusqlite::Result<u64> {
+    let own: HashSet<&str> = session.calls.iter().map(|c| c.key.as_str()).collect();
+    // Rule 2: the relay's rows of this session that no transcript key claims.
+    let mut unmatched: Vec<(i64, i64, i64)> = {
+        let mut stmt = store.conn().prepare(
+            "SELECT c.key, c.input, c.cache_read, c.output FROM calls c
+             JOIN sessions s ON s.id = c.session
+             WHERE s.session_id = ?1 AND c.origin = 'relay' ORDER BY c.at, c.id",
+        )?;
+        let rows = stmt.query_map([&sref.id], |r| {
+            Ok((r.get::<_, Option<String>>(0)?, (r.get(1)?, r.get(2)?, r.get(3)?)))
+        })?;
+        let rows: Vec<(Option<String>, (i64, i64, i64))> = rows.collect::<Result<_, _>>()?;
+        rows.into_iter()
+            .filter(|(key, _)| key.as_deref().is_none_or(|k| !own.contains(k)))
+            .map(|(_, counts)| counts)
+            .collect()
+    };
+    let mut calls = Vec::new();
+    let mut times = Vec::new();
+    for c in &session.calls {
+        if keys.contains(&c.key) {
+            sums.calls_present += 1;
+            continue;
+        }
+        let counts = (c.record.input as i64, c.record.cache_read as i64, c.record.output as i64);
+        if let Some(i) = unmatched.iter().position(|u| *u == counts) {
+            unmatched.remove(i);
+            sums.calls_present += 1;
+            continue;
+        }
+        let priced = price_call(&c.record, None, 1, catalog);
+        calls.push(AccountedCall {
+            record: c.record.clone(),
+            calls: 1,
+            role: c.role,
+            provider: priced.provider,
+            source: Source::Transcript,
+            cost: priced.cost,
+            cost_stated: priced.stated,
+            key: Some(c.key.clone()),
+            in_turn: true,
+        });
+        times.push(c.at_ms);
+    }
+    let first = session.calls.iter().map(|c| c.at_ms).min().unwrap_or(0);
+    let last = session.calls.iter().map(|c| c.at_ms).max().unwrap_or(first);
+    let mut added = 0;
+    if !calls.is_empty() {
+        added = store.calls(sref, None, &calls, Some(&times), None, Origin::Import, last)? as u64;
+        // Every key was checked above: a row not added is one that another process wrote
+        // meanwhile.
+        sums.calls_present += calls.len() as u64 - added;
+        for c in &calls {
+            keys.insert(c.key.clone().expect("imported calls have keys"));
+            sums.tokens += &c.record;
+            match c.cost {
+                Some(cost) => sums.cost += cost,
+                None => sums.unpriced += 1,
+            }
+        }
+        if added > 0 {
+            sums.sessions_added += 1;
+        }
+        sums.calls_added += added;
+    }
+    // What the ledger lacks of the session; nothing the relay recorded is overwritten.
+    let model = session.calls.iter().rev().find_map(|c| c.record.model.clone());
+    store.conn().execute(
+        "UPDATE sessions SET project = COALESCE(project, ?2), title = COALESCE(title, ?3),
+            model = COALESCE(model, ?4), first_seen = MIN(first_seen, ?5),
+            last_seen = MAX(last_seen, ?6)
+         WHERE session_id = ?1",
+        params![sref.id, session.project, session.title, model, first, last],
+    )?;
+    Ok(added)
+}
+
+/// The progress line on a terminal's stderr, rewritten in place at most ten times a second.
+struct ProgressLine {
+    terminal: bool,
+    last: Option<Instant>,
+    shown: bool,
+}
+
+impl ProgressLine {
+    fn new(terminal: bool) -> ProgressLine {
+        ProgressLine { terminal, last: None, shown: false }
+    }
+
+    fn show(&mut self, p: Progress) {
+        let done = p.files_done == p.files_total;
+        if !self.terminal
+            || (!done && self.last.is_some_and(|t| t.elapsed() < Duration::from_millis(100)))
+        {
+            return;
+        }
+        self.last = Some(Instant::now());
+        self.shown = true;
+        let mut err = std::io::stderr().lock();
+        let _ = write!(
+            err,
+            "\r\x1b[2Kimporting: {}/{} files, {} calls added",
+            p.files_done, p.files_total, p.calls_added
+        );
+        let _ = err.flush();
+    }
+
+    fn clear(&mut self) {
+        if self.shown {
+            eprint!("\r\x1b[2K");
+        }
+    }
+}
+
+fn print_summary(s: &Summary, path: &std::path::Path, opts: &ImportOptions) {
+    const LISTED: usize = 20;
+    for u in s.unreadable.iter().take(LISTED) {
+        eprintln!("acp-usage import: warning: cannot read {}: {}", u.path.display(), u.why);
+    }
+    if s.unreadable.len() > LISTED {
+        eprintln!(
+            "acp-usage import: warning: ... and {} more unreadable files",
+            s.unreadable.len() - LISTED
+        );
+    }
+    for k in s.skipped.iter().take(LISTED) {
+        let noun = if k.lines == 1 { "line" } else { "lines" };
+        eprintln!(
+            "acp-usage import: warning: {}: skipped {} unreadable {noun} ({})",
+            k.path.display(),
+            k.lines,
+            k.first
+        );
+    }
+    if s.skipped.len() > LISTED {
+        eprintln!(
+            "acp-usage import: warning: ... and {} more files with skipped lines",
+            s.skipped.len() - LISTED
+        );
+    }
+    if s.files == 0 {
+        let which = if opts.agents.is_empty() {
+            "any agent".to_owned()
+        } else {
+            opts.agents.iter().map(|a| a.name()).collect::<Vec<_>>().join(", ")
+        };
+        let since = if opts.since.is_some() { " changed since the given date" } else { "" };
+        eprintln!("acp-usage import: no transcripts of {which} found{since}");
+    }
+    for (agent, a) in &s.agents {
+        let unpriced =
+            if a.unpriced > 0 { format!(", {} unpriced", a.unpriced) } else { String::new() };
+        eprintln!(
+            "  {:<9} {}, {} added ({} input and {} output tokens, {}{unpriced}), {} already in the ledger",
+            agent.name(),
+            count(a.sessions as u64, "session"),
+            count(a.calls_added, "call"),
+            thousands(a.tokens.input),
+            thousands(a.tokens.output),
+            usd(a.cost),
+            a.calls_present,
+        );
+    }
+    let t = s.total();
+    eprintln!(
+        "imported {} ({} with new calls): {} added, {} already in the ledger, {} unreadable; ledger: {}",
+        count(t.sessions as u64, "session"),
+        t.sessions_added,
+        count(t.calls_added, "call"),
+        t.calls_present,
+        count(s.unreadable.len() as u64, "file"),
+        path.display()
+    );
+}
+
+/// `1 call`, `2 calls`.
+fn count(n: u64, noun: &str) -> String {
+    format!("{} {noun}{}", thousands(n), if n == 1 { "" } else { "s" })
+}
+
+/// `1234567` as `1,234,567`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn usd(v: f64) -> String {
+    if v < 0.01 && v > 0.0 { format!("${v:.4}") } else { format!("${v:.2}") }
+}
+
+/// Parses `--since`: a date (`2026-01-31` or `20260131`, local midnight) or an RFC 3339 time,
+/// into Unix ms.
+pub fn parse_since(s: &str) -> Result<i64, String> {
+    if let Some(ms) = acp_usage_core::transcript::parse_timestamp(s) {
+        return Ok(ms);
+    }
+    let date = chrono::NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d")
+        .or_else(|_| chrono::NaiveDate::parse_from_str(s.trim(), "%Y%m%d"))
+        .map_err(|_| format!("`{s}` is not a date (YYYY-MM-DD) or an RFC 3339 time"))?;
+    let midnight = date.and_hms_opt(0, 0, 0).expect("midnight exists");
+    let local = midnight
+        .and_local_timezone(chrono::Local)
+        .earliest()
+        .ok_or_else(|| format!("{s}: no local midnight that day"))?;
+    Ok(local.timestamp_millis())
+}

@@ -1,0 +1,475 @@
+//! Finding every session the agents keep on disk and reading its calls, with the relay's own
+//! locations, readers and parsers (`sources::transcripts`, `acp_usage_core::transcript`).
+//!
+//! A session's files are read whole, in the order the relay reads them (the main file, then
+//! its subagents' files through the same parser, except Codex rollouts, which need one each),
+//! so a call revised by a later line or replayed by another file is one call, the last record
+//! of its key winning. Besides the calls, the few facts a report shows are picked up on the
+//! way: the project (the session's working directory) and the title.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::UNIX_EPOCH;
+
+use acp_usage_core::transcript::{Event, FileRole, Parser};
+use acp_usage_core::{Role, TokenRecord};
+use memchr::memmem;
+use serde_json::Value;
+
+use super::Agent;
+use super::qwen::QwenParser;
+use crate::sources::transcripts::locate::{Found, Locator};
+use crate::sources::transcripts::opencode::{OpencodeDb, RootSession};
+use crate::sources::transcripts::tail::Tail;
+use crate::sources::transcripts::worker::parser_for;
+use crate::sources::transcripts::{Format, Locations};
+
+/// One session to read.
+#[derive(Debug)]
+pub struct Source {
+    /// Whose.
+    pub agent: Agent,
+    /// The agent's session id (the ACP session id).
+    pub id: String,
+    /// Where it is.
+    pub place: Place,
+    /// How many files it spans (opencode's sessions count one).
+    pub files: usize,
+    /// The newest modification time among its files (opencode: its last update), Unix ms.
+    pub mtime_ms: i64,
+    /// When it started as far as a cheap look tells (the first time its main file records),
+    /// else `mtime_ms`: sessions are written in this order, so that when a call is in several
+    /// (a Claude Code fork starts with a copy of its parent's), the older session owns it.
+    pub started_ms: i64,
+    /// The project and title known before reading (opencode's table, cline's and Gemini CLI's
+    /// side files).
+    pub project: Option<String>,
+    /// See `project`.
+    pub title: Option<String>,
+}
+
+/// Where a session's records are.
+#[derive(Debug)]
+pub enum Place {
+    /// Transcript files.
+    Files(Found),
+    /// A session in opencode's database.
+    Opencode,
+}
+
+/// A file or database that could not be read, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable {
+    /// The file.
+    pub path: PathBuf,
+    /// Why.
+    pub why: String,
+}
+
+/// Lines of a file that were skipped as unreadable, the file read all the same.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedLines {
+    /// The file.
+    pub path: PathBuf,
+    /// How many lines.
+    pub lines: u32,
+    /// The first line's error.
+    pub first: String,
+}
+
+/// What was found on disk.
+#[derive(Debug, Default)]
+pub struct Sources {
+    /// Every session, by agent, oldest first within an agent.
+    pub list: Vec<Source>,
+    /// opencode's database, open, when it has sessions.
+    pub opencode: Option<OpencodeDb>,
+    /// Stores that could not be opened.
+    pub unreadable: Vec<Unreadable>,
+}
+
+/// One call as imported.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportCall {
+    /// The parser's key of the call (stable within the session).
+    pub key: String,
+    /// Its counts.
+    pub record: TokenRecord,
+    /// When it was made (the file's modification time when the format does not record it).
+    pub at_ms: i64,
+    /// Who made it.
+    pub role: Role,
+}
+
+/// A session as read.
+#[derive(Debug, Default)]
+pub struct Session {
+    /// Its working directory, when the records say.
+    pub project: Option<String>,
+    /// Its title, when the records say.
+    pub title: Option<String>,
+    /// Its calls, in the order they were first recorded.
+    pub calls: Vec<ImportCall>,
+    /// Files of the session that could not be read (a main file's failure leaves no calls).
+    pub unreadable: Vec<Unreadable>,
+    /// Files read with some lines skipped.
+    pub skipped: Vec<SkippedLines>,
+}
+
+/// Lists the sessions of `agents` under `locs`, skipping those whose files are all older than
+/// `since` (Unix ms).
+pub fn sources(locs: &Locations, agents: &[Agent], since: Option<i64>) -> Sources {
+    let mut out = Sources::default();
+    let mut locator = Locator::default();
+    for &agent in agents {
+        let mut list = Vec::new();
+        match agent {
+            Agent::Opencode => opencode_sources(locs, &mut out, &mut list),
+            Agent::Qwen => {
+                for (id, found) in qwen_sessions(locs.qwen.as_deref()) {
+                    list.push(file_source(agent, id, found, None, None));
+                }
+            }
+            _ => {
+                let Some(format) = agent.format() else { continue };
+                let gemini_projects = match agent {
+                    Agent::Gemini => gemini_projects(locs.gemini.as_deref()),
+                    _ => HashMap::new(),
+                };
+                for (id, found) in locator.all(locs, format) {
+                    let (project, title) = match agent {
+                        Agent::Cline => cline_facts(found.main.as_deref(), &id),
+                        Agent::Gemini => (gemini_project(&found, &gemini_projects), None),
+                        _ => (None, None),
+                    };
+                    list.push(file_source(agent, id, found, project, title));
+                }
+            }
+        }
+        list.retain(|s| since.is_none_or(|since| s.mtime_ms >= since));
+        list.sort_by(|a, b| (a.started_ms, &a.id).cmp(&(b.started_ms, &b.id)));
+        out.list.extend(list);
+    }
+    out
+}
+
+fn opencode_sources(locs: &Locations, out: &mut Sources, list: &mut Vec<Source>) {
+    let Some(path) = locs.opencode.as_deref().filter(|p| p.exists()) else { return };
+    let db = OpencodeDb::open(path).and_then(|db| Ok((db.root_sessions()?, db)));
+    match db {
+        Ok((sessions, db)) => {
+            for RootSession { id, directory, title, created_ms, updated_ms } in sessions {
+                list.push(Source {
+                    agent: Agent::Opencode,
+                    id,
+                    place: Place::Opencode,
+                    files: 1,
+                    mtime_ms: updated_ms,
+                    started_ms: created_ms,
+                    project: directory.filter(|d| !d.is_empty()),
+                    title: title.filter(|t| !t.is_empty()),
+                });
+            }
+            out.opencode = Some(db);
+        }
+        Err(err) => {
+            out.unreadable.push(Unreadable { path: path.to_path_buf(), why: format!("{err:#}") })
+        }
+    }
+}
+
+fn file_source(
+    agent: Agent,
+    id: String,
+    found: Found,
+    project: Option<String>,
+    title: Option<String>,
+) -> Source {
+    let paths = || found.main.iter().chain(found.subagents.iter());
+    let mtime_ms = paths().filter_map(|p| mtime_ms(p)).max().unwrap_or(0);
+    let started_ms = found.main.as_deref().and_then(first_time).unwrap_or(mtime_ms);
+    let files = paths().count();
+    Source { agent, id, place: Place::Files(found), files, mtime_ms, started_ms, project, title }
+}
+
+/// `<qwen dir>/projects/<escaped cwd>/chats/<session>.jsonl`.
+fn qwen_sessions(dir: Option<&Path>) -> Vec<(String, Found)> {
+    let Some(dir) = dir else { return Vec::new() };
+    let mut all = Vec::new();
+    for project in read_dir(&dir.join("projects")) {
+        for path in read_dir(&project.join("chats")) {
+            if path.extension().is_none_or(|e| e != "jsonl") || !path.is_file() {
+                continue;
+            }
+            let Some(id) = path.file_stem().and_then(|s| s.to_str()).map(String::from) else {
+                continue;
+            };
+            all.push((id, Found { main: Some(path), subagents: Vec::new() }));
+        }
+    }
+    all
+}
+
+/// Gemini CLI's `projects.json`: project directory by its short name (`tmp/<name>/`).
+fn gemini_projects(dir: Option<&Path>) -> HashMap<String, String> {
+    let Some(dir) = dir else { return HashMap::new() };
+    let Ok(text) = std::fs::read(dir.join("projects.json")) else { return HashMap::new() };
+    let v: Value = serde_json::from_slice(&text).unwrap_or_default();
+    let Some(projects) = v["projects"].as_object() else { return HashMap::new() };
+    projects
+        .iter()
+        .filter_map(|(path, name)| Some((name.as_str()?.to_owned(), path.clone())))
+        .collect()
+}
+
+fn gemini_project(found: &Found, projects: &HashMap<String, String>) -> Option<String> {
+    // `<dir>/tmp/<name>/chats/<file>`.
+    let name = found.main.as_deref()?.parent()?.parent()?.file_name()?.to_str()?;
+    projects.get(name).cloned()
+}
+
+/// cline's `<id>.json` beside the conversation: `cwd`, `metadata.title`.
+fn cline_facts(main: Option<&Path>, id: &str) -> (Option<String>, Option<String>) {
+    let Some(dir) = main.and_then(Path::parent) else { return (None, None) };
+    let Ok(text) = std::fs::read(dir.join(format!("{id}.json"))) else { return (None, None) };
+    let v: Value = serde_json::from_slice(&text).unwrap_or_default();
+    let s = |v: &Value| v.as_str().filter(|s| !s.is_empty()).map(String::from);
+    (s(&v["cwd"]), s(&v["metadata"]["title"]))
+}
+
+fn read_dir(path: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(path) else { return Vec::new() };
+    let mut v: Vec<PathBuf> = rd.filter_map(Result::ok).map(|e| e.path()).collect();
+    v.sort();
+    v
+}
+
+/// A file's modification time, Unix ms.
+pub fn mtime_ms(path: &Path) -> Option<i64> {
+    let t = std::fs::metadata(path).ok()?.modified().ok()?;
+    Some(t.duration_since(UNIX_EPOCH).ok()?.as_millis() as i64)
+}
+
+/// The first time a JSONL file records near its start (`"timestamp"`, Gemini CLI's
+/// `"startTime"`).
+fn first_time(path: &Path) -> Option<i64> {
+    use std::io::Read as _;
+    let mut head = Vec::new();
+    std::fs::File::open(path).ok()?.take(64 << 10).read_to_end(&mut head).ok()?;
+    let at = |pattern: &[u8]| -> Option<(usize, i64)> {
+        let start = memmem::find(&head, pattern)? + pattern.len();
+        let end = start + head[start..].iter().position(|&b| b == b'"')?;
+        let time = std::str::from_utf8(&head[start..end]).ok()?;
+        Some((start, acp_usage_core::transcript::parse_timestamp(time)?))
+    };
+    let found = [at(b"\"timestamp\":\""), at(b"\"startTime\":\"")];
+    found.into_iter().flatten().min_by_key(|(pos, _)| *pos).map(|(_, t)| t)
+}
+
+/// Reads one session's calls.
+pub fn read(source: &Source, opencode: Option<&mut OpencodeDb>) -> Session {
+    let mut session = Session {
+        project: source.project.clone(),
+        title: source.title.clone(),
+        ..Session::default()
+    };
+    let mut events = Vec::new();
+    let mut side = std::collections::HashSet::new();
+    match &source.place {
+        Place::Opencode => {
+            let Some(db) = opencode else { return session };
+            if let Err(err) = db.read_new(&source.id, &mut events) {
+                session.unreadable.push(Unreadable {
+                    path: db.path().to_path_buf(),
+                    why: format!("session {}: {err:#}", source.id),
+                });
+                return session;
+            }
+        }
+        Place::Files(found) => {
+            let Some(main) = found.main.as_deref() else { return session };
+            let mut facts = Facts::default();
+            let ok = match source.agent {
+                Agent::Qwen => {
+                    let mut p = QwenParser::default();
+                    let ok =
+                        read_file(main, FileRole::Main, &mut p, None, &mut events, &mut session);
+                    session.project = session.project.take().or(p.cwd);
+                    session.title = session.title.take().or(p.title);
+                    side = p.side;
+                    ok
+                }
+                agent => {
+                    let format = agent.format().expect("files of a known format");
+                    let Some(mut shared) = parser_for(format) else { return session };
+                    let ok = read_file(
+                        main,
+                        FileRole::Main,
+                        shared.as_mut(),
+                        Some((format, &mut facts)),
+                        &mut events,
+                        &mut session,
+                    );
+                    if ok {
+                        for path in &found.subagents {
+                            // A Codex rollout does not say which thread a line belongs to: each
+                            // file needs a parser of its own.
+                            let mut own =
+                                (format == Format::Codex).then(|| parser_for(format)).flatten();
+                            let parser = match own.as_mut() {
+                                Some(p) => p.as_mut(),
+                                None => shared.as_mut(),
+                            };
+                            read_file(
+                                path,
+                                FileRole::Subagent,
+                                parser,
+                                None,
+                                &mut events,
+                                &mut session,
+                            );
+                        }
+                    }
+                    ok
+                }
+            };
+            if !ok {
+                return session;
+            }
+            session.project = session.project.take().or(facts.cwd.take());
+            session.title = session.title.take().or(facts.title());
+        }
+    }
+    // The last record of a key wins, in the place its first record had.
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for event in events {
+        let Event::Call(call) = event else { continue };
+        let role = if side.contains(&call.key) {
+            Role::Side
+        } else if call.main {
+            Role::Main
+        } else {
+            Role::Subagent
+        };
+        let c = ImportCall {
+            at_ms: call.at_ms.unwrap_or(source.mtime_ms),
+            key: call.key,
+            record: call.record,
+            role,
+        };
+        match index.get(&c.key) {
+            Some(&i) => session.calls[i] = c,
+            None => {
+                index.insert(c.key.clone(), session.calls.len());
+                session.calls.push(c);
+            }
+        }
+    }
+    session
+}
+
+/// Feeds a whole file to `parser`; false when it could not be read at all, or when every line
+/// it had failed (the format changed). Either is noted in `session`.
+fn read_file(
+    path: &Path,
+    role: FileRole,
+    parser: &mut dyn Parser,
+    mut facts: Option<(Format, &mut Facts)>,
+    events: &mut Vec<Event>,
+    session: &mut Session,
+) -> bool {
+    // cline rewrites one document; Gemini CLI's older versions wrote one `session-*.json`.
+    let whole = path.extension().is_some_and(|e| e == "json");
+    let mut tail =
+        if whole { Tail::whole(path.to_path_buf()) } else { Tail::new(path.to_path_buf()) };
+    let (mut good, mut bad, mut first_error) = (0u32, 0u32, None);
+    loop {
+        let chunk = match tail.read() {
+            Ok(c) => c,
+            Err(err) => {
+                session
+                    .unreadable
+                    .push(Unreadable { path: path.to_path_buf(), why: err.to_string() });
+                return false;
+            }
+        };
+        for line in &chunk.lines {
+            if let Some((format, facts)) = facts.as_mut() {
+                facts.line(*format, line);
+            }
+            match parser.line(role, line, events) {
+                Ok(()) => good += 1,
+                Err(err) => {
+                    bad += 1;
+                    first_error.get_or_insert(err.0);
+                }
+            }
+        }
+        if chunk.at_end {
+            break;
+        }
+    }
+    match (bad, first_error) {
+        (0, _) | (_, None) => true,
+        (_, Some(why)) if good == 0 => {
+            session.unreadable.push(Unreadable { path: path.to_path_buf(), why });
+            false
+        }
+        (lines, Some(first)) => {
+            session.skipped.push(SkippedLines { path: path.to_path_buf(), lines, first });
+            true
+        }
+    }
+}
+
+/// What a main transcript says of its session besides calls. Lines are only parsed when a cheap
+/// search says they hold something wanted.
+#[derive(Debug, Default)]
+struct Facts {
+    cwd: Option<String>,
+    /// Claude Code: a title the user gave, one it generated, an older version's summary.
+    custom_title: Option<String>,
+    ai_title: Option<String>,
+    summary: Option<String>,
+}
+
+impl Facts {
+    fn line(&mut self, format: Format, line: &[u8]) {
+        let has = |pattern: &[u8]| memmem::find(line, pattern).is_some();
+        match format {
+            Format::Claude => {
+                if self.cwd.is_none() && has(b"\"cwd\":") {
+                    self.cwd = field(line, &["cwd"]);
+                }
+                if has(b"\"custom-title\"") {
+                    self.custom_title = field(line, &["customTitle"]).or(self.custom_title.take());
+                } else if has(b"\"ai-title\"") {
+                    self.ai_title = field(line, &["aiTitle"]).or(self.ai_title.take());
+                } else if has(b"\"type\":\"summary\"") {
+                    self.summary = field(line, &["summary"]).or(self.summary.take());
+                }
+            }
+            Format::Codex if self.cwd.is_none() && has(b"\"session_meta\"") => {
+                self.cwd = field(line, &["payload", "cwd"]);
+            }
+            Format::Copilot if self.cwd.is_none() && has(b"\"session.start\"") => {
+                self.cwd = field(line, &["data", "context", "cwd"]);
+            }
+            _ => {}
+        }
+    }
+
+    fn title(self) -> Option<String> {
+        self.custom_title.or(self.ai_title).or(self.summary)
+    }
+}
+
+/// A string at `path` in a JSON line, when it is one and not empty.
+fn field(line: &[u8], path: &[&str]) -> Option<String> {
+    let v: Value = serde_json::from_slice(line).ok()?;
+    let mut at = &v;
+    for key in path {
+        at = at.get(key)?;
+    }
+    at.as_str().filter(|s| !s.is_empty()).map(String::from)
+}

@@ -1,0 +1,489 @@
+//! `report` against real ledgers built in a temporary directory with the store's own writes.
+
+use std::path::PathBuf;
+
+use acp_usage_core::{AccountedCall, Role, Source, TokenRecord};
+use chrono::{FixedOffset, NaiveDate};
+use serde_json::{Value, json};
+use unicode_width::UnicodeWidthStr;
+
+use super::*;
+use crate::sinks::ledger::{Origin, SessionInfo, SessionRef, Store};
+
+/// A ledger file in its own temporary directory, removed at the end of the test.
+struct Ledger {
+    dir: PathBuf,
+    store: Store,
+}
+
+impl Ledger {
+    fn new(name: &str) -> Ledger {
+        let dir =
+            std::env::temp_dir().join(format!("acp-usage-report-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Store::open(&dir.join("ledger.db")).unwrap();
+        Ledger { dir, store }
+    }
+
+    fn session(&mut self, id: &str, agent: &str, project: Option<&str>, title: Option<&str>) {
+        let info = SessionInfo {
+            agent_name: Some(format!("{agent}-acp")),
+            project: project.map(str::to_owned),
+            title: title.map(str::to_owned),
+            ..SessionInfo::default()
+        };
+        self.store.session(&sref(id, agent), &info, None, 0).unwrap();
+    }
+
+    /// Adds calls made at the given RFC 3339 times.
+    fn calls(&mut self, id: &str, agent: &str, calls: &[(&str, AccountedCall)]) {
+        let times: Vec<i64> = calls.iter().map(|(t, _)| ms(t)).collect();
+        let calls: Vec<AccountedCall> = calls.iter().map(|(_, c)| c.clone()).collect();
+        self.store
+            .calls(&sref(id, agent), None, &calls, Some(&times), None, Origin::Import, 0)
+            .unwrap();
+    }
+
+    fn read(&self, opts: &ReportOptions) -> Report {
+        query::read(&self.store, opts).unwrap()
+    }
+}
+
+impl Drop for Ledger {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn sref(id: &str, agent: &str) -> SessionRef {
+    SessionRef { id: id.to_owned(), agent: agent.to_owned() }
+}
+
+fn ms(rfc3339: &str) -> i64 {
+    DateTime::parse_from_rfc3339(rfc3339).unwrap().timestamp_millis()
+}
+
+/// A call of `model`: `input` prompt tokens of which 10% cache reads and 5% cache writes
+/// (5-minute and 1-hour halves), `output` of which 20% thoughts.
+fn call(
+    model: Option<&str>,
+    input: u64,
+    output: u64,
+    cost: Option<f64>,
+    source: Source,
+) -> AccountedCall {
+    AccountedCall {
+        record: TokenRecord {
+            input,
+            cache_read: input / 10,
+            cache_write_5m: input / 40,
+            cache_write_1h: input / 40,
+            output,
+            thought: output / 5,
+            model: model.map(str::to_owned),
+            stated_cost: None,
+        },
+        calls: 1,
+        role: Role::Main,
+        provider: None,
+        source,
+        cost,
+        cost_stated: false,
+        key: None,
+        in_turn: true,
+    }
+}
+
+fn opts(group: Group) -> ReportOptions {
+    ReportOptions { group, zone: Zone::Utc, ..ReportOptions::default() }
+}
+
+fn keys(r: &Report) -> Vec<Option<&str>> {
+    r.rows.iter().map(|row| row.key.as_deref()).collect()
+}
+
+fn table(r: &Report, breakdown: bool) -> String {
+    let mut out = Vec::new();
+    table::write(&mut out, r, Zone::Utc, breakdown, table::WIDTH).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// Two sessions over three days around a week's and a month's end (2026-11-29 is a Sunday).
+fn sample(name: &str) -> Ledger {
+    let mut l = Ledger::new(name);
+    l.session("s-claude", "claude", Some("/home/me/src/alpha"), Some("Fix the parser"));
+    l.session("s-codex", "codex", Some("/home/me/src/beta"), None);
+    let sonnet = Some("claude-sonnet-4-5");
+    let gpt = Some("gpt-5.2");
+    l.calls(
+        "s-claude",
+        "claude",
+        &[
+            ("2026-11-29T23:59:59.999Z", call(sonnet, 1000, 100, Some(0.5), Source::Transcript)),
+            ("2026-11-30T00:00:00Z", call(sonnet, 2000, 200, Some(1.0), Source::Transcript)),
+            (
+                "2026-11-30T12:00:00Z",
+                call(Some("claude-haiku-4-5"), 400, 40, Some(0.25), Source::Estimate),
+            ),
+        ],
+    );
+    l.calls(
+        "s-codex",
+        "codex",
+        &[
+            ("2026-11-30T08:00:00Z", call(gpt, 4000, 400, Some(2.0), Source::Tap)),
+            ("2026-12-01T00:00:00Z", call(gpt, 8000, 800, Some(4.0), Source::Tap)),
+        ],
+    );
+    l
+}
+
+#[test]
+fn days_weeks_and_months_split_at_midnight() {
+    let l = sample("periods");
+    let daily = l.read(&opts(Group::Daily));
+    assert_eq!(keys(&daily), [Some("2026-11-29"), Some("2026-11-30"), Some("2026-12-01")]);
+    let nov30 = &daily.rows[1].sums;
+    assert_eq!((nov30.calls, nov30.input, nov30.output), (3, 6400, 640));
+    assert_eq!(nov30.cache_read, 640);
+    assert_eq!(nov30.cache_write, 2 * (50 + 10 + 100));
+    assert_eq!(nov30.thought, 128);
+    assert_eq!(nov30.cost(), Some(3.25));
+    // The haiku call is estimated: its cost is not part of the exact share.
+    assert_eq!(nov30.exact_cost, 3.0);
+
+    let weekly = l.read(&opts(Group::Weekly));
+    // Sunday the 29th closes the week of Monday the 23rd; Monday the 30th opens the next.
+    assert_eq!(keys(&weekly), [Some("2026-11-23"), Some("2026-11-30")]);
+    assert_eq!(weekly.rows[1].sums.calls, 4);
+
+    let monthly = l.read(&opts(Group::Monthly));
+    assert_eq!(keys(&monthly), [Some("2026-11"), Some("2026-12")]);
+    assert_eq!(monthly.rows[0].sums.cost(), Some(3.75));
+    assert_eq!(monthly.rows[1].sums.cost(), Some(4.0));
+
+    for r in [&daily, &weekly, &monthly] {
+        assert_eq!(r.totals.calls, 5);
+        assert_eq!(r.totals.input, 15_400);
+        assert_eq!(r.totals.cost(), Some(7.75));
+        assert_eq!(r.totals.exact_cost, 7.5);
+    }
+}
+
+#[test]
+fn a_day_follows_the_chosen_time_zone() {
+    let l = sample("zone");
+    // In UTC+01:00 the call at 23:59:59.999Z is on the 30th already.
+    let tz = FixedOffset::east_opt(3600).unwrap();
+    let day = NaiveDate::from_ymd_opt(2026, 11, 30).unwrap();
+    assert_eq!(start_of_day(&tz, day), ms("2026-11-29T23:00:00Z"));
+    assert_eq!(Zone::Utc.start_of(day), ms("2026-11-30T00:00:00Z"));
+    assert_eq!(Zone::Utc.date_of(ms("2026-11-29T23:59:59.999Z")).to_string(), "2026-11-29");
+    assert_eq!(Zone::Utc.timestamp(ms("2026-11-30T12:00:00Z")), "2026-11-30T12:00:00Z");
+    // The machine's zone gives every call a day, the same days' total.
+    let local = l.read(&ReportOptions { zone: Zone::Local, ..opts(Group::Daily) });
+    assert_eq!(local.totals, l.read(&opts(Group::Daily)).totals);
+}
+
+#[test]
+fn since_and_until_are_inclusive_days() {
+    let l = sample("bounds");
+    let day = |s: &str| Some(parse_date(s).unwrap());
+    let r = l.read(&ReportOptions {
+        since: day("2026-11-30"),
+        until: day("20261130"),
+        ..opts(Group::Daily)
+    });
+    // 00:00:00.000 of the 30th is in, the last millisecond of the 29th and 00:00 of the 1st out.
+    assert_eq!(keys(&r), [Some("2026-11-30")]);
+    assert_eq!(r.totals.calls, 3);
+    let r = l.read(&ReportOptions { since: day("2026-11-30"), ..opts(Group::Daily) });
+    assert_eq!(r.totals.calls, 4);
+    let r = l.read(&ReportOptions { until: day("2026-11-29"), ..opts(Group::Daily) });
+    assert_eq!((r.totals.calls, r.totals.cost()), (1, Some(0.5)));
+    let r = l.read(&ReportOptions { since: day("2027-01-01"), ..opts(Group::Daily) });
+    assert!(r.rows.is_empty());
+    assert_eq!(r.totals.cost(), Some(0.0));
+}
+
+#[test]
+fn dates_parse_in_both_forms() {
+    let want = NaiveDate::from_ymd_opt(2026, 11, 23).unwrap();
+    assert_eq!(parse_date("2026-11-23"), Ok(want));
+    assert_eq!(parse_date("20261123"), Ok(want));
+    assert!(parse_date("2026-13-01").is_err());
+    assert!(parse_date("23/11/2026").is_err());
+    assert!(parse_date("yesterday").unwrap_err().contains("YYYY-MM-DD"));
+}
+
+#[test]
+fn filters_match_parts_ignoring_case() {
+    let l = sample("filters");
+    // The agent's profile or its own name (`codex-acp`).
+    let r = l.read(&ReportOptions { agent: Some("CODEX-A".into()), ..opts(Group::Agent) });
+    assert_eq!(keys(&r), [Some("codex")]);
+    assert_eq!(r.totals.calls, 2);
+    let r = l.read(&ReportOptions { project: Some("src/Alpha".into()), ..opts(Group::Project) });
+    assert_eq!(keys(&r), [Some("/home/me/src/alpha")]);
+    assert_eq!(r.totals.cost(), Some(1.75));
+    let r = l.read(&ReportOptions { model: Some("sonnet".into()), ..opts(Group::Model) });
+    assert_eq!(keys(&r), [Some("claude-sonnet-4-5")]);
+    assert_eq!((r.totals.calls, r.totals.input), (2, 3000));
+    // Filters add up: nothing is both codex and sonnet.
+    let r = l.read(&ReportOptions {
+        agent: Some("codex".into()),
+        model: Some("sonnet".into()),
+        ..opts(Group::Daily)
+    });
+    assert!(r.rows.is_empty());
+}
+
+#[test]
+fn sessions_projects_agents_and_models() {
+    let l = sample("keys");
+    let r = l.read(&opts(Group::Session));
+    // Sessions by their first call.
+    assert_eq!(keys(&r), [Some("s-claude"), Some("s-codex")]);
+    let claude = &r.rows[0];
+    let meta = claude.session.as_ref().unwrap();
+    assert_eq!(meta.agent, "claude");
+    assert_eq!(meta.title.as_deref(), Some("Fix the parser"));
+    assert_eq!(claude.first_at, ms("2026-11-29T23:59:59.999Z"));
+    assert_eq!(claude.last_at, ms("2026-11-30T12:00:00Z"));
+    assert_eq!(claude.sums.cost(), Some(1.75));
+
+    // Projects, agents and models: most expensive first.
+    let r = l.read(&opts(Group::Project));
+    assert_eq!(keys(&r), [Some("/home/me/src/beta"), Some("/home/me/src/alpha")]);
+    let r = l.read(&opts(Group::Agent));
+    assert_eq!(keys(&r), [Some("codex"), Some("claude")]);
+    let r = l.read(&opts(Group::Model));
+    assert_eq!(keys(&r), [Some("gpt-5.2"), Some("claude-sonnet-4-5"), Some("claude-haiku-4-5")]);
+    assert_eq!(r.rows[1].sums.cost(), Some(1.5));
+}
+
+#[test]
+fn breakdown_sums_per_model_within_a_row() {
+    let l = sample("breakdown");
+    let r = l.read(&opts(Group::Daily));
+    let nov30 = &r.rows[1];
+    let models: Vec<(Option<&str>, u64, Option<f64>)> =
+        nov30.models.iter().map(|(m, s)| (m.as_deref(), s.calls, s.cost())).collect();
+    assert_eq!(
+        models,
+        [
+            (Some("gpt-5.2"), 1, Some(2.0)),
+            (Some("claude-sonnet-4-5"), 1, Some(1.0)),
+            (Some("claude-haiku-4-5"), 1, Some(0.25)),
+        ]
+    );
+    let text = table(&r, true);
+    assert!(text.contains("  └ gpt-5.2"), "{text}");
+    let json = to_json(&r, &ReportOptions { breakdown: true, ..opts(Group::Daily) });
+    let first = &json["rows"][1]["models"][0];
+    assert_eq!(first["model"], "gpt-5.2");
+    assert_eq!(first["inputTokens"], 4000);
+    assert_eq!(first["cost"], 2.0);
+    // Without --breakdown there is no `models` key.
+    assert!(to_json(&r, &opts(Group::Daily))["rows"][0].get("models").is_none());
+}
+
+#[test]
+fn json_shape_and_totals() {
+    let l = sample("json");
+    let r = l.read(&opts(Group::Session));
+    let v = to_json(&r, &opts(Group::Session));
+    assert_eq!(v["report"], "session");
+    assert_eq!(v["currency"], "USD");
+    assert_eq!(v["timeZone"], "UTC");
+    assert_eq!(
+        v["rows"][0],
+        json!({
+            "session": "s-claude",
+            "agent": "claude",
+            "project": "/home/me/src/alpha",
+            "title": "Fix the parser",
+            "firstSeen": "2026-11-29T23:59:59Z",
+            "lastSeen": "2026-11-30T12:00:00Z",
+            "calls": 3,
+            "inputTokens": 3400,
+            "cachedReadTokens": 340,
+            "cachedWriteTokens": 170,
+            "outputTokens": 340,
+            "thoughtTokens": 68,
+            "totalTokens": 3740,
+            "cost": 1.75,
+            "exactCost": 1.5,
+            "unpricedCalls": 0
+        })
+    );
+    assert_eq!(v["rows"][1]["title"], Value::Null);
+    assert_eq!(v["totals"]["calls"], 5);
+    assert_eq!(v["totals"]["totalTokens"], 15_400 + 1_540);
+    assert_eq!(v["totals"]["cost"], 7.75);
+    assert_eq!(v["totals"]["exactCost"], 7.5);
+    assert!(v["totals"].get("session").is_none());
+    // Totals are the rows' sums, key by key.
+    for key in ["calls", "inputTokens", "cachedReadTokens", "cachedWriteTokens", "outputTokens"] {
+        let sum: u64 = v["rows"].as_array().unwrap().iter().map(|r| r[key].as_u64().unwrap()).sum();
+        assert_eq!(v["totals"][key].as_u64(), Some(sum), "{key}");
+    }
+    let daily = to_json(&l.read(&opts(Group::Daily)), &opts(Group::Daily));
+    assert_eq!(daily["rows"][0]["date"], "2026-11-29");
+    let weekly = to_json(&l.read(&opts(Group::Weekly)), &opts(Group::Weekly));
+    assert_eq!(weekly["rows"][1]["week"], "2026-11-30");
+    let monthly = to_json(&l.read(&opts(Group::Monthly)), &opts(Group::Monthly));
+    assert_eq!(monthly["rows"][1]["month"], "2026-12");
+}
+
+#[test]
+fn unpriced_calls_are_left_out_of_the_cost_and_said() {
+    let mut l = Ledger::new("unpriced");
+    l.session("s1", "generic", None, None);
+    let mut summed = call(Some("mystery-1"), 1000, 10, None, Source::Agent);
+    // An agent's per-turn sum standing for three calls.
+    summed.calls = 3;
+    l.calls(
+        "s1",
+        "generic",
+        &[
+            ("2026-11-23T10:00:00Z", summed),
+            ("2026-11-24T10:00:00Z", call(Some("mystery-1"), 1000, 10, None, Source::Agent)),
+            ("2026-11-24T11:00:00Z", call(Some("gpt-5.2"), 1000, 10, Some(0.125), Source::Tap)),
+            ("2026-11-24T12:00:00Z", call(None, 1000, 10, None, Source::Estimate)),
+        ],
+    );
+    let r = l.read(&opts(Group::Daily));
+    // A day of nothing but unpriced calls has no cost, not a cost of zero.
+    assert_eq!(r.rows[0].sums.cost(), None);
+    assert_eq!((r.rows[0].sums.calls, r.rows[0].sums.unpriced_calls), (3, 3));
+    assert_eq!(r.rows[1].sums.cost(), Some(0.125));
+    assert_eq!(r.rows[1].sums.unpriced_calls, 2);
+    assert_eq!(r.totals.cost(), Some(0.125));
+    assert_eq!(r.totals.unpriced_calls, 5);
+    assert_eq!(
+        r.unpriced_models.iter().map(Option::as_deref).collect::<Vec<_>>(),
+        [None, Some("mystery-1")]
+    );
+
+    let v = to_json(&r, &opts(Group::Daily));
+    assert_eq!(v["rows"][0]["cost"], Value::Null);
+    assert_eq!(v["rows"][0]["exactCost"], 0.0);
+    assert_eq!(v["rows"][0]["unpricedCalls"], 3);
+    assert_eq!(v["totals"]["unpricedCalls"], 5);
+
+    let text = table(&r, false);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[3].starts_with("2026-11-23") && lines[3].contains("  -  "), "{text}");
+    assert!(lines[4].contains("0.13*"), "{text}");
+    assert!(
+        text.contains(
+            "Unpriced: 5 calls of models the catalog does not know ((unknown model), mystery-1)"
+        ),
+        "{text}"
+    );
+
+    let r = l.read(&opts(Group::Model));
+    assert_eq!(keys(&r), [Some("gpt-5.2"), Some("mystery-1"), None]);
+    assert!(table(&r, false).contains("\n(unknown)  "));
+}
+
+#[test]
+fn the_table_fits_100_columns_and_totals_last() {
+    let l = sample("table");
+    let text = table(&l.read(&opts(Group::Daily)), false);
+    let lines: Vec<&str> = text.lines().collect();
+    // Two header lines: the currency is in the cost's.
+    assert!(lines[0].trim_start().starts_with("CACHE") && lines[0].ends_with("COST"), "{text}");
+    assert!(lines[1].starts_with("DATE  ") && lines[1].contains("(USD)"), "{text}");
+    assert!(lines[2].starts_with("──"));
+    assert!(lines[3].starts_with("2026-11-29"));
+    // Full numbers with separators while they fit.
+    assert!(lines[4].contains("6,400"), "{text}");
+    assert!(lines[6].starts_with("──"));
+    let total = lines[7];
+    assert!(
+        total.starts_with("TOTAL") && total.contains("15,400") && total.contains("7.75"),
+        "{text}"
+    );
+    // 7.5 of 7.75 exact: rounded down, never shown as all.
+    assert!(total.ends_with("96%"), "{text}");
+    assert!(text.contains("EXACT: the share"));
+
+    // Huge counts and a long title: abbreviated and cut, never wider than 100.
+    let mut l = Ledger::new("wide");
+    let title = "A very long session title that goes on and on about refactoring the parser again";
+    let project = "/home/me/a/deeply/nested/checkout/of/some/project/with/a/long/name";
+    l.session("0123456789abcdef", "claude", Some(project), Some(title));
+    let big = call(
+        Some("claude-opus-4-8"),
+        987_654_321_098,
+        12_345_678_901,
+        Some(123_456.78),
+        Source::Tap,
+    );
+    l.calls("0123456789abcdef", "claude", &[("2026-11-23T10:00:00Z", big)]);
+    for group in [Group::Daily, Group::Session, Group::Project, Group::Model] {
+        let text = table(&l.read(&opts(group)), true);
+        for line in text.lines() {
+            assert!(line.width() <= 100, "{} columns: {line}\n{text}", line.width());
+        }
+        assert!(text.contains("988B") && text.contains("123,456.78"), "{text}");
+    }
+    let sessions = table(&l.read(&opts(Group::Session)), false);
+    assert!(sessions.contains("2026-11-23 claude A very long"), "{sessions}");
+    assert!(sessions.contains('…'), "{sessions}");
+    let projects = table(&l.read(&opts(Group::Project)), false);
+    assert!(projects.contains("…") && projects.contains("with/a/long/name "), "{projects}");
+}
+
+#[test]
+fn an_empty_ledger_is_an_empty_report() {
+    let l = Ledger::new("empty");
+    let r = l.read(&opts(Group::Daily));
+    assert_eq!(r, Report::empty(Group::Daily));
+    let v = to_json(&r, &opts(Group::Daily));
+    assert_eq!(v["rows"], json!([]));
+    assert_eq!(
+        v["totals"],
+        json!({
+            "calls": 0, "inputTokens": 0, "cachedReadTokens": 0, "cachedWriteTokens": 0,
+            "outputTokens": 0, "thoughtTokens": 0, "totalTokens": 0, "cost": 0.0,
+            "exactCost": 0.0, "unpricedCalls": 0
+        })
+    );
+    let text = table(&r, false);
+    assert_eq!(text.lines().count(), 4, "{text}");
+    assert!(text.lines().last().unwrap().starts_with("TOTAL"));
+}
+
+#[test]
+fn a_missing_ledger_is_not_created() {
+    let dir = std::env::temp_dir().join(format!("acp-usage-report-{}-missing", std::process::id()));
+    let path = dir.join("ledger.db");
+    let mut out = Vec::new();
+    write_report(
+        &mut out,
+        &ReportOptions { ledger: Some(path.clone()), json: true, ..opts(Group::Daily) },
+    )
+    .unwrap();
+    assert!(!path.exists() && !dir.exists());
+    let v: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!((v["rows"].clone(), v["totals"]["calls"].clone()), (json!([]), json!(0)));
+    // Reading leaves a ledger as it was: no schema is written to a file that has none.
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(&path, b"").unwrap();
+    let store = Store::open_read(&path).unwrap();
+    assert_eq!(query::read(&store, &opts(Group::Daily)).unwrap(), Report::empty(Group::Daily));
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn since_after_until_is_an_error() {
+    let day = |s: &str| Some(parse_date(s).unwrap());
+    let since_after_until =
+        ReportOptions { since: day("2026-11-30"), until: day("2026-11-01"), ..opts(Group::Daily) };
+    let err = write_report(&mut Vec::new(), &since_after_until).unwrap_err();
+    assert!(err.to_string().contains("after --until"));
+}

@@ -1,0 +1,988 @@
+//! `acp-usage watch [--once] [--ledger FILE]`: a live view of the sessions that run now and of
+//! those active in the last hour, across every acp-usage process, read from the ledger.
+//!
+//! No polling of the file: the ledger's directory is watched (`notify`; every commit touches
+//! `ledger.db-wal`), redraws are throttled, and a slow tick ages sessions out of the hour and
+//! notices a relay that died without closing its sessions (its pid is gone). When stdout is not
+//! a terminal, or with `--once`, it prints one plain-text snapshot and exits.
+//!
+//! The reading half (sessions with their costs, today's total, liveness) is shared with
+//! `status`.
+
+use std::io::{self, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use chrono::TimeZone;
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use ratatui::layout::{Constraint, Layout};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Cell, Paragraph, Row, Table, Wrap};
+use rusqlite::{OptionalExtension, params};
+
+use crate::sinks::ledger::{self, Store};
+
+/// How far back a session that no longer runs is still shown.
+pub const RECENT: Duration = Duration::from_secs(3600);
+/// The slow tick: sessions age out of the hour and dead relays are noticed without any write.
+const TICK: Duration = Duration::from_secs(5);
+/// Redraws wait this long after a change, so a burst of commits is one redraw.
+const THROTTLE: Duration = Duration::from_millis(150);
+
+/// What `watch` was asked for.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// The ledger (default: [`ledger::path`]).
+    pub ledger: Option<PathBuf>,
+    /// Print one plain-text snapshot and exit, even on a terminal.
+    pub once: bool,
+}
+
+/// Runs the command.
+pub fn run(opts: &Options) -> anyhow::Result<ExitCode> {
+    let path = ledger_path(opts.ledger.as_deref())?;
+    if opts.once || !io::stdout().is_terminal() {
+        return once(&path);
+    }
+    live(&path)
+}
+
+/// `--ledger`, else the ledger the relays write; an error when it is turned off.
+pub(crate) fn ledger_path(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    match given {
+        Some(p) => Ok(p.to_path_buf()),
+        None => ledger::path().with_context(|| {
+            format!(
+                "no ledger: {} is `off` (or no home directory is known); give one with --ledger",
+                ledger::LEDGER_ENV
+            )
+        }),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading the ledger.
+
+/// A sum of call costs. Calls the catalog could not price have no cost: they make the sum a
+/// lower bound, and a sum of nothing but them is unknown (never shown as $0).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Money {
+    /// USD over the priced calls.
+    pub usd: f64,
+    /// Call rows summed.
+    pub rows: u64,
+    /// Of which had no cost.
+    pub unpriced: u64,
+}
+
+impl Money {
+    /// `$0.31`; `$0.31+` when some calls have no price; `?` when none has one.
+    pub fn fmt(&self) -> String {
+        if self.rows > 0 && self.unpriced == self.rows {
+            return "?".to_owned();
+        }
+        let plus = if self.unpriced > 0 { "+" } else { "" };
+        format!("${:.2}{plus}", self.usd)
+    }
+}
+
+/// A session as `watch` and `status` show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionView {
+    /// The ACP session id.
+    pub session_id: String,
+    /// The agent's profile name (`claude`, `codex`, `generic`, ...).
+    pub agent: String,
+    /// `initialize`'s `agentInfo.name`.
+    pub agent_name: Option<String>,
+    /// The session's working directory.
+    pub project: Option<String>,
+    /// Its title.
+    pub title: Option<String>,
+    /// The model in use.
+    pub model: Option<String>,
+    /// Last activity (Unix ms).
+    pub last_seen: i64,
+    /// Prompt turns.
+    pub turns: u64,
+    /// Tokens in context, as last sent to the editor.
+    pub used: Option<u64>,
+    /// The context window.
+    pub size: Option<u64>,
+    /// The cost of the session's calls.
+    pub cost: Money,
+    /// Whether an acp-usage process that has it open is alive.
+    pub running: bool,
+}
+
+impl SessionView {
+    /// The agent's name to show: the profile's, or the agent's own for the generic profile.
+    pub fn agent_label(&self) -> &str {
+        match &self.agent_name {
+            Some(name) if self.agent == "generic" && !name.is_empty() => name,
+            _ => &self.agent,
+        }
+    }
+
+    /// `used` as a share of `size` in whole percent, when both are known.
+    pub fn percent(&self) -> Option<u64> {
+        match (self.used, self.size) {
+            (Some(u), Some(s)) if s > 0 => Some((u as f64 * 100.0 / s as f64).round() as u64),
+            _ => None,
+        }
+    }
+}
+
+/// What `watch` shows at one moment.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snapshot {
+    /// The cost of every call made since local midnight.
+    pub today: Money,
+    /// Running sessions first, then the rest; the most recently active first within each.
+    pub sessions: Vec<SessionView>,
+}
+
+impl Snapshot {
+    /// How many of the sessions run now.
+    pub fn running(&self) -> usize {
+        self.sessions.iter().filter(|s| s.running).count()
+    }
+}
+
+/// The sessions running now (their process alive) or active since `now - RECENT`, and the
+/// cost of every call since `today` (Unix ms).
+pub fn snapshot(store: &Store, now: i64, today: i64) -> rusqlite::Result<Snapshot> {
+    if !has_schema(store)? {
+        return Ok(Snapshot::default());
+    }
+    let since = now - RECENT.as_millis() as i64;
+    let mut sessions = sessions(store, "WHERE pid IS NOT NULL OR last_seen >= ?1", since)?;
+    sessions.retain(|s| s.running || s.last_seen >= since);
+    // A stable sort keeps the query's most-recent-first order within each group.
+    sessions.sort_by_key(|s| !s.running);
+    Ok(Snapshot { today: spent_since(store, today)?, sessions })
+}
+
+/// Whether the ledger has its tables yet: a file that a first relay is still creating has not.
+pub(crate) fn has_schema(store: &Store) -> rusqlite::Result<bool> {
+    let v: i64 = store.conn().query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    Ok(v > 0)
+}
+
+/// Sessions matching `filter` (a `WHERE` clause over `sessions`, with `?1` bound to `arg`),
+/// the most recently active first, each with its calls' cost.
+pub(crate) fn sessions(
+    store: &Store,
+    filter: &str,
+    arg: i64,
+) -> rusqlite::Result<Vec<SessionView>> {
+    let sql = format!(
+        "SELECT s.session_id, s.agent, s.agent_name, s.project, s.title, s.model, s.last_seen,
+                s.turns, s.used, s.size, s.pid,
+                COALESCE(SUM(c.cost), 0), COUNT(c.id), COUNT(c.id) - COUNT(c.cost)
+         FROM (SELECT * FROM sessions {filter}) s LEFT JOIN calls c ON c.session = s.id
+         GROUP BY s.id ORDER BY s.last_seen DESC, s.id DESC"
+    );
+    let mut stmt = store.conn().prepare(&sql)?;
+    let rows = stmt.query_map(params![arg], |r| {
+        let pid: Option<i64> = r.get(10)?;
+        Ok(SessionView {
+            session_id: r.get(0)?,
+            agent: r.get(1)?,
+            agent_name: r.get(2)?,
+            project: r.get(3)?,
+            title: r.get(4)?,
+            model: r.get(5)?,
+            last_seen: r.get(6)?,
+            turns: r.get::<_, i64>(7)?.max(0) as u64,
+            used: r.get::<_, Option<i64>>(8)?.map(|v| v.max(0) as u64),
+            size: r.get::<_, Option<i64>>(9)?.map(|v| v.max(0) as u64),
+            cost: Money {
+                usd: r.get(11)?,
+                rows: r.get::<_, i64>(12)? as u64,
+                unpriced: r.get::<_, i64>(13)? as u64,
+            },
+            running: pid.is_some_and(pid_alive),
+        })
+    })?;
+    rows.collect()
+}
+
+/// The most recently active session, if any.
+pub(crate) fn latest(store: &Store) -> rusqlite::Result<Option<SessionView>> {
+    // The subquery picks one row through the `last_seen` index before the join sums its calls.
+    let row: Option<i64> = store
+        .conn()
+        .query_row("SELECT id FROM sessions ORDER BY last_seen DESC, id DESC LIMIT 1", [], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    match row {
+        Some(id) => Ok(sessions(store, "WHERE id = ?1", id)?.pop()),
+        None => Ok(None),
+    }
+}
+
+/// The cost of every call at or after `since` (Unix ms), every session and process.
+pub(crate) fn spent_since(store: &Store, since: i64) -> rusqlite::Result<Money> {
+    store.conn().query_row(
+        "SELECT COALESCE(SUM(cost), 0), COUNT(*), COUNT(*) - COUNT(cost) FROM calls WHERE at >= ?1",
+        [since],
+        |r| {
+            Ok(Money {
+                usd: r.get(0)?,
+                rows: r.get::<_, i64>(1)? as u64,
+                unpriced: r.get::<_, i64>(2)? as u64,
+            })
+        },
+    )
+}
+
+/// Whether process `pid` exists. A relay killed with `kill -9` leaves its pid in the ledger;
+/// signal 0 checks without sending anything, and EPERM means it exists under another user.
+pub(crate) fn pid_alive(pid: i64) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 only checks the process; no memory is involved.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Local midnight today, in Unix ms: where "today" starts.
+pub(crate) fn today_start() -> i64 {
+    start_of_day(chrono::Local::now().date_naive())
+}
+
+fn start_of_day(date: chrono::NaiveDate) -> i64 {
+    // Where a DST change skips midnight, the day starts at the first hour that exists.
+    for hour in 0..24 {
+        if let Some(t) = date
+            .and_hms_opt(hour, 0, 0)
+            .and_then(|t| chrono::Local.from_local_datetime(&t).earliest())
+        {
+            return t.timestamp_millis();
+        }
+    }
+    ledger::now_ms() - 24 * 3600 * 1000
+}
+
+// ---------------------------------------------------------------------------------------------
+// Formatting, shared by the live view, the snapshot and `status`.
+
+/// Token counts as people read them: `950`, `1.5k`, `84k`, `200k`, `1M`, `1.05M`.
+pub(crate) fn fmt_tokens(n: u64) -> String {
+    fn trim(s: String) -> String {
+        if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_owned() } else { s }
+    }
+    match n {
+        0..1_000 => n.to_string(),
+        1_000..10_000 => format!("{}k", trim(format!("{:.1}", n as f64 / 1e3))),
+        // Rounding up to 1000k reads as 1M.
+        10_000..999_500 => format!("{}k", (n as f64 / 1e3).round()),
+        _ => format!("{}M", trim(format!("{:.2}", n as f64 / 1e6))),
+    }
+}
+
+/// How long ago `then` was: `now`, `12s`, `3m`, `2h`, `4d`.
+pub(crate) fn fmt_ago(now: i64, then: i64) -> String {
+    let s = (now - then).max(0) / 1000;
+    match s {
+        0..5 => "now".to_owned(),
+        5..60 => format!("{s}s ago"),
+        60..3600 => format!("{}m ago", s / 60),
+        3600..86400 => format!("{}h ago", s / 3600),
+        _ => format!("{}d ago", s / 86400),
+    }
+}
+
+/// A project directory shortened to at most `max` characters: the home directory as `~`, then
+/// leading components dropped (`…/acp-usage/crates`), the last component kept whole.
+pub(crate) fn short_project(path: &str, max: usize) -> String {
+    let home = std::env::var("HOME").ok().filter(|h| h.len() > 1);
+    let p = match home.as_deref().and_then(|h| path.strip_prefix(h)) {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => format!("~{rest}"),
+        _ => path.to_owned(),
+    };
+    if p.chars().count() <= max {
+        return p;
+    }
+    let parts: Vec<&str> = p.split('/').filter(|c| !c.is_empty()).collect();
+    let mut out = String::new();
+    for part in parts.iter().rev() {
+        let next = if out.is_empty() { (*part).to_owned() } else { format!("{part}/{out}") };
+        if next.chars().count() + 2 > max && !out.is_empty() {
+            break;
+        }
+        out = next;
+    }
+    format!("…/{out}")
+}
+
+/// `used` of `size` as a bar of `width` cells.
+fn bar(percent: u64, width: usize) -> String {
+    let full = ((percent.min(100) as usize * width) + 50) / 100;
+    format!("{}{}", "█".repeat(full), "░".repeat(width - full))
+}
+
+const HEADERS: [&str; 8] =
+    ["STATE", "AGENT", "MODEL", "CONTEXT", "TURNS", "COST", "PROJECT", "LAST"];
+const BAR_WIDTH: usize = 10;
+const PROJECT_WIDTH: usize = 32;
+
+/// The cells of one session's row, as text, with a context bar of `bar_width` cells (none when
+/// 0) and the project shortened to `project_width`.
+fn cells(s: &SessionView, now: i64, bar_width: usize, project_width: usize) -> [String; 8] {
+    let gauge =
+        |p: u64| if bar_width > 0 { format!("{} ", bar(p, bar_width)) } else { String::new() };
+    let context = match (s.percent(), s.used, s.size.filter(|&z| z > 0)) {
+        (Some(p), Some(u), Some(z)) => {
+            format!("{}{p:>3}% {}/{}", gauge(p), fmt_tokens(u), fmt_tokens(z))
+        }
+        (_, _, Some(z)) => {
+            format!("{}     ?/{}", " ".repeat(gauge(0).chars().count()), fmt_tokens(z))
+        }
+        _ => "-".to_owned(),
+    };
+    [
+        if s.running { "running" } else { "ended" }.to_owned(),
+        s.agent_label().to_owned(),
+        s.model.clone().unwrap_or_else(|| "-".to_owned()),
+        context,
+        s.turns.to_string(),
+        s.cost.fmt(),
+        s.project.as_deref().map_or_else(|| "-".to_owned(), |p| short_project(p, project_width)),
+        fmt_ago(now, s.last_seen),
+    ]
+}
+
+fn summary(snap: &Snapshot) -> String {
+    let running = snap.running();
+    let recent = snap.sessions.len() - running;
+    format!("today {} · {running} running · {recent} more in the last hour", snap.today.fmt())
+}
+
+/// The snapshot as plain text: a summary line, then a table (nothing but the summary and a
+/// note when no session is shown).
+pub fn render_text(snap: &Snapshot, now: i64) -> String {
+    let mut out = summary(snap);
+    out.push('\n');
+    if snap.sessions.is_empty() {
+        out.push_str("no session running or active in the last hour\n");
+        return out;
+    }
+    let rows: Vec<[String; 8]> =
+        snap.sessions.iter().map(|s| cells(s, now, BAR_WIDTH, PROJECT_WIDTH)).collect();
+    let mut widths = HEADERS.map(|h| h.chars().count());
+    for row in &rows {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let header = HEADERS.map(str::to_owned);
+    for row in std::iter::once(&header).chain(&rows) {
+        let mut line = String::new();
+        for (k, (cell, w)) in row.iter().zip(widths).enumerate() {
+            let pad = " ".repeat(w - cell.chars().count());
+            // Numbers right-aligned, text left.
+            if matches!(k, 4 | 5) {
+                line.push_str(&pad);
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                line.push_str(&pad);
+            }
+            line.push_str("  ");
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// `--once`, or stdout not a terminal: one snapshot.
+fn once(path: &Path) -> anyhow::Result<ExitCode> {
+    if !path.exists() {
+        eprintln!(
+            "acp-usage: no ledger at {} yet: it appears when an acp-usage relay first records a session",
+            path.display()
+        );
+        return Ok(ExitCode::from(1));
+    }
+    let store =
+        Store::open_read(path).with_context(|| format!("opening the ledger {}", path.display()))?;
+    let now = ledger::now_ms();
+    let snap = snapshot(&store, now, today_start())
+        .with_context(|| format!("reading the ledger {}", path.display()))?;
+    match io::stdout().lock().write_all(render_text(&snap, now).as_bytes()) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        // `acp-usage watch | head` closes the pipe early; that is not an error.
+        Err(err) if err.kind() == io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(err) => Err(err.into()),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The live view.
+
+/// What wakes the live view.
+enum Wake {
+    /// Something in the ledger's directory changed.
+    Ledger,
+    /// A terminal event.
+    Input(Event),
+    /// The terminal cannot be read any more.
+    InputGone,
+}
+
+/// The ledger as the live view reads it: one read-only connection, reopened when the file is
+/// replaced (a new inode) or goes away, so a refresh costs three small queries.
+struct Reader {
+    path: PathBuf,
+    store: Option<(Store, u64)>,
+}
+
+/// What the live view shows.
+enum State {
+    /// No file yet.
+    Missing,
+    /// The file could not be read (locked, corrupt, newer schema): the error.
+    Failed(String),
+    /// A snapshot.
+    Read(Snapshot),
+}
+
+impl Reader {
+    fn read(&mut self, now: i64, today: i64) -> State {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(meta) = std::fs::metadata(&self.path) else {
+            self.store = None;
+            return State::Missing;
+        };
+        if self.store.as_ref().is_none_or(|(_, ino)| *ino != meta.ino()) {
+            match Store::open_read(&self.path) {
+                Ok(s) => self.store = Some((s, meta.ino())),
+                Err(err) => return State::Failed(err.to_string()),
+            }
+        }
+        let (store, _) = self.store.as_ref().expect("opened above");
+        match snapshot(store, now, today) {
+            Ok(s) => State::Read(s),
+            Err(err) => {
+                // Reopen next time: the file may have been replaced under the same inode number.
+                self.store = None;
+                State::Failed(err.to_string())
+            }
+        }
+    }
+}
+
+/// Leaves the alternate screen and raw mode however the view ends: a return, an error, or a
+/// panic (ratatui's panic hook restores the terminal before the message is printed, and the
+/// unwinding drops this).
+struct TerminalGuard;
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        ratatui::restore();
+    }
+}
+
+fn live(path: &Path) -> anyhow::Result<ExitCode> {
+    let (tx, rx) = mpsc::channel();
+    // Terminal input on its own thread, so the main loop sleeps on one channel for both input
+    // and ledger changes. The thread ends with the process.
+    let input_tx = tx.clone();
+    std::thread::Builder::new().name("acp-usage-watch-input".into()).spawn(move || {
+        loop {
+            let msg = match event::read() {
+                Ok(ev) => Wake::Input(ev),
+                Err(_) => Wake::InputGone,
+            };
+            let gone = matches!(msg, Wake::InputGone);
+            if input_tx.send(msg).is_err() || gone {
+                break;
+            }
+        }
+    })?;
+
+    let guard = TerminalGuard;
+    let mut terminal = ratatui::try_init().context("setting up the terminal")?;
+    let mut reader = Reader { path: path.to_path_buf(), store: None };
+    let mut watcher: Option<notify::RecommendedWatcher> = None;
+    let mut state = State::Missing;
+    let mut refresh_at = Some(Instant::now());
+    let mut next_tick = Instant::now();
+    let mut now = ledger::now_ms();
+    loop {
+        let mut draw = false;
+        let t = Instant::now();
+        if t >= next_tick {
+            // The directory may have appeared since (a first relay creates it).
+            if watcher.is_none() {
+                watcher = watch_dir(path, tx.clone());
+            }
+            refresh_at = Some(t);
+            next_tick = t + TICK;
+        }
+        if refresh_at.is_some_and(|r| t >= r) {
+            now = ledger::now_ms();
+            state = reader.read(now, today_start());
+            refresh_at = None;
+            draw = true;
+        }
+        loop {
+            if draw {
+                terminal.draw(|f| view(f, path, &state, now))?;
+                draw = false;
+            }
+            let deadline = refresh_at.map_or(next_tick, |r| r.min(next_tick));
+            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(Wake::Ledger) => {
+                    // Throttled, not postponed: a steady stream of commits still redraws.
+                    refresh_at.get_or_insert_with(|| Instant::now() + THROTTLE);
+                }
+                Ok(Wake::Input(Event::Key(k))) if quits(&k) => {
+                    drop(terminal);
+                    drop(guard);
+                    return Ok(ExitCode::SUCCESS);
+                }
+                Ok(Wake::Input(Event::Key(k)))
+                    if k.kind == KeyEventKind::Press && k.code == KeyCode::Char('r') =>
+                {
+                    refresh_at = Some(Instant::now());
+                }
+                Ok(Wake::Input(Event::Resize(..))) => draw = true,
+                Ok(Wake::Input(_)) => {}
+                Ok(Wake::InputGone) => {
+                    drop(terminal);
+                    drop(guard);
+                    return Ok(ExitCode::SUCCESS);
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => break,
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    unreachable!("the loop holds a sender")
+                }
+            }
+        }
+    }
+}
+
+fn quits(k: &KeyEvent) -> bool {
+    k.kind == KeyEventKind::Press
+        && match k.code {
+            KeyCode::Char('q' | 'Q') | KeyCode::Esc => true,
+            KeyCode::Char('c') => k.modifiers.contains(KeyModifiers::CONTROL),
+            _ => false,
+        }
+}
+
+/// Watches the ledger's directory (the file itself may not exist yet, and SQLite commits to
+/// `ledger.db-wal` beside it). `None` while the directory does not exist.
+fn watch_dir(path: &Path, tx: mpsc::Sender<Wake>) -> Option<notify::RecommendedWatcher> {
+    use notify::{EventKind, RecursiveMode, Watcher};
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path.file_name()?.to_os_string();
+    let mut wal = name.clone();
+    wal.push("-wal");
+    let mut w = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        let Ok(ev) = res else { return };
+        // Opens and closes (our own reads among them) and attribute changes say nothing new;
+        // `-shm` changes through a shared mapping on every read.
+        let kind = matches!(
+            ev.kind,
+            EventKind::Create(_)
+                | EventKind::Remove(_)
+                | EventKind::Modify(notify::event::ModifyKind::Data(_))
+                | EventKind::Modify(notify::event::ModifyKind::Name(_))
+                | EventKind::Modify(notify::event::ModifyKind::Any)
+        );
+        let ours = ev.paths.iter().any(|p| p.file_name().is_some_and(|f| f == name || f == wal));
+        if kind && ours {
+            let _ = tx.send(Wake::Ledger);
+        }
+    })
+    .ok()?;
+    w.watch(&dir, RecursiveMode::NonRecursive).ok()?;
+    Some(w)
+}
+
+fn view(f: &mut ratatui::Frame<'_>, path: &Path, state: &State, now: i64) {
+    let [head, body, foot] =
+        Layout::vertical([Constraint::Length(2), Constraint::Min(1), Constraint::Length(1)])
+            .areas(f.area());
+    let bold = Style::new().add_modifier(Modifier::BOLD);
+    let dim = Style::new().fg(Color::DarkGray);
+    let title = Span::styled("acp-usage watch", bold);
+    let clock = chrono::Local::now().format("%H:%M:%S").to_string();
+    let foot_line = Line::from(vec![
+        Span::styled("q", bold),
+        Span::styled(" quit  ", dim),
+        Span::styled("r", bold),
+        Span::styled(" refresh  ", dim),
+        Span::styled(format!("{}  updated {clock}", path.display()), dim),
+    ]);
+    f.render_widget(Paragraph::new(foot_line), foot);
+
+    let snap = match state {
+        State::Missing => {
+            f.render_widget(Paragraph::new(Line::from(title)), head);
+            let msg = format!(
+                "No ledger at {} yet.\n\nIt appears when an acp-usage relay first records a \
+                 session; waiting for it.",
+                path.display()
+            );
+            f.render_widget(Paragraph::new(msg).wrap(Wrap { trim: false }), body);
+            return;
+        }
+        State::Failed(err) => {
+            f.render_widget(Paragraph::new(Line::from(title)), head);
+            let msg = format!("Cannot read the ledger {}:\n{err}\n\nTrying again.", path.display());
+            f.render_widget(
+                Paragraph::new(msg).style(Style::new().fg(Color::Red)).wrap(Wrap { trim: false }),
+                body,
+            );
+            return;
+        }
+        State::Read(s) => s,
+    };
+    let running = snap.running();
+    f.render_widget(
+        Paragraph::new(Line::from(vec![
+            title,
+            Span::raw("   today "),
+            Span::styled(snap.today.fmt(), bold.fg(Color::Green)),
+            Span::raw(format!(
+                "   {running} running · {} more in the last hour",
+                snap.sessions.len() - running
+            )),
+        ])),
+        head,
+    );
+    if snap.sessions.is_empty() {
+        f.render_widget(
+            Paragraph::new("No session running or active in the last hour.").style(dim),
+            body,
+        );
+        return;
+    }
+    // Agent and model as wide as they need (within reason); the project gets what is left and
+    // is shortened from the left, where its path says least.
+    let widest = |f: fn(&SessionView) -> usize, lo: usize, hi: usize| {
+        snap.sessions.iter().map(f).max().unwrap_or(lo).clamp(lo, hi)
+    };
+    let agent_width = widest(|s| s.agent_label().chars().count(), 5, 24);
+    let model_width = widest(|s| s.model.as_deref().map_or(1, |m| m.chars().count()), 5, 32);
+    let fixed = 1 + agent_width + model_width + 16 + 5 + 9 + 8 + 7 * 2;
+    // On a narrow terminal the bar goes first: the project says more.
+    let bar_width = if (body.width as usize) < fixed + BAR_WIDTH + 1 + 16 { 0 } else { BAR_WIDTH };
+    let context_width = 16 + if bar_width > 0 { bar_width + 1 } else { 0 };
+    let project_width = (body.width as usize).saturating_sub(fixed + context_width - 16).max(8);
+    let widths = [
+        Constraint::Length(1),
+        Constraint::Length(agent_width as u16),
+        Constraint::Length(model_width as u16),
+        Constraint::Length(context_width as u16),
+        Constraint::Length(5),
+        Constraint::Length(9),
+        Constraint::Fill(1),
+        Constraint::Length(8),
+    ];
+    let rows = snap.sessions.iter().map(|s| {
+        let mut c = cells(s, now, bar_width, project_width);
+        let state = if s.running {
+            Cell::from(Span::styled("●", Style::new().fg(Color::Green)))
+        } else {
+            Cell::from(Span::styled("○", dim))
+        };
+        let level = match s.percent() {
+            Some(p) if p >= 85 => Color::Red,
+            Some(p) if p >= 60 => Color::Yellow,
+            _ => Color::Green,
+        };
+        let context = std::mem::take(&mut c[3]);
+        let (gauge, rest) = match context.char_indices().nth(bar_width) {
+            Some((k, _)) if s.percent().is_some() && bar_width > 0 => {
+                (context[..k].to_owned(), context[k..].to_owned())
+            }
+            _ => (String::new(), context),
+        };
+        let row = Row::new(vec![
+            state,
+            Cell::from(std::mem::take(&mut c[1])),
+            Cell::from(std::mem::take(&mut c[2])),
+            Cell::from(Line::from(vec![
+                Span::styled(gauge, Style::new().fg(level)),
+                Span::raw(rest),
+            ])),
+            Cell::from(Line::from(std::mem::take(&mut c[4])).right_aligned()),
+            Cell::from(Line::from(std::mem::take(&mut c[5])).right_aligned()),
+            Cell::from(std::mem::take(&mut c[6])),
+            Cell::from(std::mem::take(&mut c[7])),
+        ]);
+        if s.running { row } else { row.style(dim) }
+    });
+    let header = Row::new(HEADERS.iter().enumerate().map(|(k, h)| match k {
+        0 => Cell::from(""),
+        4 | 5 => Cell::from(Line::from(*h).right_aligned()),
+        _ => Cell::from(*h),
+    }))
+    .style(bold);
+    f.render_widget(Table::new(rows, widths).header(header).column_spacing(2), body);
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::sinks::ledger::{Figures, Origin, SessionInfo, SessionRef, TurnRow};
+    use acp_usage_core::{AccountedCall, Role, Source, TokenRecord};
+
+    pub(crate) struct TempLedger {
+        pub dir: PathBuf,
+        pub path: PathBuf,
+    }
+
+    impl TempLedger {
+        pub(crate) fn new(name: &str) -> TempLedger {
+            let dir =
+                std::env::temp_dir().join(format!("acp-usage-watch-{}-{name}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            let path = dir.join("ledger.db");
+            TempLedger { dir, path }
+        }
+    }
+
+    impl Drop for TempLedger {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    pub(crate) fn call(cost: Option<f64>) -> AccountedCall {
+        AccountedCall {
+            record: TokenRecord {
+                input: 1000,
+                output: 100,
+                model: Some("claude-sonnet-4-5".into()),
+                ..TokenRecord::default()
+            },
+            calls: 1,
+            role: Role::Main,
+            provider: Some("anthropic".into()),
+            source: Source::Tap,
+            cost,
+            cost_stated: false,
+            key: None,
+            in_turn: true,
+        }
+    }
+
+    /// A session seen at `at` in process `pid`, with one turn of `costs`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn add(
+        store: &mut Store,
+        id: &str,
+        agent: &str,
+        pid: Option<u32>,
+        at: i64,
+        costs: &[Option<f64>],
+        used: u64,
+        size: u64,
+    ) {
+        let s = SessionRef { id: id.into(), agent: agent.into() };
+        let info = SessionInfo {
+            project: Some(format!("/src/{id}")),
+            model: Some("claude-sonnet-4-5".into()),
+            ..SessionInfo::default()
+        };
+        store.session(&s, &info, pid, at).unwrap();
+        let calls: Vec<_> = costs.iter().map(|c| call(*c)).collect();
+        let turn = TurnRow { started: at - 1000, ended: at, stop_reason: Some("end_turn".into()) };
+        let figures = Figures { carried: Default::default(), used, size, model: None };
+        store.calls(&s, Some(&turn), &calls, None, Some(&figures), Origin::Relay, at).unwrap();
+    }
+
+    /// A pid that belonged to a process that has exited (and was reaped).
+    pub(crate) fn dead_pid() -> u32 {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        pid
+    }
+
+    #[test]
+    fn running_recent_and_old_sessions() {
+        let t = TempLedger::new("rows");
+        let mut store = Store::open(&t.path).unwrap();
+        let now = ledger::now_ms();
+        let me = std::process::id();
+        let hour = 3600 * 1000;
+        // Running, idle for two hours: shown, first.
+        add(
+            &mut store,
+            "running-old",
+            "claude",
+            Some(me),
+            now - 2 * hour,
+            &[Some(0.5)],
+            84_000,
+            200_000,
+        );
+        // Ended a minute ago: shown.
+        add(&mut store, "recent", "codex", None, now - 60_000, &[Some(0.25), Some(0.05)], 1000, 0);
+        // Its relay was killed (stale pid), active ten minutes ago: shown, not running.
+        add(&mut store, "stale", "gemini", Some(dead_pid()), now - 600_000, &[None], 10, 100);
+        // Stale pid and two hours old: gone.
+        add(
+            &mut store,
+            "stale-old",
+            "gemini",
+            Some(dead_pid()),
+            now - 2 * hour,
+            &[Some(1.0)],
+            1,
+            2,
+        );
+        // Ended two hours ago: gone.
+        add(&mut store, "old", "claude", None, now - 2 * hour, &[Some(2.0)], 1, 2);
+        drop(store);
+
+        let store = Store::open_read(&t.path).unwrap();
+        let snap = snapshot(&store, now, now - 3 * hour).unwrap();
+        let ids: Vec<_> =
+            snap.sessions.iter().map(|s| (s.session_id.as_str(), s.running)).collect();
+        assert_eq!(ids, [("running-old", true), ("recent", false), ("stale", false)]);
+        assert_eq!(snap.running(), 1);
+        let first = &snap.sessions[0];
+        assert_eq!(first.percent(), Some(42));
+        assert_eq!(first.turns, 1);
+        assert_eq!(first.cost.fmt(), "$0.50");
+        assert_eq!(snap.sessions[1].cost.fmt(), "$0.30");
+        assert_eq!(snap.sessions[1].percent(), None, "size 0 is no window");
+        assert_eq!(snap.sessions[2].cost.fmt(), "?", "no priced call is an unknown cost");
+        // Today's total: every call since `today`, shown or not, unpriced ones making it a floor.
+        assert_eq!(snap.today.rows, 6);
+        assert_eq!(snap.today.fmt(), "$3.80+");
+
+        let text = render_text(&snap, now);
+        let lines: Vec<_> = text.lines().collect();
+        assert_eq!(lines[0], "today $3.80+ · 1 running · 2 more in the last hour");
+        assert!(lines[1].starts_with("STATE"), "{text}");
+        assert!(lines[2].starts_with("running  claude"), "{text}");
+        assert!(lines[2].contains("████░░░░░░  42% 84k/200k"), "{text}");
+        assert!(lines[2].contains("/src/running-old") && lines[2].ends_with("2h ago"), "{text}");
+        assert!(lines[3].starts_with("ended    codex") && lines[3].ends_with("1m ago"), "{text}");
+        assert_eq!(lines.len(), 5, "{text}");
+    }
+
+    #[test]
+    fn live_view_draws_the_rows() {
+        use ratatui::backend::TestBackend;
+        let t = TempLedger::new("view");
+        let mut store = Store::open(&t.path).unwrap();
+        let now = ledger::now_ms();
+        add(
+            &mut store,
+            "a",
+            "claude",
+            Some(std::process::id()),
+            now,
+            &[Some(0.31)],
+            84_000,
+            200_000,
+        );
+        add(&mut store, "b", "codex", None, now - 120_000, &[Some(0.05)], 9_000, 272_000);
+        let snap = snapshot(&store, now, now - 3_600_000).unwrap();
+        let mut term = ratatui::Terminal::new(TestBackend::new(110, 8)).unwrap();
+        let path = t.path.clone();
+        term.draw(|f| view(f, &path, &State::Read(snap), now)).unwrap();
+        let screen: Vec<String> = (0..8)
+            .map(|y| (0..110).map(|x| term.backend().buffer()[(x, y)].symbol()).collect())
+            .collect();
+        let screen = screen.join("\n");
+        assert!(screen.contains("today $0.36   1 running · 1 more in the last hour"), "{screen}");
+        assert!(screen.contains("●  claude  claude-sonnet-4-5"), "{screen}");
+        assert!(screen.contains("████░░░░░░  42% 84k/200k"), "{screen}");
+        assert!(screen.contains("○  codex"), "{screen}");
+        assert!(screen.contains("2m ago"), "{screen}");
+
+        term.draw(|f| view(f, &path, &State::Missing, now)).unwrap();
+        let top: String = (0..110).map(|x| term.backend().buffer()[(x, 2)].symbol()).collect();
+        assert!(top.starts_with("No ledger at "), "{top}");
+    }
+
+    #[test]
+    fn empty_and_new_ledgers() {
+        let t = TempLedger::new("empty");
+        Store::open(&t.path).unwrap();
+        let store = Store::open_read(&t.path).unwrap();
+        let snap = snapshot(&store, ledger::now_ms(), 0).unwrap();
+        assert_eq!(snap, Snapshot::default());
+        assert_eq!(
+            render_text(&snap, 0),
+            "today $0.00 · 0 running · 0 more in the last hour\n\
+             no session running or active in the last hour\n"
+        );
+        // A file a first relay has only just created: no tables yet.
+        let bare = t.dir.join("bare.db");
+        rusqlite::Connection::open(&bare)
+            .unwrap()
+            .execute_batch("PRAGMA user_version = 0")
+            .unwrap();
+        let store = Store::open_read(&bare).unwrap();
+        assert_eq!(snapshot(&store, 0, 0).unwrap(), Snapshot::default());
+    }
+
+    #[test]
+    fn liveness() {
+        assert!(pid_alive(std::process::id() as i64));
+        assert!(!pid_alive(dead_pid() as i64));
+        assert!(!pid_alive(0), "0 is the process group, not a process");
+        assert!(!pid_alive(-1));
+        assert!(!pid_alive(i64::MAX));
+    }
+
+    #[test]
+    fn formats() {
+        assert_eq!(fmt_tokens(950), "950");
+        assert_eq!(fmt_tokens(1500), "1.5k");
+        assert_eq!(fmt_tokens(2000), "2k");
+        assert_eq!(fmt_tokens(84_321), "84k");
+        assert_eq!(fmt_tokens(200_000), "200k");
+        assert_eq!(fmt_tokens(999_700), "1M");
+        assert_eq!(fmt_tokens(1_000_000), "1M");
+        assert_eq!(fmt_tokens(1_048_576), "1.05M");
+        assert_eq!(fmt_ago(10_000, 9_000), "now");
+        assert_eq!(fmt_ago(100_000, 0), "1m ago");
+        assert_eq!(fmt_ago(7_200_000, 0), "2h ago");
+        assert_eq!(short_project("/a/b", 32), "/a/b");
+        assert_eq!(short_project("/very/long/path/to/some/project", 16), "…/some/project");
+        assert_eq!(
+            short_project("/x/a-directory-name-longer-than-max", 10),
+            "…/a-directory-name-longer-than-max"
+        );
+        assert_eq!(bar(42, 10), "████░░░░░░");
+        assert_eq!(bar(140, 4), "████");
+        assert_eq!(Money { usd: 0.0, rows: 0, unpriced: 0 }.fmt(), "$0.00");
+    }
+
+    #[test]
+    fn start_of_day_is_local_midnight() {
+        use chrono::Timelike;
+        let today = chrono::Local::now().date_naive();
+        let start = start_of_day(today);
+        let t = chrono::Local.timestamp_millis_opt(start).unwrap();
+        assert_eq!(t.date_naive(), today);
+        assert!(t.hour() <= 1 && t.minute() == 0);
+        assert!(start <= ledger::now_ms());
+    }
+}
