@@ -1,11 +1,12 @@
-//! The calls a session's accounting settled, one by one, for the sinks that remember them (the
-//! SQLite ledger): what was counted, who made it, where the counts came from and what it cost.
+//! How a session folds calls into its figures, and the calls it settled, one by one, for the
+//! sinks that remember them (the SQLite ledger): what was counted, who made it, where the
+//! counts came from and what it cost.
 //!
 //! A sink never prices or merges: it stores what [`AccountedCall`] says. [`price_call`] is the
 //! one pricing rule, shared by the session ledger and by `acp-usage import` (calls read from
 //! transcripts on disk, outside any session this run accounts).
 
-use super::Role;
+use super::{Context, Ledger, Origin, Role};
 use crate::catalog::Catalog;
 use crate::pricing;
 use crate::tokens::{Source, TokenRecord};
@@ -81,5 +82,125 @@ pub(super) fn scale_to(calls: &mut [AccountedCall], turn_cost: f64) {
             Some(if k == 0 { turn_cost } else { 0.0 })
         };
         call.cost_stated = true;
+    }
+}
+
+/// The ledger's side of the sinks: what it settled and has not handed over yet.
+impl Ledger {
+    /// Keeps an exact call of the turn in progress for the sinks, as it was seen: a process
+    /// killed before the turn ends then loses at most the call in flight. The turn's settled
+    /// calls replace these at its end.
+    pub(super) fn provisionally(
+        &mut self,
+        rec: TokenRecord,
+        source: Source,
+        role: Role,
+        key: Option<String>,
+        cx: &Context<'_>,
+    ) {
+        if rec.input == 0 && rec.output == 0 {
+            return;
+        }
+        let model =
+            rec.model.as_deref().or(self.seen_model.as_deref()).or(self.selected_model.as_deref());
+        let priced = price_call(&rec, model, 1, cx.catalog);
+        let record = TokenRecord { model: model.map(str::to_string), ..rec };
+        self.provisional.push(AccountedCall {
+            record,
+            calls: 1,
+            role,
+            provider: priced.provider,
+            source,
+            cost: priced.cost,
+            cost_stated: priced.stated,
+            key,
+            in_turn: true,
+        });
+    }
+
+    /// Exact calls of the turn in progress seen since the last call (the tap's, an agent's
+    /// per-call reports), for the sinks to keep until the turn's settled calls replace them.
+    pub fn take_provisional(&mut self) -> Vec<AccountedCall> {
+        std::mem::take(&mut self.provisional)
+    }
+
+    /// A fork of this session (`session/fork`): its context and cost so far, but none of the
+    /// calls still waiting for the sinks (they are this session's, not the fork's).
+    pub fn fork(&self) -> Ledger {
+        Ledger { accounted: Vec::new(), provisional: Vec::new(), ..self.clone() }
+    }
+
+    /// The calls settled since the last call, for the sinks: a turn's at its end, a call made
+    /// between turns at once. History read from a transcript on reopening is not among them.
+    pub fn take_accounted(&mut self) -> Vec<AccountedCall> {
+        std::mem::take(&mut self.accounted)
+    }
+
+    /// The cost of the calls settled since the sinks last took them.
+    pub fn accounted_cost(&self) -> f64 {
+        self.accounted.iter().filter_map(|c| c.cost).sum()
+    }
+
+    /// Whether calls were settled since the sinks last took them.
+    pub fn has_accounted(&self) -> bool {
+        !self.accounted.is_empty() || !self.provisional.is_empty()
+    }
+
+    /// Folds records into the session totals and cost; returns their cost when priced. With an
+    /// `origin`, each record is also settled for the sinks.
+    pub(super) fn add_to_session(
+        &mut self,
+        records: &[TokenRecord],
+        source: Source,
+        calls_per_record: u64,
+        cx: &Context<'_>,
+        origin: Option<Origin>,
+    ) -> Option<f64> {
+        let mut cost = None;
+        let mut calls = 0;
+        if !source.is_exact() {
+            self.totals_estimated = true;
+        }
+        for (k, rec) in records.iter().enumerate() {
+            // A record without a token is no model call (a local command's turn): nothing to
+            // count or price.
+            if rec.input == 0 && rec.output == 0 {
+                continue;
+            }
+            self.totals += rec;
+            calls += 1;
+            let model = rec
+                .model
+                .as_deref()
+                .or(self.seen_model.as_deref())
+                .or(self.selected_model.as_deref());
+            let priced = price_call(rec, model, calls_per_record, cx.catalog);
+            match priced.cost {
+                Some(c) => *cost.get_or_insert(0.0) += c,
+                None => self.unpriced_calls += 1,
+            }
+            if let Some(o) = &origin {
+                let role = o.roles.get(k).copied().unwrap_or(Role::Main);
+                self.accounted.push(AccountedCall {
+                    record: TokenRecord { model: model.map(str::to_string), ..rec.clone() },
+                    calls: calls_per_record,
+                    role,
+                    provider: priced.provider,
+                    source,
+                    cost: priced.cost,
+                    cost_stated: priced.stated,
+                    key: o.keys.get(k).cloned().flatten(),
+                    in_turn: o.in_turn,
+                });
+            }
+        }
+        if let Some(c) = cost {
+            self.priced_cost += c;
+            self.priced_calls += calls;
+            if !source.is_exact() {
+                self.priced_exact = false;
+            }
+        }
+        cost
     }
 }

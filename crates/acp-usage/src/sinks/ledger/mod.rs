@@ -51,19 +51,24 @@ pub fn now_ms() -> i64 {
 /// When the current local day (or month) began, in Unix ms: what `today` and `this month`
 /// count from in budgets and reports.
 pub fn period_start_ms(month: bool) -> i64 {
-    use chrono::{Datelike, Local, TimeZone};
-    let now = Local::now();
-    let date = if month {
-        now.date_naive().with_day(1).unwrap_or(now.date_naive())
-    } else {
-        now.date_naive()
-    };
-    let midnight = date.and_hms_opt(0, 0, 0).expect("midnight exists");
-    // A midnight skipped by a DST change: the earliest time of that day.
-    Local
-        .from_local_datetime(&midnight)
-        .earliest()
-        .map_or(now.timestamp_millis(), |t| t.timestamp_millis())
+    use chrono::Datelike;
+    let today = chrono::Local::now().date_naive();
+    start_of_day(if month { today.with_day(1).unwrap_or(today) } else { today })
+}
+
+/// When a local day began, in Unix ms.
+pub fn start_of_day(date: chrono::NaiveDate) -> i64 {
+    use chrono::TimeZone;
+    // Where a DST change skips midnight, the day starts at the first hour that exists.
+    for hour in 0..24 {
+        if let Some(t) = date
+            .and_hms_opt(hour, 0, 0)
+            .and_then(|t| chrono::Local.from_local_datetime(&t).earliest())
+        {
+            return t.timestamp_millis();
+        }
+    }
+    now_ms() - 24 * 3600 * 1000
 }
 
 /// Opens the ledger for writing, bringing in the old `learned.json` the first time.
@@ -226,5 +231,23 @@ fn apply(s: &mut Store, w: Write, pid: u32) -> rusqlite::Result<()> {
         Write::Closed { session_id } => s.closed(Some(&session_id), pid),
         Write::Forget { session_id } => s.forget(&session_id),
         Write::Flush(_) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{Datelike, TimeZone, Timelike};
+
+    #[test]
+    fn days_and_months_start_at_local_midnight() {
+        let today = chrono::Local::now().date_naive();
+        let t = chrono::Local.timestamp_millis_opt(period_start_ms(false)).unwrap();
+        assert_eq!(t.date_naive(), today);
+        assert!(t.hour() <= 1 && t.minute() == 0);
+        let m = chrono::Local.timestamp_millis_opt(period_start_ms(true)).unwrap();
+        assert_eq!((m.day(), m.month()), (1, today.month()));
+        assert!(period_start_ms(true) <= period_start_ms(false));
+        assert!(period_start_ms(false) <= now_ms());
     }
 }
