@@ -207,11 +207,12 @@ fn cline_relay_turns_without_transcripts() {
     // A session through the relay with the transcript teaches acp-usage what cline sends that
     // ACP never shows (its system prompt and tools, ~3,000 tokens): the hidden baseline that
     // later estimates of the same agent and model start from. It runs in a lab of its own,
-    // whose state file this lab then starts from.
-    let learned = learn_baseline().expect("a session that teaches the baseline");
-    let state = lab.scratch.home().join(".local/state/acp-usage");
-    std::fs::create_dir_all(&state).expect("state dir");
-    std::fs::write(state.join("learned.json"), learned).expect("state file");
+    // whose ledger this lab then starts from.
+    let ledger = learn_baseline().expect("a session that teaches the baseline");
+    let mut lab = lab;
+    let copy = lab.scratch.path("ledger.db");
+    std::fs::write(&copy, ledger).expect("the ledger's copy");
+    lab.spec.set_env("ACP_USAGE_LEDGER", copy.display().to_string());
     let client = lab.relayed_with(&["--transcripts", "off"]).expect("start the relay");
     client.initialize().expect("initialize through the relay");
     let new_result =
@@ -244,13 +245,15 @@ fn cline_relay_turns_without_transcripts() {
 }
 
 /// Runs a session of one plain turn through the relay, with cline's transcript, in a lab of its
-/// own; returns the state file in which acp-usage keeps what the turn taught: cline's hidden
+/// own; returns the ledger file in which acp-usage keeps what the turn taught: cline's hidden
 /// context, learned from the turn's exact first call.
-fn learn_baseline() -> anyhow::Result<String> {
+fn learn_baseline() -> anyhow::Result<Vec<u8>> {
     // The first turn of the tests' script: cline's real prompt size.
     let mut script = support::script(AGENT);
     script.steps.truncate(1);
-    let lab = Lab::new(AGENT, script)?;
+    let mut lab = Lab::new(AGENT, script)?;
+    let path = lab.scratch.path("ledger.db");
+    lab.spec.set_env("ACP_USAGE_LEDGER", path.display().to_string());
     let _hub = HubGuard::new(lab.scratch.home());
     {
         let client = lab.relayed()?;
@@ -258,17 +261,12 @@ fn learn_baseline() -> anyhow::Result<String> {
         let session = flows::session_id(&client.new_session(&lab.scratch.work())?)?;
         run_turn(&client, &lab.mock, &session, flows::PLAIN_PROMPT)?;
     }
-    // The relay writes its state file last thing before it exits (the client waited for it).
-    let path = lab.scratch.home().join(".local/state/acp-usage/learned.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_default();
-    let state: Value = serde_json::from_str(&text).unwrap_or_default();
-    let learned = state["agents"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .any(|(key, entry)| key.starts_with("cline/") && entry["baseline"].as_u64().is_some());
-    anyhow::ensure!(learned, "the session taught no baseline (its turn was not exact): {text}");
-    Ok(text)
+    // The relay finishes its ledger writes before it exits (the client waited for it), and the
+    // last connection to close folds the write-ahead log into the file.
+    let agents = acp_usage::sinks::ledger::Store::open_read(&path)?.agents()?;
+    let learned = agents.iter().any(|(key, e)| key.starts_with("cline/") && e.baseline.is_some());
+    anyhow::ensure!(learned, "the session taught no baseline (its turn was not exact): {agents:?}");
+    Ok(std::fs::read(&path)?)
 }
 
 /// A relayed turn of an agent that reports nothing: the per-turn usage is there, marked as an
