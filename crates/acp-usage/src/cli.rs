@@ -1,5 +1,5 @@
 //! Command line: `acp-usage [OPTIONS] -- AGENT [ARGS...]`, plus the `demo`, `models`, `validate`,
-//! `schema`, `report`, `import`, `watch` and `status` commands.
+//! `schema`, `report`, `import`, `export`, `watch` and `status` commands.
 //!
 //! The one module that knows clap: it parses the arguments into its own types and hands the
 //! relay and the commands plain values ([`RelayOptions`] and the like), so nothing else depends
@@ -135,6 +135,9 @@ pub enum Command {
     /// CLI, opencode, qwen-code, Copilot CLI, cline), so reports cover sessions that never ran
     /// through acp-usage. Safe to run again: a call already in the ledger is not counted twice.
     Import(ImportArgs),
+    /// Send what the ledger holds that the OpenTelemetry collector has not acknowledged
+    /// (OTEL_EXPORTER_OTLP_ENDPOINT or the config's [otlp]), once, and exit.
+    Export(ExportArgs),
     /// Internal: the scripted agent that `demo` wraps.
     #[command(hide = true)]
     DemoAgent,
@@ -171,6 +174,17 @@ pub struct ValidateArgs {
     /// Print one JSON object per finding and a final summary object instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Options of `acp-usage export`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ExportArgs {
+    /// Export over OTLP/HTTP to the configured collector.
+    #[arg(long)]
+    pub otlp: bool,
+    /// The ledger to export (default: $ACP_USAGE_LEDGER, else the data directory's).
+    #[arg(long, value_name = "FILE")]
+    pub ledger: Option<PathBuf>,
 }
 
 /// Options of `acp-usage import`.
@@ -475,6 +489,10 @@ pub fn main() -> ExitCode {
         Some(Command::Watch(w)) => commands::watch::run(&w.into()),
         Some(Command::Status(s)) => commands::status::run(&s.into()),
         Some(Command::Import(i)) => commands::import::run(&options, &i.into()),
+        Some(Command::Export(e)) => commands::export::run(
+            &options,
+            &commands::export::ExportOptions { otlp: e.otlp, ledger: e.ledger },
+        ),
         Some(Command::Report(r)) => commands::report::run(&r.into()),
         None => {
             if options.agent.is_empty() {

@@ -22,6 +22,12 @@
 //!
 //! [context]
 //! warn_at = [0.75, 0.9, 0.95] # fractions of the window that are noticed (the default)
+//!
+//! [otlp]                     # OTLP export; the OTEL_* variables win over these
+//! endpoint = "http://127.0.0.1:4318"
+//! headers = { "x-api-key" = "..." }
+//! resource_attributes = { team = "platform" }
+//! export_interval_ms = 60000
 //! ```
 //!
 //! Layering, lowest first: the embedded catalog, the config's `catalog` file, the config's
@@ -59,6 +65,8 @@ pub struct Settings {
     pub tap: bool,
     /// `[budget]` and `[context]`.
     pub budgets: Budgets,
+    /// `[otlp]` (the `OTEL_*` variables are read when the exporter is configured).
+    pub otlp: Option<crate::sinks::otlp::OtlpTable>,
 }
 
 /// Budgets and the lines whose crossing is noticed.
@@ -110,6 +118,7 @@ struct ConfigFile {
     models: BTreeMap<String, ModelOverride>,
     budget: Option<BudgetTable>,
     context: Option<ContextTable>,
+    otlp: Option<crate::sinks::otlp::OtlpTable>,
     #[serde(flatten)]
     unknown: BTreeMap<String, toml::Value>,
 }
@@ -147,6 +156,7 @@ pub fn load_from(
     let mut config_file = None;
     let mut tap = false;
     let mut budgets = Budgets::default();
+    let mut otlp = None;
 
     if let Some((path, explicit)) = config {
         match std::fs::read_to_string(&path) {
@@ -155,6 +165,7 @@ pub fn load_from(
                     .with_context(|| format!("in config file {}", path.display()))?;
                 tap = file.tap.unwrap_or(false);
                 budgets = read_budgets(&path, file.budget.as_ref(), file.context.as_ref())?;
+                otlp = file.otlp.clone();
                 apply_config(&path, file, &mut catalog, &mut default_window)?;
                 config_file = Some(path);
             }
@@ -171,7 +182,7 @@ pub fn load_from(
         apply_catalog_file(path, &mut catalog)?;
     }
     tracing::info!("catalog: {} models from {}", catalog.len(), catalog.source());
-    Ok(Settings { catalog, default_window, config_file, tap, budgets })
+    Ok(Settings { catalog, default_window, config_file, tap, budgets, otlp })
 }
 
 /// The `[budget]` and `[context]` tables, checked: amounts positive, fractions in (0, 1].

@@ -1,7 +1,8 @@
 //! The commands besides the relay: `demo` (with the scripted agent behind it), `models`,
-//! `validate` and `schema`, and the ledger's: `report`, `import`, `watch` and `status`.
+//! `validate` and `schema`, and the ledger's: `report`, `import`, `export`, `watch` and `status`.
 
 pub mod demo;
+pub mod export;
 pub mod import;
 pub mod models;
 pub mod report;

@@ -231,6 +231,19 @@ where
         },
         None => None,
     };
+    // The OTLP exporter: its own thread and timer; the relay never waits for it.
+    let exporter = match (&opts.otlp, &opts.ledger) {
+        (Some(cfg), Some(ledger)) => {
+            match crate::sinks::otlp::Exporter::new(cfg.clone(), ledger.clone()) {
+                Ok(e) => Some(crate::sinks::otlp::Handle::start(e)),
+                Err(err) => {
+                    tracing::warn!("{err:#}; the ledger is not exported");
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
     let core: Shared = Arc::new(Mutex::new(Core {
         observer,
         taps,
@@ -390,6 +403,12 @@ where
     let ledger = lock(&core).ledger.take();
     if let Some(sink) = ledger {
         let _ = tokio::task::spawn_blocking(move || sink.finish(Duration::from_secs(5))).await;
+    }
+    // A last export of what the run recorded, within the exit grace; what does not make it stays
+    // in the ledger for the next run (or `acp-usage export --otlp`).
+    if let Some(exporter) = exporter {
+        let deadline = std::time::Instant::now() + opts.grace.min(Duration::from_secs(5));
+        let _ = tokio::task::spawn_blocking(move || exporter.finish(deadline)).await;
     }
     Ok(agent::exit_code(status))
 }

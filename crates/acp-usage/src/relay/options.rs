@@ -77,6 +77,8 @@ pub struct Options {
     pub settings: Settings,
     /// The ledger (`None`: none; see [`crate::sinks::ledger`]).
     pub ledger: Option<PathBuf>,
+    /// Where the ledger is exported over OTLP (`None`: it is not).
+    pub otlp: Option<crate::sinks::otlp::OtlpConfig>,
     /// Where the agents' transcripts are (`None`: not read).
     pub transcripts: Option<Locations>,
     /// Longest a turn's result waits for the transcript to catch up.
@@ -118,7 +120,17 @@ impl Options {
                 ledger: ledger.clone(),
                 transcripts,
                 tap: args.tap || config.tap,
-                budgets: config.budgets,
+                budgets: config.budgets.clone(),
+            },
+            otlp: match crate::sinks::otlp::config::resolve(
+                |k| std::env::var(k).ok(),
+                config.otlp.as_ref(),
+            ) {
+                Ok(c) => c.filter(|_| ledger.is_some()),
+                Err(err) => {
+                    tracing::warn!("{err:#}; the ledger is not exported");
+                    None
+                }
             },
             ledger,
             transcripts: transcripts.then(Locations::from_process),

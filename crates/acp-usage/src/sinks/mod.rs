@@ -3,3 +3,4 @@
 //! sends it as it is; none computes a number of its own.
 
 pub mod ledger;
+pub mod otlp;

@@ -60,6 +60,7 @@ pub fn options<S: AsRef<str>>(argv: &[S]) -> Options {
         grace: Duration::from_secs(20),
         max_line: 256 * 1024 * 1024,
         ledger: None,
+        otlp: None,
         transcripts: None,
         transcript_wait: Duration::from_millis(500),
     }

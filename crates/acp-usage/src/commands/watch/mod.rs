@@ -23,7 +23,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table, Wrap};
 use rusqlite::{OptionalExtension, params};
 
-use crate::sinks::ledger::{self, Store};
+use crate::sinks::ledger::{self, Store, pid_alive};
 
 /// How far back a session that no longer runs is still shown.
 pub const RECENT: Duration = Duration::from_secs(3600);
@@ -239,18 +239,6 @@ pub(crate) fn spent_since(store: &Store, since: i64) -> rusqlite::Result<Money> 
             })
         },
     )
-}
-
-/// Whether process `pid` exists. A relay killed with `kill -9` leaves its pid in the ledger;
-/// signal 0 checks without sending anything, and EPERM means it exists under another user.
-pub(crate) fn pid_alive(pid: i64) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
-    if pid <= 0 {
-        return false;
-    }
-    // SAFETY: kill with signal 0 only checks the process; no memory is involved.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 /// Local midnight today, in Unix ms: where "today" starts.

@@ -71,9 +71,25 @@ pub fn start_of_day(date: chrono::NaiveDate) -> i64 {
     now_ms() - 24 * 3600 * 1000
 }
 
+/// Whether process `pid` exists. A relay killed with `kill -9` leaves its pid in the ledger;
+/// signal 0 checks without sending anything, and EPERM means it exists under another user.
+pub fn pid_alive(pid: i64) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 only checks the process; no memory is involved.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
 /// Opens the ledger for writing, bringing in the old `learned.json` the first time.
 pub fn open(path: &std::path::Path) -> rusqlite::Result<Store> {
     let mut store = Store::open(path)?;
+    let adopted = store.adopt_orphans()?;
+    if adopted > 0 {
+        tracing::info!("settled {adopted} calls a killed run had kept provisionally");
+    }
     if let Some(old) = learned::legacy_path().filter(|p| p.exists()) {
         let learned = learned::legacy(&old);
         if store.import_learned(&learned)? {

@@ -3,7 +3,8 @@
 //!
 //! Token columns follow [`acp_usage_core::TokenRecord`]: `input` counts every prompt-side token,
 //! cache reads and writes included; `output` counts every generated token, thoughts included.
-//! Times are Unix milliseconds. A call row with `provisional` set (the writing run's token) was
+//! Times are Unix milliseconds. Call ids only grow (`AUTOINCREMENT`), in commit order: the OTLP
+//! exporter's cursor per destination (`exports.acked`) relies on it. A call row with `provisional` set (the writing run's token) was
 //! seen during a turn still in progress; the turn's settled calls replace it at the turn's end,
 //! and a run killed before then leaves it, so that its calls are not lost.
 
@@ -40,7 +41,7 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX turns_session ON turns(session);
     CREATE TABLE calls (
-        id             INTEGER PRIMARY KEY,
+        id             INTEGER PRIMARY KEY AUTOINCREMENT,
         session        INTEGER NOT NULL REFERENCES sessions(id),
         turn           INTEGER REFERENCES turns(id),
         at             INTEGER NOT NULL,
@@ -74,6 +75,12 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE meta (
         key   TEXT PRIMARY KEY,
         value TEXT NOT NULL
+    );
+    CREATE TABLE exports (
+        destination TEXT PRIMARY KEY,
+        acked       INTEGER NOT NULL DEFAULT 0,
+        lease_owner TEXT,
+        lease_until INTEGER
     );
     ",
 ];

@@ -115,6 +115,12 @@ impl Store {
         &self.conn
     }
 
+    /// The connection, for a transaction of a sink that keeps its own state in the ledger (the
+    /// OTLP exporter's cursor).
+    pub fn conn_mut(&mut self) -> &mut Connection {
+        &mut self.conn
+    }
+
     /// Imports the old `learned.json` once per ledger: its baselines, windows and sessions'
     /// carried figures. Entries the ledger already has win.
     pub fn import_learned(&mut self, learned: &Learned) -> rusqlite::Result<bool> {
@@ -247,6 +253,48 @@ impl Store {
         let added = insert_calls(&tx, row, None, calls, None, Origin::Relay, Some(&run), at)?;
         tx.commit()?;
         Ok(added)
+    }
+
+    /// Settles the provisional rows of runs whose process is gone (killed mid-turn): they are
+    /// the best record of those calls, and as settled rows (with new ids) they are exported.
+    /// Returns how many rows were settled.
+    pub fn adopt_orphans(&mut self) -> rusqlite::Result<usize> {
+        let tokens: Vec<String> = {
+            let mut stmt = self
+                .conn
+                .prepare("SELECT DISTINCT provisional FROM calls WHERE provisional IS NOT NULL")?;
+            let rows = stmt.query_map([], |r| r.get(0))?;
+            rows.collect::<rusqlite::Result<_>>()?
+        };
+        let mut adopted = 0;
+        for token in tokens {
+            let pid = token.split(':').next().and_then(|p| p.parse::<i64>().ok());
+            if token == self.run || pid.is_some_and(super::pid_alive) {
+                continue;
+            }
+            let tx =
+                self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            const COLS: &str = "session, turn, at, role, model, provider, input, cache_read,
+                cache_write_5m, cache_write_1h, output, thought, calls, cost, cost_stated, exact,
+                source, origin, key";
+            tx.execute_batch(
+                "CREATE TEMP TABLE IF NOT EXISTS orphan AS SELECT * FROM calls WHERE 0;
+                 DELETE FROM temp.orphan;",
+            )?;
+            tx.execute(
+                "INSERT INTO temp.orphan SELECT * FROM calls WHERE provisional = ?1",
+                [&token],
+            )?;
+            tx.execute("DELETE FROM calls WHERE provisional = ?1", [&token])?;
+            adopted += tx.execute(
+                &format!(
+                    "INSERT OR IGNORE INTO calls({COLS}) SELECT {COLS} FROM temp.orphan ORDER BY id"
+                ),
+                [],
+            )?;
+            tx.commit()?;
+        }
+        Ok(adopted)
     }
 
     /// Remembers an agent's and model's baseline or window (each `None` keeps the ledger's).
@@ -449,6 +497,31 @@ mod tests {
         // Writing the same keyed call again counts it once.
         store.calls(&s, None, &[call(200, Some("msg_b"))], None, None, Origin::Relay, 4).unwrap();
         assert_eq!(inputs(&store).len(), 3);
+    }
+
+    #[test]
+    fn a_dead_runs_provisional_rows_are_settled_with_new_ids() {
+        let path = scratch("orphans");
+        let s = SessionRef { id: "S".into(), agent: "claude".into() };
+        let mut dead = Store::open(&path).unwrap();
+        // No process has this id (above the kernel's pid limit).
+        dead.run = "999999999:1".into();
+        dead.provisional(&s, &[call(100, Some("msg_a")), call(200, None)], 1).unwrap();
+        drop(dead);
+        let mut alive = Store::open(&path).unwrap();
+        alive.provisional(&s, &[call(300, None)], 2).unwrap();
+        let before: i64 =
+            alive.conn().query_row("SELECT MAX(id) FROM calls", [], |r| r.get(0)).unwrap();
+        assert_eq!(alive.adopt_orphans().unwrap(), 2);
+        // This run's own provisional row is left alone; the dead run's are settled, after
+        // every id the ledger had (an exporter's cursor past them still sees them).
+        assert_eq!(inputs(&alive), vec![(100, false), (200, false), (300, true)]);
+        let min_new: i64 = alive
+            .conn()
+            .query_row("SELECT MIN(id) FROM calls WHERE provisional IS NULL", [], |r| r.get(0))
+            .unwrap();
+        assert!(min_new > before);
+        assert_eq!(alive.adopt_orphans().unwrap(), 0);
     }
 
     #[test]
