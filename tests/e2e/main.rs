@@ -12,10 +12,14 @@
 //!   recordings, a tap that cannot start, and an upstream over TLS trusted through a test CA.
 //! - `import`: sessions run directly, then `acp-usage import` of their transcripts: totals equal
 //!   what the mock served, a second import adds nothing, nor does one after the relay.
+//! - `otlp_infra`: the OTLP tests' own infrastructure, without acp-usage: requests through rotel
+//!   (a real collector) decode at the tests' receiver unchanged; rotel stopped and started again
+//!   on its port (a stop flushes, a 503 downstream is retried); the receiver's gzip decoding and
+//!   error-status switch.
 //! - `validation`: real sessions recorded with `--record` and checked with `acp-usage validate`
 //!   and live `--validate` against schema/schema.json.
 //!
-//! The agents come from `.ci/install-agents.sh`; a missing agent fails its tests.
+//! The agents (and rotel) come from `.ci/install-agents.sh`; a missing agent fails its tests.
 
 mod acpx;
 mod claude;
@@ -28,6 +32,8 @@ mod gemini;
 mod import;
 mod ledger;
 mod opencode;
+mod otlp;
+mod otlp_infra;
 mod qwen;
 mod relay_fake;
 mod sdk_client;

@@ -5,6 +5,8 @@
 //! - [`client`]: a line-exact ACP client that answers the agent's requests.
 //! - [`agents`]: commands and scratch configuration for the real agents, pointed at the mock.
 //! - [`relay`]: locating (and building) the `acp-usage` binary under test.
+//! - [`otlp`]: an OTLP/HTTP receiver that decodes what it gets, and the rotel collector in front
+//!   of it, for the OTLP export's tests.
 //! - [`raw_http`], [`tls_front`]: byte-exact HTTP/1.1 clients and upstreams, and a TLS front with
 //!   a test CA, for the LLM-API tap's tests.
 
@@ -12,6 +14,7 @@ pub mod agents;
 pub mod client;
 pub mod lab;
 pub mod mock_llm;
+pub mod otlp;
 pub mod raw_http;
 pub mod relay;
 pub mod scratch;

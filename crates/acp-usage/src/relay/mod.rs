@@ -234,13 +234,7 @@ where
     // The OTLP exporter: its own thread and timer; the relay never waits for it.
     let exporter = match (&opts.otlp, &opts.ledger) {
         (Some(cfg), Some(ledger)) => {
-            match crate::sinks::otlp::Exporter::new(cfg.clone(), ledger.clone()) {
-                Ok(e) => Some(crate::sinks::otlp::Handle::start(e)),
-                Err(err) => {
-                    tracing::warn!("{err:#}; the ledger is not exported");
-                    None
-                }
-            }
+            Some(crate::sinks::otlp::Handle::start(cfg.clone(), ledger.clone()))
         }
         _ => None,
     };

@@ -98,7 +98,12 @@ impl Exporter {
             let store = self.store()?;
             let Some(rows) = outbox::claim(store.conn_mut(), &dest, &owner, now_ms(), BATCH)?
             else {
-                // Another process is exporting these calls now.
+                // Another process is exporting now. A final flush waits for it (the calls this
+                // run added may be after its batch); a periodic export leaves them to it.
+                if deadline.is_some() {
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
                 break;
             };
             let Some(upto) = rows.last().map(|r| r.id) else {
@@ -189,12 +194,16 @@ pub struct Handle {
 }
 
 impl Handle {
-    /// Starts exporting every `cfg.interval` on a thread of its own.
-    pub fn start(exporter: Exporter) -> Handle {
+    /// Starts exporting `ledger` every `cfg.interval` on a thread of its own (where its
+    /// blocking HTTP client lives: it must not be made or dropped on the relay's runtime).
+    pub fn start(cfg: OtlpConfig, ledger: PathBuf) -> Handle {
         let (stop, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("acp-usage-otlp".into())
-            .spawn(move || run(exporter, rx))
+            .spawn(move || match Exporter::new(cfg, ledger) {
+                Ok(exporter) => run(exporter, rx),
+                Err(err) => tracing::warn!("{err:#}; the ledger is not exported"),
+            })
             .ok();
         Handle { stop, thread }
     }
