@@ -88,7 +88,7 @@ fn check_calls(by_id: &BTreeMap<u64, LogEntry>, served: &[&Call]) {
         (sum("gen_ai.usage.input_tokens"), sum("gen_ai.usage.output_tokens")),
         (want.input, want.output)
     );
-    assert_eq!(sum("acp_usage.usage.cache_read_tokens"), want.cache_read);
+    assert_eq!(sum("gen_ai.usage.cache_read.input_tokens"), want.cache_read);
     let cost: f64 =
         by_id.values().map(|e| e.attributes["acp_usage.cost"].as_f64().expect("cost")).sum();
     let want_cost = support::catalog_cost(served.iter().copied()).expect("priced");
@@ -258,4 +258,49 @@ fn otlp_export_sends_a_backlog_and_failures_are_clear() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     check_calls(&calls_by_id(&receiver), &all);
     assert!(String::from_utf8_lossy(&out.stderr).contains("exported 0 calls"));
+}
+
+#[test]
+fn otlp_export_over_tls_trusts_the_configured_ca_only() {
+    let _lock = support::agent_lock(AGENT);
+    let scratch = Scratch::new("otlp-tls").expect("scratch");
+    let ledger = scratch.path("ledger.db");
+    let lab = lab(&ledger, None);
+    {
+        let client = lab.relayed().expect("relay");
+        let id = open(&lab, &client);
+        run_turn(&client, &lab.mock, &id, flows::PLAIN_PROMPT).expect("a turn");
+    }
+    let served = billed(&lab);
+    let receiver = OtlpReceiver::start().expect("receiver");
+    let front = acp_usage_tests::tls_front::TlsFront::start(receiver.addr()).expect("tls front");
+    let ca = scratch.path("ca.pem");
+    std::fs::write(&ca, front.ca_pem()).expect("the CA file");
+    let https = front.url();
+    assert!(https.starts_with("https://"), "{https}");
+
+    // Without the CA, the collector's certificate is not trusted: a clear error, nothing sent.
+    let out = export(&ledger, &https);
+    assert!(!out.status.success(), "an untrusted collector was accepted");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot reach the collector"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(receiver.logs_requests().is_empty());
+
+    // With it (OTEL_EXPORTER_OTLP_CERTIFICATE), every call goes through TLS.
+    let out = Command::new(relay_binary().expect("binary"))
+        .args(["export", "--otlp", "--ledger"])
+        .arg(&ledger)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &https)
+        .env("OTEL_EXPORTER_OTLP_CERTIFICATE", &ca)
+        .env_remove("ACP_USAGE_CONFIG")
+        .env("XDG_CONFIG_HOME", scratch.root())
+        .output()
+        .expect("export runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let all: Vec<&Call> = served.iter().collect();
+    check_calls(&calls_by_id(&receiver), &all);
+    assert!(front.handshakes() > 0);
 }

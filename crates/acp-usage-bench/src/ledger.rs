@@ -1,12 +1,19 @@
 //! The ledger's own cost, in process: how many settled calls per second SQLite takes the way
 //! the relay writes them (one short transaction per turn), with several writers on one file (as
-//! several acp-usage processes are), and how long the relay's side of a write takes (queueing it
-//! for the writer thread, which is all the relay ever waits for).
+//! several acp-usage processes are), how long the relay's side of a write takes (queueing it
+//! for the writer thread, which is all the relay ever waits for), and how many calls per second
+//! the OTLP exporter sends from it to a collector on 127.0.0.1 that accepts everything.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use std::io::{BufRead, BufReader, Read, Write as _};
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use acp_usage::sinks::ledger::{Origin, SessionRef, Sink, Store, Write};
+use acp_usage::sinks::otlp::{Exporter, OtlpConfig};
 use acp_usage_core::{AccountedCall, Role, Source, TokenRecord};
 
 use crate::stats::{median, thousands};
@@ -80,11 +87,82 @@ fn scratch(name: &str) -> PathBuf {
     dir.join("ledger.db")
 }
 
+/// A collector stand-in on 127.0.0.1 that reads each request whole and answers 200: what the
+/// exporter costs, not what a collector does. Returns its base URL and the bytes it received.
+pub fn accept_all() -> anyhow::Result<(String, Arc<AtomicU64>)> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let bytes = Arc::new(AtomicU64::new(0));
+    let counted = bytes.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let counted = counted.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream);
+                loop {
+                    let mut length = 0usize;
+                    let mut line = String::new();
+                    let mut any = false;
+                    while reader.read_line(&mut line).unwrap_or(0) > 0 {
+                        any = true;
+                        let l = line.trim_end().to_ascii_lowercase();
+                        if l.is_empty() {
+                            break;
+                        }
+                        if let Some(v) = l.strip_prefix("content-length:") {
+                            length = v.trim().parse().unwrap_or(0);
+                        }
+                        line.clear();
+                    }
+                    if !any {
+                        return;
+                    }
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    counted.fetch_add(length as u64, Ordering::Relaxed);
+                    let reply = b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
+                    if reader.get_mut().write_all(reply).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    Ok((url, bytes))
+}
+
+/// Sends everything in `path` with a fresh exporter; returns calls per second.
+fn export_all(path: &Path, url: &str, calls: usize) -> anyhow::Result<f64> {
+    let cfg = OtlpConfig {
+        metrics_url: format!("{url}/v1/metrics"),
+        logs_url: format!("{url}/v1/logs"),
+        headers: Vec::new(),
+        resource: vec![("service.name".into(), "acp-usage-bench".into())],
+        interval: Duration::from_secs(60),
+        ca_file: None,
+    };
+    let mut exporter = Exporter::new(cfg, path.to_path_buf())?;
+    let start = Instant::now();
+    let mut sent = 0;
+    while sent < calls as u64 {
+        let f = exporter.export(None)?;
+        if f.calls == 0 {
+            anyhow::bail!("the exporter sent {sent} of {calls} calls and then nothing");
+        }
+        sent += f.calls;
+    }
+    Ok(sent as f64 / start.elapsed().as_secs_f64())
+}
+
 /// Runs the benchmark and prints its table; returns false when a call was lost.
 pub fn run(o: &LedgerOptions) -> anyhow::Result<(String, bool)> {
     let mut one = Vec::new();
     let mut many = Vec::new();
     let mut queue_ns = Vec::new();
+    let mut exported = Vec::new();
+    let (url, _) = accept_all()?;
     let mut ok = true;
     for round in 0..o.rounds {
         // One writer.
@@ -118,6 +196,8 @@ pub fn run(o: &LedgerOptions) -> anyhow::Result<(String, bool)> {
             eprintln!("ledger: {got} calls recorded of {want} written");
         }
         many.push(want as f64 / took.as_secs_f64());
+        // The exporter: every call of that ledger to the stand-in collector.
+        exported.push(export_all(&path, &url, want as usize)?);
         // The relay's side: queueing a turn's write for the writer thread.
         let path = scratch(&format!("sink-{round}"));
         let sink = Sink::start(path);
@@ -137,13 +217,15 @@ pub fn run(o: &LedgerOptions) -> anyhow::Result<(String, bool)> {
          |---|---|\n\
          | calls/s, one writer | {} |\n\
          | calls/s, {} writers on one file at once | {} |\n\
-         | the relay's side of a turn's write (queueing it) | {:.1} µs |\n",
+         | the relay's side of a turn's write (queueing it) | {:.1} µs |\n\
+         | calls/s exported over OTLP/HTTP (log records in batches of 1,000, then the metrics) | {} |\n",
         o.calls_per_turn,
         o.rounds,
         thousands(median(&one).unwrap_or(f64::NAN)),
         o.writers,
         thousands(median(&many).unwrap_or(f64::NAN)),
         median(&queue_ns).unwrap_or(f64::NAN) / 1000.0,
+        thousands(median(&exported).unwrap_or(f64::NAN)),
     );
     Ok((table, ok))
 }

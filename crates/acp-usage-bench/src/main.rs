@@ -22,7 +22,7 @@ use clap::Parser;
 
 const CONDUCTOR: &str = "agent-client-protocol-conductor";
 const CONDUCTOR_VERSION: &str = "5.0.0";
-const RELAYS: [&str; 5] = ["direct", "raw-copy", "acp-usage", "no-ledger", "conductor"];
+const RELAYS: [&str; 6] = ["direct", "raw-copy", "acp-usage", "no-ledger", "otlp", "conductor"];
 /// The tap benchmark's name among the scenarios.
 const TAP: &str = "tap";
 /// The ledger benchmark's name among the scenarios.
@@ -53,7 +53,7 @@ struct Args {
     #[arg(long)]
     quick: bool,
     /// Only these relays (comma-separated): direct, raw-copy, acp-usage, no-ledger (acp-usage
-    /// with the ledger off), conductor. The raw copy
+    /// with the ledger off), otlp (with the OTLP exporter on), conductor. The raw copy
     /// is always measured too, as the reference of the ratios.
     #[arg(long, value_name = "RELAY", value_delimiter = ',')]
     only: Vec<String>,
@@ -275,9 +275,20 @@ fn run_relays(args: &Args, scenarios: &[Scenario], runs: usize) -> anyhow::Resul
         relays.push(Relay { name: "acp-usage", target: t });
         if wanted("no-ledger") {
             // The same without the ledger: what the ledger costs the relay.
-            let mut t = target(vec![path.into(), "--".into(), agent.clone().into()], true, true);
+            let mut t =
+                target(vec![path.clone().into(), "--".into(), agent.clone().into()], true, true);
             t.env.push(("ACP_USAGE_LEDGER".into(), "off".into()));
             relays.push(Relay { name: "no-ledger", target: t });
+        }
+        if wanted("otlp") {
+            // With the OTLP exporter on, every 200 ms, to a stand-in collector that accepts all.
+            let (url, _) = acp_usage_bench::ledger::accept_all()?;
+            let mut t = target(vec![path.into(), "--".into(), agent.clone().into()], true, true);
+            t.env.push(("ACP_USAGE_LEDGER".into(), state.join("otlp-ledger.db").into()));
+            t.env.push(("ACP_USAGE_STATE_DIR".into(), "off".into()));
+            t.env.push(("OTEL_EXPORTER_OTLP_ENDPOINT".into(), url.into()));
+            t.env.push(("OTEL_METRIC_EXPORT_INTERVAL".into(), "200".into()));
+            relays.push(Relay { name: "otlp", target: t });
         }
     }
     if wanted("conductor") && !args.no_conductor {

@@ -103,8 +103,8 @@ pub fn logs(resource: &Resource, calls: &[CallRow], now_ms: i64) -> ExportLogsSe
             a.push(i("acp_usage.calls", c.calls));
             a.push(i("gen_ai.usage.input_tokens", c.input));
             a.push(i("gen_ai.usage.output_tokens", c.output));
-            a.push(i("acp_usage.usage.cache_read_tokens", c.cache_read));
-            a.push(i("acp_usage.usage.cache_write_tokens", c.cache_write));
+            a.push(i("gen_ai.usage.cache_read.input_tokens", c.cache_read));
+            a.push(i("gen_ai.usage.cache_creation.input_tokens", c.cache_write));
             a.push(i("acp_usage.usage.reasoning_tokens", c.thought));
             if let Some(cost) = c.cost {
                 a.push(kv("acp_usage.cost", any_value::Value::DoubleValue(cost)));
