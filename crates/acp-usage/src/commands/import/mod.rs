@@ -13,6 +13,10 @@
 //!    call left after rule 1 whose (input, cache read, output) equals that of a relay row not
 //!    matched yet is that row's call: it is skipped, and the row is matched. Relay rows whose
 //!    key is one of the session's transcript keys are matched by rule 1 already.
+//! 3. A turn the relay settled from estimates or from the agent's per-turn sums has rows whose
+//!    counts match no single transcript call. A transcript call left after rules 1 and 2 that
+//!    was made during such a turn (between its start and end, with a second of slack) is that
+//!    turn's: it is skipped. Estimates stay estimates; nothing counts twice.
 //!
 //! Sessions are keyed by the agent's session id, which is the ACP session id the relay records,
 //! and filed under the relay's profile name (`claude`, `codex`, ...). Their project, title and
@@ -278,6 +282,23 @@ fn write_session(
             .map(|(_, counts)| counts)
             .collect()
     };
+    // Rule 3: the turns the relay settled from estimates or sums, as time windows. A turn
+    // recorded call by call (exact rows of one call each) is left to rules 1 and 2: a transcript
+    // call that matches none of its rows is one the relay did not see (qwen-code's memory
+    // extraction, without the tap).
+    let turns: Vec<(i64, i64)> = {
+        let mut stmt = store.conn().prepare(
+            "SELECT t.started, COALESCE(t.ended, t.started) FROM turns t
+             JOIN sessions s ON s.id = t.session
+             WHERE s.session_id = ?1 AND EXISTS (
+                SELECT 1 FROM calls c WHERE c.turn = t.id AND (c.exact = 0 OR c.calls > 1))",
+        )?;
+        let rows = stmt.query_map([&sref.id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        rows.collect::<Result<_, _>>()?
+    };
+    const SLACK_MS: i64 = 1000;
+    let in_relay_turn =
+        |at: i64| turns.iter().any(|(a, b)| at >= a - SLACK_MS && at <= b + SLACK_MS);
     let mut calls = Vec::new();
     let mut times = Vec::new();
     for c in &session.calls {
@@ -288,6 +309,10 @@ fn write_session(
         let counts = (c.record.input as i64, c.record.cache_read as i64, c.record.output as i64);
         if let Some(i) = unmatched.iter().position(|u| *u == counts) {
             unmatched.remove(i);
+            sums.calls_present += 1;
+            continue;
+        }
+        if in_relay_turn(c.at_ms) {
             sums.calls_present += 1;
             continue;
         }

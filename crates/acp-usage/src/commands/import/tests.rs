@@ -5,6 +5,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use crate::sinks::ledger::TurnRow;
 use acp_usage_core::{AccountedCall, Catalog, Role, Source, TokenRecord};
 
 use super::*;
@@ -313,6 +314,51 @@ fn calls_the_relay_recorded_are_not_counted_again() {
     let again = run(&mut store, &home.locations(), &opts);
     assert_eq!(again.total().calls_added, 0);
     assert_eq!(again.total().calls_present, 10 + 2 + 7);
+}
+
+#[test]
+fn calls_during_a_turn_the_relay_settled_from_estimates_are_not_counted_again() {
+    let home = Home::new("estimated");
+    lay_out(&home.home());
+    let mut store = home.ledger();
+    let codex = SessionRef { id: CODEX_SESSION.into(), agent: "codex".into() };
+    // The relay had no transcript: it settled one turn from its estimates, whose counts match
+    // no call of the rollout. The turn spans the rollout's calls.
+    let mut estimate =
+        relay_call(TokenRecord { input: 40_000, output: 300, ..TokenRecord::default() }, None);
+    estimate.source = Source::Estimate;
+    let turn = TurnRow { started: 0, ended: i64::MAX / 4, stop_reason: Some("end_turn".into()) };
+    store.calls(&codex, Some(&turn), &[estimate], None, None, Origin::Relay, 1).unwrap();
+    let opts = ImportOptions { agents: vec![Agent::Codex], ..ImportOptions::default() };
+    let s = run(&mut store, &home.locations(), &opts);
+    assert_eq!(
+        (s.agents[&Agent::Codex].calls_added, s.agents[&Agent::Codex].calls_present),
+        (0, 7)
+    );
+    assert_eq!(ledger_session(&store, CODEX_SESSION), (1, 40_000, 300));
+
+    // A turn that ended before the rollout's calls claims none of them.
+    let home = Home::new("estimated-before");
+    lay_out(&home.home());
+    let mut store = home.ledger();
+    let turn = TurnRow { started: 0, ended: 1, stop_reason: Some("end_turn".into()) };
+    let mut estimate =
+        relay_call(TokenRecord { input: 10, output: 1, ..TokenRecord::default() }, None);
+    estimate.source = Source::Estimate;
+    store.calls(&codex, Some(&turn), &[estimate], None, None, Origin::Relay, 1).unwrap();
+    let s = run(&mut store, &home.locations(), &opts);
+    assert_eq!(s.agents[&Agent::Codex].calls_added, 7);
+
+    // A turn recorded call by call (exact rows) claims no transcript call by its time: one
+    // its rows do not match is a call the relay did not see.
+    let home = Home::new("exact-turn");
+    lay_out(&home.home());
+    let mut store = home.ledger();
+    let turn = TurnRow { started: 0, ended: i64::MAX / 4, stop_reason: Some("end_turn".into()) };
+    let exact = relay_call(TokenRecord { input: 10, output: 1, ..TokenRecord::default() }, None);
+    store.calls(&codex, Some(&turn), &[exact], None, None, Origin::Relay, 1).unwrap();
+    let s = run(&mut store, &home.locations(), &opts);
+    assert_eq!(s.agents[&Agent::Codex].calls_added, 7);
 }
 
 #[test]
