@@ -67,6 +67,11 @@ impl Lines {
         self.fractions.iter().rposition(|f| value >= f * limit - 1e-12)
     }
 
+    /// Whether there is no line at all.
+    pub fn is_empty(&self) -> bool {
+        self.fractions.is_empty()
+    }
+
     /// The fraction of a level.
     pub fn fraction(&self, level: usize) -> f64 {
         self.fractions[level]

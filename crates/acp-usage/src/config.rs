@@ -38,7 +38,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use acp_usage_core::Catalog;
-use acp_usage_core::budget::{DEFAULT_BUDGET_WARN, DEFAULT_CONTEXT_WARN, Scope};
+use acp_usage_core::budget::{DEFAULT_BUDGET_WARN, DEFAULT_CONTEXT_WARN, Lines, Scope};
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
@@ -74,21 +74,21 @@ pub struct Settings {
 pub struct Budgets {
     /// Each budget set, in USD.
     pub limits: Vec<(Scope, f64)>,
-    /// Fractions of a budget that are noticed (the limit itself always is).
-    pub warn_at: Vec<f64>,
+    /// The lines of a budget that are noticed: its `warn_at` fractions and the limit itself.
+    pub warn_at: Lines,
     /// `action = "block"`: a prompt that would start past a budget is refused.
     pub block: bool,
-    /// Fractions of the context window that are noticed.
-    pub context_warn_at: Vec<f64>,
+    /// The fractions of the context window that are noticed.
+    pub context_warn_at: Lines,
 }
 
 impl Default for Budgets {
     fn default() -> Budgets {
         Budgets {
             limits: Vec::new(),
-            warn_at: DEFAULT_BUDGET_WARN.to_vec(),
+            warn_at: Lines::new(&DEFAULT_BUDGET_WARN, true),
             block: false,
-            context_warn_at: DEFAULT_CONTEXT_WARN.to_vec(),
+            context_warn_at: Lines::new(&DEFAULT_CONTEXT_WARN, false),
         }
     }
 }
@@ -216,7 +216,7 @@ fn read_budgets(
             }
         }
         if let Some(w) = &t.warn_at {
-            b.warn_at = fractions("budget", w)?;
+            b.warn_at = Lines::new(&fractions("budget", w)?, true);
         }
         b.block = match t.action.as_deref() {
             None | Some("warn") => false,
@@ -228,7 +228,7 @@ fn read_budgets(
         };
     }
     if let Some(w) = context.and_then(|c| c.warn_at.as_ref()) {
-        b.context_warn_at = fractions("context", w)?;
+        b.context_warn_at = Lines::new(&fractions("context", w)?, false);
     }
     Ok(b)
 }

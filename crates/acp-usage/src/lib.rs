@@ -12,6 +12,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod logging;
+pub mod numbers;
 pub mod record;
 pub mod relay;
 pub mod sinks;

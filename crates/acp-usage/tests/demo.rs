@@ -4,7 +4,7 @@
 use std::process::{Command, Output};
 
 use acp_usage::commands::demo::agent::{self, SECOND_MODEL, TURNS};
-use acp_usage::commands::demo::render::thousands;
+use acp_usage::numbers::thousands;
 use acp_usage_core::Catalog;
 use serde_json::Value;
 

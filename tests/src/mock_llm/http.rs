@@ -5,7 +5,10 @@
 //! the mock is about to drop.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
 
 use serde_json::Value;
 
@@ -65,6 +68,35 @@ impl Response {
                 "error": {"type": "not_found_error", "code": status, "message": message},
             }),
         }
+    }
+}
+
+/// Serves each connection `listener` accepts on a thread of its own (named `name`) with
+/// `serve`, then closes it; stops at the first connection after `stopping(&shared)` is true (the
+/// owner sets it and connects once to wake the loop). A connection's error is printed, never
+/// fatal.
+pub fn accept_each<S, E>(
+    listener: TcpListener,
+    shared: Arc<S>,
+    name: &'static str,
+    stopping: fn(&S) -> &AtomicBool,
+    serve: fn(&TcpStream, &S) -> Result<(), E>,
+) where
+    S: Send + Sync + 'static,
+    E: std::fmt::Display + 'static,
+{
+    for stream in listener.incoming() {
+        if stopping(&shared).load(Ordering::SeqCst) {
+            break;
+        }
+        let Ok(stream) = stream else { continue };
+        let shared = Arc::clone(&shared);
+        let _ = thread::Builder::new().name(format!("{name}-conn")).spawn(move || {
+            if let Err(err) = serve(&stream, &shared) {
+                eprintln!("{name}: connection error: {err}");
+            }
+            let _ = stream.shutdown(Shutdown::Both);
+        });
     }
 }
 

@@ -32,7 +32,7 @@ mod tests;
 
 use std::fs::File;
 use std::io::Write;
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -113,9 +113,15 @@ impl MockLlm {
             tag: format!("{:x}{:05x}", std::process::id(), nanos & 0xfffff),
         });
         let accept_shared = Arc::clone(&shared);
-        thread::Builder::new()
-            .name(format!("mock-llm-{}", addr.port()))
-            .spawn(move || accept_loop(listener, accept_shared))?;
+        thread::Builder::new().name(format!("mock-llm-{}", addr.port())).spawn(move || {
+            http::accept_each(
+                listener,
+                accept_shared,
+                "mock-llm",
+                |s| &s.stopping,
+                serve_connection,
+            )
+        })?;
         Ok(MockLlm { addr, shared })
     }
 
@@ -202,22 +208,6 @@ impl Drop for MockLlm {
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panicking connection thread must not take the whole mock down with it.
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    for stream in listener.incoming() {
-        if shared.stopping.load(Ordering::SeqCst) {
-            break;
-        }
-        let Ok(stream) = stream else { continue };
-        let shared = Arc::clone(&shared);
-        let _ = thread::Builder::new().name("mock-llm-conn".into()).spawn(move || {
-            if let Err(err) = serve_connection(&stream, &shared) {
-                eprintln!("mock-llm: connection error: {err}");
-            }
-            let _ = stream.shutdown(Shutdown::Both);
-        });
-    }
 }
 
 fn serve_connection(stream: &TcpStream, shared: &Shared) -> anyhow::Result<()> {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
@@ -26,7 +26,7 @@ use prost::Message as _;
 use serde_json::Value;
 
 use super::{Attrs, any_value_json, attrs};
-use crate::mock_llm::http::{Request, read_request};
+use crate::mock_llm::http::{self, Request, read_request};
 
 /// A decoded export request.
 #[derive(Debug, Clone, PartialEq)]
@@ -194,9 +194,15 @@ impl OtlpReceiver {
             stopping: AtomicBool::new(false),
         });
         let accept_shared = Arc::clone(&shared);
-        thread::Builder::new()
-            .name(format!("otlp-receiver-{}", addr.port()))
-            .spawn(move || accept_loop(listener, accept_shared))?;
+        thread::Builder::new().name(format!("otlp-receiver-{}", addr.port())).spawn(move || {
+            http::accept_each(
+                listener,
+                accept_shared,
+                "otlp-receiver",
+                |s| &s.stopping,
+                serve_connection,
+            )
+        })?;
         Ok(OtlpReceiver { addr, shared })
     }
 
@@ -463,22 +469,6 @@ pub struct RpcStatus {
     pub code: i32,
     #[prost(string, tag = "2")]
     pub message: String,
-}
-
-fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    for stream in listener.incoming() {
-        if shared.stopping.load(Ordering::SeqCst) {
-            break;
-        }
-        let Ok(stream) = stream else { continue };
-        let shared = Arc::clone(&shared);
-        let _ = thread::Builder::new().name("otlp-receiver-conn".into()).spawn(move || {
-            if let Err(err) = serve_connection(&stream, &shared) {
-                eprintln!("otlp-receiver: connection error: {err}");
-            }
-            let _ = stream.shutdown(Shutdown::Both);
-        });
-    }
 }
 
 /// Serves one request and closes (`connection: close`): exporters reconnect, and a test never

@@ -101,21 +101,36 @@ impl Ledger {
         if rec.input == 0 && rec.output == 0 {
             return;
         }
+        let call = self.settle(&rec, 1, role, source, key, true, cx);
+        self.provisional.push(call);
+    }
+
+    /// One record as the sinks get it: priced as the model it names, else the session's.
+    #[allow(clippy::too_many_arguments)]
+    fn settle(
+        &self,
+        rec: &TokenRecord,
+        calls: u64,
+        role: Role,
+        source: Source,
+        key: Option<String>,
+        in_turn: bool,
+        cx: &Context<'_>,
+    ) -> AccountedCall {
         let model =
             rec.model.as_deref().or(self.seen_model.as_deref()).or(self.selected_model.as_deref());
-        let priced = price_call(&rec, model, 1, cx.catalog);
-        let record = TokenRecord { model: model.map(str::to_string), ..rec };
-        self.provisional.push(AccountedCall {
-            record,
-            calls: 1,
+        let priced = price_call(rec, model, calls, cx.catalog);
+        AccountedCall {
+            record: TokenRecord { model: model.map(str::to_string), ..rec.clone() },
+            calls,
             role,
             provider: priced.provider,
             source,
             cost: priced.cost,
             cost_stated: priced.stated,
             key,
-            in_turn: true,
-        });
+            in_turn,
+        }
     }
 
     /// Exact calls of the turn in progress seen since the last call (the tap's, an agent's
@@ -169,29 +184,21 @@ impl Ledger {
             }
             self.totals += rec;
             calls += 1;
-            let model = rec
-                .model
-                .as_deref()
-                .or(self.seen_model.as_deref())
-                .or(self.selected_model.as_deref());
-            let priced = price_call(rec, model, calls_per_record, cx.catalog);
-            match priced.cost {
+            let (role, key, in_turn) = match &origin {
+                Some(o) => (
+                    o.roles.get(k).copied().unwrap_or(Role::Main),
+                    o.keys.get(k).cloned().flatten(),
+                    o.in_turn,
+                ),
+                None => (Role::Main, None, false),
+            };
+            let call = self.settle(rec, calls_per_record, role, source, key, in_turn, cx);
+            match call.cost {
                 Some(c) => *cost.get_or_insert(0.0) += c,
                 None => self.unpriced_calls += 1,
             }
-            if let Some(o) = &origin {
-                let role = o.roles.get(k).copied().unwrap_or(Role::Main);
-                self.accounted.push(AccountedCall {
-                    record: TokenRecord { model: model.map(str::to_string), ..rec.clone() },
-                    calls: calls_per_record,
-                    role,
-                    provider: priced.provider,
-                    source,
-                    cost: priced.cost,
-                    cost_stated: priced.stated,
-                    key: o.keys.get(k).cloned().flatten(),
-                    in_turn: o.in_turn,
-                });
+            if origin.is_some() {
+                self.accounted.push(call);
             }
         }
         if let Some(c) = cost {

@@ -8,6 +8,8 @@
 use std::io::{self, Write};
 
 use acp_usage_schema::META_KEY;
+
+use crate::numbers::thousands;
 use serde_json::Value;
 
 /// Width of the direction column.
@@ -388,19 +390,6 @@ fn quote(text: &str) -> String {
     } else {
         format!("\"{flat}\"")
     }
-}
-
-/// `14748` → `14,748`.
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// Dollars with four decimals (six below a hundredth of a cent).

@@ -42,6 +42,7 @@ use acp_usage_core::{AccountedCall, Catalog, Source, TokenTotals};
 use anyhow::Context as _;
 use rusqlite::params;
 
+use crate::numbers::thousands;
 use crate::relay::RelayOptions;
 use crate::sinks::ledger::{self, Origin, SessionRef, Store};
 use crate::sources::transcripts::{Format, Locations};
@@ -464,19 +465,6 @@ fn print_summary(s: &Summary, path: &std::path::Path, opts: &ImportOptions) {
 /// `1 call`, `2 calls`.
 fn count(n: u64, noun: &str) -> String {
     format!("{} {noun}{}", thousands(n), if n == 1 { "" } else { "s" })
-}
-
-/// `1234567` as `1,234,567`.
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 fn usd(v: f64) -> String {

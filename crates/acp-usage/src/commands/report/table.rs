@@ -9,6 +9,8 @@ use std::io::{self, Write};
 
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
+use crate::numbers::thousands;
+
 use super::{Group, Report, Sums, Zone};
 
 /// The widest table written.
@@ -128,7 +130,7 @@ pub fn write(
         notes.push(format!(
             "Unpriced: {} {calls} of models the catalog does not know ({}) are left out of the \
              cost; * marks a partial cost, - a row with none priced.",
-            grouped(t.unpriced_calls),
+            thousands(t.unpriced_calls),
             models.join(", ")
         ));
     }
@@ -196,9 +198,9 @@ fn write_line(
 
 /// The number cells of a line; token counts abbreviated when `short`.
 fn numbers(s: &Sums, short: bool) -> [String; 8] {
-    let tokens = |n: u64| if short { abbreviated(n) } else { grouped(n) };
+    let tokens = |n: u64| if short { abbreviated(n) } else { thousands(n) };
     [
-        grouped(s.calls),
+        thousands(s.calls),
         tokens(s.input),
         tokens(s.cache_read),
         tokens(s.cache_write),
@@ -213,23 +215,10 @@ fn numbers(s: &Sums, short: bool) -> [String; 8] {
     ]
 }
 
-/// `1234567` → `1,234,567`.
-pub(super) fn grouped(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (k, ch) in digits.chars().enumerate() {
-        if k > 0 && (digits.len() - k).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
-}
-
 /// Three significant digits with a k/M/B/T suffix from 10,000 on: `12.3k`, `1.23M`.
 pub(super) fn abbreviated(n: u64) -> String {
     if n < 10_000 {
-        return grouped(n);
+        return thousands(n);
     }
     let units = [(1e3, "k"), (1e6, "M"), (1e9, "B"), (1e12, "T")];
     for (k, (unit, suffix)) in units.iter().enumerate() {
@@ -255,7 +244,7 @@ pub(super) fn money(v: f64) -> String {
         return "<0.01".to_owned();
     }
     let cents = (v * 100.0).round() as u64;
-    format!("{}.{:02}", grouped(cents / 100), cents % 100)
+    format!("{}.{:02}", thousands(cents / 100), cents % 100)
 }
 
 /// The share of the cost from exact counts: `100%` only when all of it is, else rounded down.
@@ -304,10 +293,10 @@ mod tests {
 
     #[test]
     fn numbers_read_at_a_glance() {
-        assert_eq!(grouped(0), "0");
-        assert_eq!(grouped(999), "999");
-        assert_eq!(grouped(1000), "1,000");
-        assert_eq!(grouped(1_234_567_890), "1,234,567,890");
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1_234_567_890), "1,234,567,890");
         assert_eq!(abbreviated(9_999), "9,999");
         assert_eq!(abbreviated(12_345), "12.3k");
         assert_eq!(abbreviated(123_456), "123k");

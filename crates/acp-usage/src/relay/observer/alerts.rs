@@ -7,8 +7,10 @@
 //! Day and month budgets count every session of every running acp-usage: what the ledger file
 //! holds, plus what this process has settled and not yet handed to the ledger's writer.
 
-use acp_usage_core::budget::{Crossings, Lines, Overrun, Scope, overrun};
+use acp_usage_core::budget::{Crossings, Overrun, Scope, overrun};
 use serde_json::json;
+
+use crate::numbers::thousands;
 
 use super::*;
 use crate::sinks::ledger::{Store, Write, period_start_ms};
@@ -73,11 +75,7 @@ impl Observer {
             limits.iter().map(|(s, _)| (*s, self.spent(id, *s))).collect();
         let Overrun { scope, limit, spent } =
             overrun(&limits, |s| spent.iter().find(|(k, _)| *k == s).map_or(0.0, |(_, v)| *v))?;
-        let what = match scope {
-            Scope::Session => "in this session",
-            Scope::Day => "today, across all sessions",
-            Scope::Month => "this month, across all sessions",
-        };
+        let what = spent_where(scope);
         let message = format!(
             "acp-usage: the {} budget of ${limit:.2} is spent (${spent:.2} {what}); the prompt was \
              not sent. Raise `budget.{}` or set `budget.action = \"warn\"` in the acp-usage \
@@ -100,7 +98,7 @@ impl Observer {
         if limits.is_empty() {
             return;
         }
-        let lines = Lines::new(&self.settings.budgets.warn_at, true);
+        let lines = self.settings.budgets.warn_at.clone();
         for (scope, limit) in limits {
             let after = self.spent(id, scope);
             let before = after - turn_cost;
@@ -120,11 +118,7 @@ impl Observer {
                 }
             };
             let Some(fraction) = crossed else { continue };
-            let what = match scope {
-                Scope::Session => "in this session",
-                Scope::Day => "today, across all sessions",
-                Scope::Month => "this month, across all sessions",
-            };
+            let what = spent_where(scope);
             let title = if fraction >= 1.0 {
                 format!("The {} budget of ${limit:.2} is spent", scope.adjective())
             } else {
@@ -143,17 +137,17 @@ impl Observer {
 
     /// After a `usage_update`: a notice when `used` crossed a line of the window.
     pub(super) fn context_alert(&mut self, id: &str, used: u64, size: u64, model: Option<&str>) {
-        if size == 0 || self.settings.budgets.context_warn_at.is_empty() {
+        let lines = &self.settings.budgets.context_warn_at;
+        if size == 0 || lines.is_empty() {
             return;
         }
-        let lines = Lines::new(&self.settings.budgets.context_warn_at, false);
         let (used_f, size_f) = (used as f64, size as f64);
         let a = self.alerts.entry(id.to_string()).or_default();
         let crossed = match &mut a.context {
-            Some(c) => c.update(&lines, used_f, size_f),
+            Some(c) => c.update(lines, used_f, size_f),
             None => {
                 // What a reopened session had crossed before is not told again.
-                a.context = Some(Crossings::at(&lines, used_f, size_f));
+                a.context = Some(Crossings::at(lines, used_f, size_f));
                 None
             }
         };
@@ -190,15 +184,11 @@ impl Observer {
     }
 }
 
-/// `1234567` as `1,234,567`.
-fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
+/// Where a budget's spending was counted, as messages say it.
+fn spent_where(scope: Scope) -> &'static str {
+    match scope {
+        Scope::Session => "in this session",
+        Scope::Day => "today, across all sessions",
+        Scope::Month => "this month, across all sessions",
     }
-    out
 }

@@ -194,7 +194,8 @@ fn writer(path: PathBuf, rx: mpsc::Receiver<Write>) {
             continue;
         }
         if store.is_none() {
-            match open(&path) {
+            // The run's start made the file and did the one-time work (`open`).
+            match Store::open(&path) {
                 Ok(s) => store = Some(s),
                 Err(err) => {
                     report(
