@@ -92,8 +92,15 @@ impl Store {
         }
         let mut conn = Connection::open(path)?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
-        // WAL: readers never wait for a writer, and a crash loses no committed transaction.
-        conn.pragma_update(None, "journal_mode", "WAL")?;
+        // WAL: readers never wait for a writer, and a crash loses no committed transaction. The
+        // mode is kept in the file; switching a new file to it takes a lock that SQLite does not
+        // wait for, so two processes creating the ledger at once retry instead of failing.
+        let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            retry_busy(|| {
+                conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
+            })?;
+        }
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         schema::migrate(&mut conn)?;
@@ -373,6 +380,25 @@ impl Store {
     }
 }
 
+/// Runs `f` again while the file is busy or locked, up to [`BUSY_TIMEOUT`]: for the statements
+/// SQLite's busy handler does not cover.
+fn retry_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match f() {
+            Err(e)
+                if matches!(
+                    e.sqlite_error_code(),
+                    Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+                ) && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// What tells this run's provisional rows from another's: the process id and its start.
 fn run_token() -> String {
     use std::sync::OnceLock;
@@ -522,6 +548,24 @@ mod tests {
             .unwrap();
         assert!(min_new > before);
         assert_eq!(alive.adopt_orphans().unwrap(), 0);
+    }
+
+    #[test]
+    fn a_new_ledger_opened_by_several_writers_at_once_opens_for_each() {
+        for round in 0..5 {
+            let path = scratch(&format!("fresh-{round}"));
+            std::thread::scope(|scope| {
+                let opens: Vec<_> = (0..6)
+                    .map(|_| {
+                        let path = path.clone();
+                        scope.spawn(move || Store::open(&path).map(|_| ()))
+                    })
+                    .collect();
+                for o in opens {
+                    o.join().unwrap().expect("every writer opens the new ledger");
+                }
+            });
+        }
     }
 
     #[test]
