@@ -6,6 +6,8 @@
 //! - `status` prints its default line and `--format` templates; an unknown placeholder exits 2
 //!   with the list of known ones; no ledger prints `--empty` (exit 0) and creates nothing.
 //! - `watch` with stdout not a terminal prints one snapshot; with no ledger it says so, exit 1.
+//! - `watch` on a terminal, ended by SIGTERM, exits 143 with the terminal back in cooked mode
+//!   and off the alternate screen.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -165,4 +167,83 @@ fn no_ledger_and_bad_templates() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--ledger"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The live view on a real pseudo-terminal, ended by SIGTERM (as `kill` or a closing terminal
+/// window would): it exits 143 and leaves the terminal as it found it, out of raw mode and off
+/// the alternate screen.
+#[test]
+fn live_watch_restores_the_terminal_on_sigterm() {
+    use std::io::Read;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let dir = scratch("live");
+    let (mut master, mut slave) = (-1, -1);
+    // A size, or the view has no cells to draw in.
+    let size = libc::winsize { ws_row: 30, ws_col: 100, ws_xpixel: 0, ws_ypixel: 0 };
+    // SAFETY: openpty writes two descriptors into the given locations and only reads `size`
+    // (no name buffer, default termios).
+    let rc = unsafe {
+        libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), &size)
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just opened by openpty and are owned by nothing else.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let termios = |fd: &OwnedFd| {
+        // SAFETY: a zeroed termios is a valid out-parameter; tcgetattr fills it.
+        let mut t: libc::termios = unsafe { std::mem::zeroed() };
+        // SAFETY: `fd` is an open terminal descriptor and `t` lives across the call.
+        assert_eq!(unsafe { libc::tcgetattr(fd.as_raw_fd(), &mut t) }, 0);
+        t.c_lflag & (libc::ICANON | libc::ECHO)
+    };
+    let cooked = termios(&slave);
+    assert_ne!(cooked, 0, "a new pty starts in cooked mode");
+
+    let mut child = Command::new(EXE)
+        .args(["watch", "--ledger"])
+        .arg(dir.join("ledger.db"))
+        .stdin(Stdio::from(slave.try_clone().unwrap()))
+        .stdout(Stdio::from(slave.try_clone().unwrap()))
+        .stderr(Stdio::from(slave.try_clone().unwrap()))
+        .spawn()
+        .expect("starting watch");
+
+    // Everything the view writes, read on a thread; the test goes on once the first frame is in.
+    let (tx, rx) = mpsc::channel::<Vec<u8>>();
+    let mut reader = std::fs::File::from(master);
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    const ENTER_ALT: &[u8] = b"\x1b[?1049h";
+    const LEAVE_ALT: &[u8] = b"\x1b[?1049l";
+    let contains = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).any(|w| w == needle);
+    let mut seen = Vec::new();
+    // ratatui skips the cells a frame leaves blank, so words arrive apart: look for one.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !(contains(&seen, ENTER_ALT) && contains(&seen, b"ledger")) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(chunk) => seen.extend(chunk),
+            Err(_) => panic!("no first frame in 30 s: {:?}", String::from_utf8_lossy(&seen)),
+        }
+    }
+    assert_eq!(termios(&slave), 0, "raw mode while the view runs");
+
+    // SAFETY: signalling our own child, which has not been waited for, so its pid is not reused.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{status:?}");
+    assert_eq!(termios(&slave), cooked, "canonical mode and echo are back");
+    // With the last slave descriptor closed the reader gets EOF (or EIO) and hangs up.
+    drop(slave);
+    seen.extend(rx.iter().flatten());
+    let entered = seen.windows(ENTER_ALT.len()).position(|w| w == ENTER_ALT).unwrap();
+    assert!(contains(&seen[entered..], LEAVE_ALT), "left the alternate screen");
 }

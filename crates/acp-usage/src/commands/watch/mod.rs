@@ -22,6 +22,8 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table, Wrap};
 use rusqlite::{OptionalExtension, params};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
 
 use crate::sinks::ledger::{self, Store, pid_alive};
 
@@ -412,6 +414,8 @@ enum Wake {
     Input(Event),
     /// The terminal cannot be read any more.
     InputGone,
+    /// SIGTERM, SIGHUP or SIGINT from outside (in raw mode Ctrl-C is a key, not a signal).
+    Signal(i32),
 }
 
 /// The ledger as the live view reads it: one read-only connection, reopened when the file is
@@ -485,6 +489,17 @@ fn live(path: &Path) -> anyhow::Result<ExitCode> {
         }
     })?;
 
+    // Without this, `kill` or a closed terminal window would end the process by the signal's
+    // default action, before the guard could leave raw mode and the alternate screen.
+    let mut signals =
+        Signals::new([SIGTERM, SIGHUP, SIGINT]).context("installing signal handlers")?;
+    let signal_tx = tx.clone();
+    std::thread::Builder::new().name("acp-usage-watch-signals".into()).spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            let _ = signal_tx.send(Wake::Signal(sig));
+        }
+    })?;
+
     let guard = TerminalGuard;
     let mut terminal = ratatui::try_init().context("setting up the terminal")?;
     let mut reader = Reader { path: path.to_path_buf(), store: None };
@@ -537,6 +552,12 @@ fn live(path: &Path) -> anyhow::Result<ExitCode> {
                     drop(terminal);
                     drop(guard);
                     return Ok(ExitCode::SUCCESS);
+                }
+                Ok(Wake::Signal(sig)) => {
+                    drop(terminal);
+                    drop(guard);
+                    // The shell's convention for "ended by a signal".
+                    return Ok(ExitCode::from(128u8.saturating_add(sig as u8)));
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => break,
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
