@@ -25,7 +25,7 @@ use rusqlite::{OptionalExtension, params};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-use crate::sinks::ledger::{self, Store, pid_alive};
+use crate::sinks::ledger::{self, Store, process_alive};
 
 /// How far back a session that no longer runs is still shown.
 pub const RECENT: Duration = Duration::from_secs(3600);
@@ -181,16 +181,21 @@ pub(crate) fn sessions(
     filter: &str,
     arg: i64,
 ) -> rusqlite::Result<Vec<SessionView>> {
+    // A ledger no relay of this version has opened yet (reading never migrates) has no start
+    // times: liveness falls back to the pid alone.
+    let v: i64 = store.conn().query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let pid_start = if v >= 2 { "s.pid_start" } else { "NULL" };
     let sql = format!(
         "SELECT s.session_id, s.agent, s.agent_name, s.project, s.title, s.model, s.last_seen,
                 s.turns, s.used, s.size, s.pid,
-                COALESCE(SUM(c.cost), 0), COUNT(c.id), COUNT(c.id) - COUNT(c.cost)
+                COALESCE(SUM(c.cost), 0), COUNT(c.id), COUNT(c.id) - COUNT(c.cost), {pid_start}
          FROM (SELECT * FROM sessions {filter}) s LEFT JOIN calls c ON c.session = s.id
          GROUP BY s.id ORDER BY s.last_seen DESC, s.id DESC"
     );
     let mut stmt = store.conn().prepare(&sql)?;
     let rows = stmt.query_map(params![arg], |r| {
         let pid: Option<i64> = r.get(10)?;
+        let started: Option<i64> = r.get(14)?;
         Ok(SessionView {
             session_id: r.get(0)?,
             agent: r.get(1)?,
@@ -207,7 +212,7 @@ pub(crate) fn sessions(
                 rows: r.get::<_, i64>(12)? as u64,
                 unpriced: r.get::<_, i64>(13)? as u64,
             },
-            running: pid.is_some_and(pid_alive),
+            running: pid.is_some_and(|pid| process_alive(pid, started)),
         })
     })?;
     rows.collect()

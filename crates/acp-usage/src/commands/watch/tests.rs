@@ -104,6 +104,13 @@ fn running_recent_and_old_sessions() {
     add(&mut store, "stale-old", "gemini", Some(dead_pid()), now - 2 * hour, &[Some(1.0)], 1, 2);
     // Ended two hours ago: gone.
     add(&mut store, "old", "claude", None, now - 2 * hour, &[Some(2.0)], 1, 2);
+    // Its relay was killed two hours ago and the system gave its pid to another process (here
+    // ours, with another start time): gone, not running.
+    add(&mut store, "reused", "codex", Some(me), now - 2 * hour, &[Some(1.0)], 1, 2);
+    store
+        .conn()
+        .execute("UPDATE sessions SET pid_start = pid_start + 1 WHERE session_id = 'reused'", [])
+        .unwrap();
     drop(store);
 
     let store = Store::open_read(&t.path).unwrap();
@@ -119,12 +126,12 @@ fn running_recent_and_old_sessions() {
     assert_eq!(snap.sessions[1].percent(), None, "size 0 is no window");
     assert_eq!(snap.sessions[2].cost.fmt(), "?", "no priced call is an unknown cost");
     // Today's total: every call since `today`, shown or not, unpriced ones making it a floor.
-    assert_eq!(snap.today.rows, 6);
-    assert_eq!(snap.today.fmt(), "$3.80+");
+    assert_eq!(snap.today.rows, 7);
+    assert_eq!(snap.today.fmt(), "$4.80+");
 
     let text = render_text(&snap, now);
     let lines: Vec<_> = text.lines().collect();
-    assert_eq!(lines[0], "today $3.80+ · 1 running · 2 more in the last hour");
+    assert_eq!(lines[0], "today $4.80+ · 1 running · 2 more in the last hour");
     assert!(lines[1].starts_with("STATE"), "{text}");
     assert!(lines[2].starts_with("running  claude"), "{text}");
     assert!(lines[2].contains("████░░░░░░  42% 84k/200k"), "{text}");
@@ -180,12 +187,42 @@ fn empty_and_new_ledgers() {
 }
 
 #[test]
+fn a_ledger_of_the_first_schema_reads_without_start_times() {
+    // What an earlier acp-usage left, before any relay of this version opened (and migrated) it.
+    let t = TempLedger::new("v1");
+    let mut store = Store::open(&t.path).unwrap();
+    let now = ledger::now_ms();
+    add(&mut store, "running", "claude", Some(std::process::id()), now, &[Some(0.5)], 1, 2);
+    store
+        .conn()
+        .execute_batch("ALTER TABLE sessions DROP COLUMN pid_start; PRAGMA user_version = 1")
+        .unwrap();
+    drop(store);
+    let store = Store::open_read(&t.path).unwrap();
+    let snap = snapshot(&store, now, now - 1000).unwrap();
+    assert_eq!(snap.running(), 1, "the pid alone says running");
+}
+
+#[test]
 fn liveness() {
-    assert!(pid_alive(std::process::id() as i64));
-    assert!(!pid_alive(dead_pid() as i64));
-    assert!(!pid_alive(0), "0 is the process group, not a process");
-    assert!(!pid_alive(-1));
-    assert!(!pid_alive(i64::MAX));
+    let me = std::process::id();
+    let started = ledger::process_start(me).expect("/proc/self/stat is readable");
+    assert!(process_alive(me as i64, None));
+    assert!(process_alive(me as i64, Some(started)));
+    // The same pid, but a process that started at another time: a reused pid.
+    assert!(!process_alive(me as i64, Some(started + 1)));
+    assert!(!process_alive(dead_pid() as i64, None));
+    assert!(!process_alive(0, None), "0 is the process group, not a process");
+    assert!(!process_alive(-1, None));
+    assert!(!process_alive(i64::MAX, None));
+    // A child started after us started no earlier, and its own start is what it reads.
+    let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+    let child_start = ledger::process_start(child.id()).unwrap();
+    assert!(child_start >= started);
+    assert!(process_alive(child.id() as i64, Some(child_start)));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!process_alive(child.id() as i64, Some(child_start)));
 }
 
 #[test]

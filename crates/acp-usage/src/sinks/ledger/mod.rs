@@ -71,16 +71,35 @@ pub fn start_of_day(date: chrono::NaiveDate) -> i64 {
     now_ms() - 24 * 3600 * 1000
 }
 
-/// Whether process `pid` exists. A relay killed with `kill -9` leaves its pid in the ledger;
-/// signal 0 checks without sending anything, and EPERM means it exists under another user.
-pub fn pid_alive(pid: i64) -> bool {
+/// Whether the process that wrote `pid` (and `started`, its [`process_start`], when known)
+/// still runs. A relay killed with `kill -9` leaves its pid in the ledger, and the system may
+/// give that pid to a new process: a different start time tells them apart. Signal 0 checks
+/// without sending anything, and EPERM means the process exists under another user.
+pub fn process_alive(pid: i64, started: Option<i64>) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
     if pid <= 0 {
         return false;
     }
     // SAFETY: kill with signal 0 only checks the process; no memory is involved.
     let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    if rc != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EPERM) {
+        return false;
+    }
+    match (started, process_start(pid as u32)) {
+        (Some(recorded), Some(now)) => recorded == now,
+        // No start recorded (or none readable here, /proc hidden): the pid is all we have.
+        _ => true,
+    }
+}
+
+/// When process `pid` started, in clock ticks since boot (field 22 of `/proc/<pid>/stat`);
+/// `None` where there is no such file. Unique per pid for as long as the machine runs.
+pub fn process_start(pid: u32) -> Option<i64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces or ')': the fields
+    // after it start at the last ')'. Field 22 is then the 20th.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_ascii_whitespace().nth(19)?.parse().ok()
 }
 
 /// Opens the ledger for writing, bringing in the old `learned.json` the first time.

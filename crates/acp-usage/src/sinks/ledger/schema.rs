@@ -83,6 +83,11 @@ const MIGRATIONS: &[&str] = &[
         lease_until INTEGER
     );
     ",
+    // 2: when the process in `pid` started, so a pid the system gave to a new process after
+    // a relay was killed does not keep that relay's sessions "running".
+    "
+    ALTER TABLE sessions ADD COLUMN pid_start INTEGER;
+    ",
 ];
 
 /// The version this build writes.

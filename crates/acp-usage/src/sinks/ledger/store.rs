@@ -160,7 +160,8 @@ impl Store {
         Ok(true)
     }
 
-    /// Records that a session is open in process `pid` (its row made when missing).
+    /// Records that a session is open in process `pid` (its row made when missing), with the
+    /// process's start time so a reused pid is not taken for it.
     pub fn session(
         &mut self,
         s: &SessionRef,
@@ -175,6 +176,7 @@ impl Store {
                 agent_name = COALESCE(?2, agent_name), agent_version = COALESCE(?3, agent_version),
                 project = COALESCE(?4, project), title = COALESCE(?5, title),
                 model = COALESCE(?6, model), pid = COALESCE(?7, pid),
+                pid_start = CASE WHEN ?7 IS NULL THEN pid_start ELSE ?9 END,
                 last_seen = MAX(last_seen, ?8)
              WHERE id = ?1",
             params![
@@ -185,7 +187,8 @@ impl Store {
                 info.title,
                 info.model,
                 pid,
-                at
+                at,
+                pid.and_then(super::process_start)
             ],
         )?;
         tx.commit()
@@ -275,8 +278,11 @@ impl Store {
         };
         let mut adopted = 0;
         for token in tokens {
-            let pid = token.split(':').next().and_then(|p| p.parse::<i64>().ok());
-            if token == self.run || pid.is_some_and(super::pid_alive) {
+            // `pid:ms` (older runs) or `pid:ms:start`.
+            let mut parts = token.split(':');
+            let pid = parts.next().and_then(|p| p.parse::<i64>().ok());
+            let started = parts.nth(1).and_then(|p| p.parse::<i64>().ok());
+            if token == self.run || pid.is_some_and(|pid| super::process_alive(pid, started)) {
                 continue;
             }
             let tx =
@@ -319,10 +325,13 @@ impl Store {
     pub fn closed(&mut self, session_id: Option<&str>, pid: u32) -> rusqlite::Result<()> {
         match session_id {
             Some(id) => self.conn.execute(
-                "UPDATE sessions SET pid = NULL WHERE session_id = ?1 AND pid = ?2",
+                "UPDATE sessions SET pid = NULL, pid_start = NULL WHERE session_id = ?1 AND pid = ?2",
                 params![id, pid],
             )?,
-            None => self.conn.execute("UPDATE sessions SET pid = NULL WHERE pid = ?1", [pid])?,
+            None => self.conn.execute(
+                "UPDATE sessions SET pid = NULL, pid_start = NULL WHERE pid = ?1",
+                [pid],
+            )?,
         };
         Ok(())
     }
@@ -399,11 +408,19 @@ fn retry_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result
     }
 }
 
-/// What tells this run's provisional rows from another's: the process id and its start.
+/// What tells this run's provisional rows from another's: the process id, the time this token
+/// was made, and the process's start time when known (see [`super::process_alive`]).
 fn run_token() -> String {
     use std::sync::OnceLock;
     static RUN: OnceLock<String> = OnceLock::new();
-    RUN.get_or_init(|| format!("{}:{}", std::process::id(), super::now_ms())).clone()
+    RUN.get_or_init(|| {
+        let pid = std::process::id();
+        match super::process_start(pid) {
+            Some(start) => format!("{pid}:{}:{start}", super::now_ms()),
+            None => format!("{pid}:{}", super::now_ms()),
+        }
+    })
+    .clone()
 }
 
 /// The session's row id, the row made when missing.
@@ -533,15 +550,21 @@ mod tests {
         // No process has this id (above the kernel's pid limit).
         dead.run = "999999999:1".into();
         dead.provisional(&s, &[call(100, Some("msg_a")), call(200, None)], 1).unwrap();
+        // A run whose pid the system has since given to another process (ours, which started
+        // at another time).
+        let me = std::process::id();
+        let started = super::super::process_start(me).unwrap();
+        dead.run = format!("{me}:1:{}", started + 1);
+        dead.provisional(&s, &[call(250, None)], 1).unwrap();
         drop(dead);
         let mut alive = Store::open(&path).unwrap();
         alive.provisional(&s, &[call(300, None)], 2).unwrap();
         let before: i64 =
             alive.conn().query_row("SELECT MAX(id) FROM calls", [], |r| r.get(0)).unwrap();
-        assert_eq!(alive.adopt_orphans().unwrap(), 2);
-        // This run's own provisional row is left alone; the dead run's are settled, after
+        assert_eq!(alive.adopt_orphans().unwrap(), 3);
+        // This run's own provisional row is left alone; the dead runs' are settled, after
         // every id the ledger had (an exporter's cursor past them still sees them).
-        assert_eq!(inputs(&alive), vec![(100, false), (200, false), (300, true)]);
+        assert_eq!(inputs(&alive), vec![(100, false), (200, false), (250, false), (300, true)]);
         let min_new: i64 = alive
             .conn()
             .query_row("SELECT MIN(id) FROM calls WHERE provisional IS NULL", [], |r| r.get(0))

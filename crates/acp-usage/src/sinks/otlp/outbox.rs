@@ -304,7 +304,8 @@ pub struct ContextRow {
 /// The sessions open in a live acp-usage process now, with their last `used`/`size`.
 pub fn running(conn: &Connection) -> rusqlite::Result<Vec<ContextRow>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT session_id, COALESCE(agent_name, agent), project, model, used, size, pid
+        "SELECT session_id, COALESCE(agent_name, agent), project, model, used, size, pid,
+                pid_start
          FROM sessions WHERE pid IS NOT NULL AND used IS NOT NULL AND size IS NOT NULL",
     )?;
     let rows = stmt.query_map([], |r| {
@@ -317,13 +318,13 @@ pub fn running(conn: &Connection) -> rusqlite::Result<Vec<ContextRow>> {
                 used: r.get(4)?,
                 size: r.get(5)?,
             },
-            r.get::<_, i64>(6)?,
+            (r.get::<_, i64>(6)?, r.get::<_, Option<i64>>(7)?),
         ))
     })?;
     let mut out = Vec::new();
     for row in rows {
-        let (row, pid) = row?;
-        if crate::sinks::ledger::pid_alive(pid) {
+        let (row, (pid, started)) = row?;
+        if crate::sinks::ledger::process_alive(pid, started) {
             out.push(row);
         }
     }
