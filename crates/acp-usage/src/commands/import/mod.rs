@@ -26,7 +26,6 @@
 //! same way in every format; reports count calls, tokens and cost), so an imported session
 //! shows zero turns.
 
-mod qwen;
 mod read;
 #[cfg(test)]
 mod tests;

@@ -17,12 +17,12 @@ use memchr::memmem;
 use serde_json::Value;
 
 use super::Agent;
-use super::qwen::QwenParser;
 use crate::sources::transcripts::locate::{Found, Locator};
 use crate::sources::transcripts::opencode::{OpencodeDb, RootSession};
 use crate::sources::transcripts::tail::Tail;
 use crate::sources::transcripts::worker::parser_for;
 use crate::sources::transcripts::{Format, Locations};
+use acp_usage_core::transcript::qwen::QwenParser;
 
 /// One session to read.
 #[derive(Debug)]

@@ -118,7 +118,7 @@ fn lay_out(home: &Path) {
 
     let qwen = home.join(format!(".qwen/projects/-tmp-qwen-work/chats/{QWEN_SESSION}.jsonl"));
     std::fs::create_dir_all(qwen.parent().unwrap()).unwrap();
-    std::fs::write(&qwen, format!("{}\n", qwen::CHAT)).unwrap();
+    std::fs::copy(core_fixture("qwen/chat-0.24.4.jsonl"), &qwen).unwrap();
 
     copy(
         &core_fixture("copilot/openai.jsonl"),
