@@ -151,8 +151,7 @@ const QUERY: &str = "
 pub fn read(store: &Store, opts: &ReportOptions) -> rusqlite::Result<Report> {
     let conn = store.conn();
     // A file no acp-usage has written a schema to yet holds no calls.
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    if version == 0 {
+    if crate::sinks::ledger::schema::version(conn)? == 0 {
         return Ok(Report::empty(opts.group));
     }
     let since = opts.since.map_or(i64::MIN, |d| opts.zone.start_of(d));

@@ -170,8 +170,7 @@ pub fn snapshot(store: &Store, now: i64, today: i64) -> rusqlite::Result<Snapsho
 
 /// Whether the ledger has its tables yet: a file that a first relay is still creating has not.
 pub(crate) fn has_schema(store: &Store) -> rusqlite::Result<bool> {
-    let v: i64 = store.conn().query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    Ok(v > 0)
+    Ok(ledger::schema::version(store.conn())? > 0)
 }
 
 /// Sessions matching `filter` (a `WHERE` clause over `sessions`, with `?1` bound to `arg`),
@@ -183,8 +182,8 @@ pub(crate) fn sessions(
 ) -> rusqlite::Result<Vec<SessionView>> {
     // A ledger no relay of this version has opened yet (reading never migrates) has no start
     // times: liveness falls back to the pid alone.
-    let v: i64 = store.conn().query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    let pid_start = if v >= 2 { "s.pid_start" } else { "NULL" };
+    let pid_start =
+        if ledger::schema::version(store.conn())? >= 2 { "s.pid_start" } else { "NULL" };
     let sql = format!(
         "SELECT s.session_id, s.agent, s.agent_name, s.project, s.title, s.model, s.last_seen,
                 s.turns, s.used, s.size, s.pid,

@@ -93,15 +93,21 @@ const MIGRATIONS: &[&str] = &[
 /// The version this build writes.
 pub const VERSION: i64 = MIGRATIONS.len() as i64;
 
+/// The schema version the file is at: 0 for a file no acp-usage has written a schema to yet.
+/// Opening for reading never migrates, so readers of an older file ask this.
+pub fn version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+}
+
 /// Brings the file to [`VERSION`]. Several processes may open a new file at once: the
 /// migration runs in an immediate transaction, and each re-reads the version inside it.
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let version = self::version(conn)?;
     if version == VERSION {
         return Ok(());
     }
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let version = self::version(&tx)?;
     if version > VERSION {
         return Err(rusqlite::Error::SqliteFailure(
             rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_MISMATCH),
