@@ -5,10 +5,11 @@
 //! the mock is about to drop.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::Arc;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -98,6 +99,19 @@ pub fn accept_each<S, E>(
             let _ = stream.shutdown(Shutdown::Both);
         });
     }
+}
+
+/// Ends an [`accept_each`] loop listening on `addr`: sets its `stopping` flag, then connects
+/// once to wake the blocking accept() so the loop sees the flag.
+pub fn stop(addr: &SocketAddr, stopping: &AtomicBool) {
+    stopping.store(true, Ordering::SeqCst);
+    let _ = TcpStream::connect_timeout(addr, Duration::from_millis(200));
+}
+
+/// The servers' state behind a mutex: a panicking connection thread must not take the whole
+/// server down with it.
+pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 const MAX_HEADER_BYTES: usize = 64 * 1024;

@@ -34,13 +34,14 @@ use std::fs::File;
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
+use self::http::lock;
 pub use self::http::{Request, Response};
 pub use self::record::{Call, CallKind, Provider, sum_usage};
 pub use self::script::{Script, Step, ToolCall, Usage};
@@ -199,15 +200,8 @@ impl MockLlm {
 
 impl Drop for MockLlm {
     fn drop(&mut self) {
-        self.shared.stopping.store(true, Ordering::SeqCst);
-        // Wake the blocking accept() so the thread sees the flag.
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
+        http::stop(&self.addr, &self.shared.stopping);
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panicking connection thread must not take the whole mock down with it.
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn serve_connection(stream: &TcpStream, shared: &Shared) -> anyhow::Result<()> {

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -26,7 +26,7 @@ use prost::Message as _;
 use serde_json::Value;
 
 use super::{Attrs, any_value_json, attrs};
-use crate::mock_llm::http::{self, Request, read_request};
+use crate::mock_llm::http::{self, Request, lock, read_request};
 
 /// A decoded export request.
 #[derive(Debug, Clone, PartialEq)]
@@ -361,15 +361,8 @@ impl OtlpReceiver {
 
 impl Drop for OtlpReceiver {
     fn drop(&mut self) {
-        self.shared.stopping.store(true, Ordering::SeqCst);
-        // Wake the blocking accept() so the thread sees the flag.
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
+        http::stop(&self.addr, &self.shared.stopping);
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panicking connection thread must not take the receiver down with it.
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn resource_attrs(resource: Option<&Resource>) -> Attrs {
