@@ -60,13 +60,33 @@ impl Expect {
     }
 
     /// With [`Expect::auxiliary_in_part`]: the turn's and the session's calls without the
-    /// auxiliary ones, which become the checks' slack. Otherwise the calls as they are.
+    /// auxiliary ones, which become the checks' slack. With [`Expect::tap`]: the same for the
+    /// auxiliary calls the agent started after the turn's last main call (qwen's prompt
+    /// suggestion as it writes its result). Such a call may finish before or after the result
+    /// passes the relay, so the relay counts it in the turn or at once after it, while the mock
+    /// saw it before the client read the result. Otherwise the calls as they are.
     fn set_slack<'a>(
         &self,
         checks: &mut Checks,
         turn: Vec<&'a Call>,
         session: &[Call],
     ) -> (Vec<&'a Call>, Vec<Call>) {
+        if self.tap {
+            let last_main = turn.iter().filter(|c| c.kind == CallKind::Main).map(|c| c.seq).max();
+            let trailing = |c: &Call| {
+                c.kind == CallKind::Auxiliary && last_main.is_some_and(|last| c.seq > last)
+            };
+            let late: Vec<&Call> = turn.iter().copied().filter(|c| trailing(c)).collect();
+            let late_seqs: Vec<usize> = late.iter().map(|c| c.seq).collect();
+            checks.slack = Slack {
+                turn: support::sum(&late),
+                session: support::sum(&late),
+                cost: support::catalog_cost(late.iter().copied()).unwrap_or(0.0),
+            };
+            let turn = turn.into_iter().filter(|c| !late_seqs.contains(&c.seq)).collect();
+            let session = session.iter().filter(|c| !late_seqs.contains(&c.seq)).cloned().collect();
+            return (turn, session);
+        }
         if !self.auxiliary_in_part {
             return (turn, session.to_vec());
         }
