@@ -9,10 +9,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser as _};
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::agents::Profile;
 use crate::commands;
-use crate::relay::{self, RelayOptions, profiles::Profile};
+use crate::relay::{self, RelayOptions};
 
 /// Wraps an ACP agent and makes its token usage, context-window use and cost right.
 ///
@@ -47,7 +49,7 @@ pub struct RelayArgs {
     pub agent_usage: AgentUsage,
 
     /// The agent profile; `auto` recognises it from `initialize` and the command.
-    #[arg(long, value_enum, default_value_t = ProfileArg::Auto)]
+    #[arg(long, value_name = "PROFILE", default_value = "auto", value_parser = profile_parser())]
     pub profile: ProfileArg,
 
     /// Write logs to this file instead of stderr.
@@ -195,49 +197,23 @@ pub struct ImportArgs {
     #[arg(long, value_name = "DATE", value_parser = commands::import::parse_since)]
     pub since: Option<i64>,
     /// Only this agent's transcripts (repeatable); all agents when absent.
-    #[arg(long, value_enum, value_name = "AGENT")]
-    pub agent: Vec<ImportAgent>,
+    #[arg(long, value_name = "AGENT", value_parser = import_agent_parser())]
+    pub agent: Vec<Profile>,
     /// The ledger to fill (default: $ACP_USAGE_LEDGER, else $XDG_DATA_HOME/acp-usage/ledger.db).
     #[arg(long, value_name = "FILE")]
     pub ledger: Option<PathBuf>,
 }
 
-/// `import --agent` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ImportAgent {
-    /// Claude Code (`$CLAUDE_CONFIG_DIR`, else ~/.claude).
-    Claude,
-    /// Codex (`$CODEX_HOME`, else ~/.codex).
-    Codex,
-    /// Gemini CLI (`$GEMINI_CLI_HOME/.gemini`, else ~/.gemini).
-    Gemini,
-    /// opencode (`$OPENCODE_DB`, else its database in $XDG_DATA_HOME/opencode).
-    Opencode,
-    /// qwen-code (`$QWEN_RUNTIME_DIR`, `$QWEN_HOME`, else ~/.qwen).
-    Qwen,
-    /// GitHub Copilot CLI (`$COPILOT_HOME`, else ~/.copilot).
-    Copilot,
-    /// cline (`$CLINE_DATA_DIR`, else ~/.cline/data).
-    Cline,
+/// `import --agent` values: the agents whose records `import` reads.
+fn import_agent_parser() -> impl clap::builder::TypedValueParser<Value = Profile> {
+    let names = commands::import::agents().map(|p| PossibleValue::new(p.name()).help(p.about()));
+    PossibleValuesParser::new(names.collect::<Vec<_>>())
+        .map(|name| Profile::named(&name).expect("a listed profile"))
 }
 
 impl From<ImportArgs> for commands::import::ImportOptions {
     fn from(a: ImportArgs) -> commands::import::ImportOptions {
-        use commands::import::Agent;
-        let agents = a
-            .agent
-            .into_iter()
-            .map(|agent| match agent {
-                ImportAgent::Claude => Agent::Claude,
-                ImportAgent::Codex => Agent::Codex,
-                ImportAgent::Gemini => Agent::Gemini,
-                ImportAgent::Opencode => Agent::Opencode,
-                ImportAgent::Qwen => Agent::Qwen,
-                ImportAgent::Copilot => Agent::Copilot,
-                ImportAgent::Cline => Agent::Cline,
-            })
-            .collect();
-        commands::import::ImportOptions { ledger: a.ledger, since: a.since, agents }
+        commands::import::ImportOptions { ledger: a.ledger, since: a.since, agents: a.agent }
     }
 }
 
@@ -382,27 +358,17 @@ pub enum AgentUsage {
     Keep,
 }
 
-/// `--profile` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ProfileArg {
-    /// Recognise the agent from `initialize`'s `agentInfo` and the command.
-    Auto,
-    /// claude-agent-acp (Claude Code).
-    Claude,
-    /// codex-acp.
-    Codex,
-    /// gemini-cli `--acp`.
-    Gemini,
-    /// opencode `acp`.
-    Opencode,
-    /// qwen-code `qwen --acp`.
-    Qwen,
-    /// GitHub Copilot CLI `copilot --acp`.
-    Copilot,
-    /// cline `cline --acp`.
-    Cline,
-    /// Any other agent.
-    Generic,
+/// A `--profile` value: `auto`, or a profile of the agents' list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProfileArg(Option<Profile>);
+
+/// `--profile` values: `auto`, then every profile.
+fn profile_parser() -> impl clap::builder::TypedValueParser<Value = ProfileArg> {
+    let auto = PossibleValue::new("auto")
+        .help("Recognise the agent from `initialize`'s `agentInfo` and the command");
+    let names = Profile::all().map(|p| PossibleValue::new(p.name()).help(p.about()));
+    PossibleValuesParser::new(std::iter::once(auto).chain(names).collect::<Vec<_>>())
+        .map(|name| ProfileArg(Profile::named(&name)))
 }
 
 impl From<RelayArgs> for RelayOptions {
@@ -455,17 +421,7 @@ impl From<FromSide> for commands::validate::FromSide {
 impl ProfileArg {
     /// The profile forced by `--profile`, if any.
     pub fn profile(self) -> Option<Profile> {
-        match self {
-            ProfileArg::Auto => None,
-            ProfileArg::Claude => Some(Profile::Claude),
-            ProfileArg::Codex => Some(Profile::Codex),
-            ProfileArg::Gemini => Some(Profile::Gemini),
-            ProfileArg::Opencode => Some(Profile::Opencode),
-            ProfileArg::Qwen => Some(Profile::Qwen),
-            ProfileArg::Copilot => Some(Profile::Copilot),
-            ProfileArg::Cline => Some(Profile::Cline),
-            ProfileArg::Generic => Some(Profile::Generic),
-        }
+        self.0
     }
 }
 

@@ -7,6 +7,7 @@
 //! catalog query, `validate` and `schema`, and the ledger's `report`, `import`, `watch` and
 //! `status`.
 
+pub mod agents;
 pub mod catalog_file;
 pub mod cli;
 pub mod commands;

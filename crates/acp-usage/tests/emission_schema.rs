@@ -5,8 +5,8 @@
 
 mod support;
 
+use acp_usage::agents::Profile;
 use acp_usage::relay::observer::Observer;
-use acp_usage::relay::profiles::Profile;
 use acp_usage_schema::validate::{Direction, MessageValidator, Verdict};
 use serde_json::{Value, json};
 use support::settings_for;
@@ -190,7 +190,7 @@ fn claude_style_emissions_validate() {
         ]
     };
     let result = json!({"stopReason":"end_turn","usage":{"inputTokens":12,"outputTokens":7,"cachedReadTokens":9000,"cachedWriteTokens":3000,"totalTokens":12019}});
-    assert!(run(Profile::Claude, &turn, result) >= 14);
+    assert!(run(Profile::named("claude").unwrap(), &turn, result) >= 14);
 }
 
 #[test]
@@ -202,7 +202,7 @@ fn codex_style_emissions_validate() {
             json!({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":s,"update":{"sessionUpdate":"usage_update","used":5040,"size":258400}}}),
         ]
     };
-    assert!(run(Profile::Codex, &turn, json!({"stopReason":"end_turn"})) >= 12);
+    assert!(run(Profile::named("codex").unwrap(), &turn, json!({"stopReason":"end_turn"})) >= 12);
 }
 
 #[test]
@@ -213,7 +213,7 @@ fn gemini_style_emissions_validate() {
         ]
     };
     let result = json!({"stopReason":"end_turn","_meta":{"quota":{"token_count":{"input_tokens":8000,"output_tokens":9},"model_usage":[{"model":"gemini-2.5-pro","token_count":{"input_tokens":8000,"output_tokens":9}}]}}});
-    assert!(run(Profile::Gemini, &turn, result) >= 12);
+    assert!(run(Profile::named("gemini").unwrap(), &turn, result) >= 12);
 }
 
 #[test]
@@ -223,5 +223,7 @@ fn generic_estimate_only_emissions_validate() {
             json!({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":s,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Hello."}}}}),
         ]
     };
-    assert!(run(Profile::Generic, &turn, json!({"stopReason":"cancelled"})) >= 12);
+    assert!(
+        run(Profile::named("generic").unwrap(), &turn, json!({"stopReason":"cancelled"})) >= 12
+    );
 }

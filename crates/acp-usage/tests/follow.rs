@@ -6,6 +6,11 @@ mod support;
 
 use acp_usage::relay::observer::{Observer, Settings};
 use acp_usage::sources::transcripts::{Command, Format, Update, UpdateKind};
+
+/// Claude Code's transcript format, from its profile.
+fn claude_format() -> &'static Format {
+    acp_usage::agents::Profile::named("claude").unwrap().transcripts().unwrap()
+}
 use acp_usage_core::transcript::{Call, Event};
 use acp_usage_core::{Catalog, TokenRecord};
 use serde_json::{Value, json};
@@ -84,7 +89,7 @@ fn a_turn_is_held_until_its_end_is_in_the_transcript_then_reported_from_it() {
     start(&mut o, "S");
     assert_eq!(
         o.take_commands(),
-        vec![Command::Track { session: "S".into(), format: Format::Claude }]
+        vec![Command::Track { session: "S".into(), format: claude_format() }]
     );
     o.from_editor(&line(json!({"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"Read it."}]}})));
     assert_eq!(o.take_commands(), vec![Command::Poll("S".into())]);
@@ -173,7 +178,7 @@ fn a_loaded_session_reports_its_whole_history_from_the_transcript() {
     o.from_editor(&line(json!({"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"L","cwd":"/w"}})));
     assert_eq!(
         o.take_commands(),
-        vec![Command::Track { session: "L".into(), format: Format::Claude }]
+        vec![Command::Track { session: "L".into(), format: claude_format() }]
     );
     let a = sonnet(12, 9000, 3000, 7);
     let b = sonnet(10, 12000, 19, 5);

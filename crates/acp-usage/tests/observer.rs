@@ -21,8 +21,8 @@
 
 mod support;
 
+use acp_usage::agents::Profile;
 use acp_usage::relay::observer::{Observer, Outcome, Settings};
-use acp_usage::relay::profiles::Profile;
 use acp_usage_core::estimate::{self, Family};
 use serde_json::{Value, json};
 use support::*;
@@ -269,7 +269,7 @@ fn claude_style() {
         ]),
     ]);
     let obs = run(settings(&["npx", "some-wrapper"]), script);
-    assert_eq!(obs.profile(), Profile::Claude);
+    assert_eq!(obs.profile(), Profile::named("claude").unwrap());
     assert_eq!(obs.pending_ids(), Vec::<String>::new());
 }
 
@@ -291,7 +291,7 @@ fn claude_openai_style_usage_keeps_input() {
             eq(&us("/thoughtTokens"), 16),
         ]),
     ];
-    run(settings_for(Profile::Claude), script);
+    run(settings_for(Profile::named("claude").unwrap()), script);
 }
 
 #[test]
@@ -361,7 +361,7 @@ fn codex_style() {
         ]),
     ]);
     let obs = run(settings(&["codex-acp"]), script);
-    assert_eq!(obs.profile(), Profile::Codex);
+    assert_eq!(obs.profile(), Profile::named("codex").unwrap());
 }
 
 #[test]
@@ -408,7 +408,7 @@ fn gemini_style() {
             ]),
     ]);
     let obs = run(settings(&["node", "/x/bin/gemini", "--experimental-acp"]), script);
-    assert_eq!(obs.profile(), Profile::Gemini);
+    assert_eq!(obs.profile(), Profile::named("gemini").unwrap());
 }
 
 #[test]
@@ -458,7 +458,7 @@ fn generic_with_nothing_reported() {
         ed(req(r#""late""#, "session/prompt", prompt_params("s1", "never answered"))),
     ]);
     let obs = run(settings(&["my-agent", "--stdio"]), script);
-    assert_eq!(obs.profile(), Profile::Generic);
+    assert_eq!(obs.profile(), Profile::named("generic").unwrap());
     assert_eq!(obs.pending_ids(), vec![r#""late""#.to_string()]);
 }
 
@@ -599,7 +599,7 @@ fn qwen_reported_windows_follow_the_selected_model() {
         ]),
     ];
     let obs = run(settings(&["qwen", "--acp"]), script);
-    assert_eq!(obs.profile(), Profile::Qwen);
+    assert_eq!(obs.profile(), Profile::named("qwen").unwrap());
 }
 
 /// An agent that reports its usage while a session loads (goose sends one at session setup):

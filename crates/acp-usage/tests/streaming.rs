@@ -14,7 +14,7 @@
 
 mod support;
 
-use acp_usage::relay::profiles::Profile;
+use acp_usage::agents::Profile;
 use acp_usage_core::estimate::{self, Family};
 use serde_json::json;
 use support::*;
@@ -193,12 +193,11 @@ async fn a_held_result_is_not_overtaken_by_a_long_line_after_it() {
     let dir = scratch_dir().join("held-claude");
     std::fs::create_dir_all(&dir).unwrap();
     let mut opts = options(&agent());
-    opts.settings.forced_profile = Some(Profile::Claude);
+    opts.settings.forced_profile = Some(Profile::named("claude").unwrap());
     opts.settings.transcripts = true;
-    opts.transcripts = Some(acp_usage::sources::transcripts::Locations {
-        claude: Some(dir),
-        ..acp_usage::sources::transcripts::Locations::default()
-    });
+    let claude = Profile::named("claude").unwrap().transcripts().unwrap();
+    opts.transcripts =
+        Some(acp_usage::sources::transcripts::Locations::default().with(claude, dir));
     opts.transcript_wait = std::time::Duration::from_millis(300);
     let mut ed = start(opts).await;
     ed.send_line(&req("1", "session/new", new_params())).await;

@@ -10,6 +10,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use acp_usage::sources::transcripts::{Command, Format, Locations, Update, UpdateKind, Worker};
+
+/// Claude Code's transcript format, from its profile.
+fn claude_format() -> &'static Format {
+    acp_usage::agents::Profile::named("claude").unwrap().transcripts().unwrap()
+}
 use acp_usage_core::TokenRecord;
 use acp_usage_core::transcript::claude::ClaudeParser;
 use acp_usage_core::transcript::{Event, FileRole, Parser};
@@ -31,7 +36,7 @@ fn scratch(name: &str) -> PathBuf {
 
 fn start(config: &Path) -> (Worker, UnboundedReceiver<Update>) {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let locs = Locations { claude: Some(config.to_path_buf()), ..Locations::default() };
+    let locs = Locations::default().with(claude_format(), config.to_path_buf());
     (Worker::start(locs, tx).unwrap(), rx)
 }
 
@@ -106,7 +111,7 @@ async fn follows_a_growing_claude_transcript_and_its_subagent() {
     assert!(want.values().any(|(_, main)| !main), "the fixture has a subagent call");
 
     let (worker, mut rx) = start(&config);
-    worker.send(Command::Track { session: SESSION.into(), format: Format::Claude });
+    worker.send(Command::Track { session: SESSION.into(), format: claude_format() });
     // The file shows up with its first part, cut inside a line.
     let cut = main_text[..main_text.len() / 2].rfind('\n').unwrap() + 20;
     let path = project.join(format!("{SESSION}.jsonl"));
@@ -146,7 +151,7 @@ async fn an_unreadable_transcript_is_given_up_once() {
     let garbage: String = (0..40).map(|n| format!("not json {n}\n")).collect();
     std::fs::write(project.join(format!("{SESSION}.jsonl")), garbage).unwrap();
     let (worker, mut rx) = start(&config);
-    worker.send(Command::Track { session: SESSION.into(), format: Format::Claude });
+    worker.send(Command::Track { session: SESSION.into(), format: claude_format() });
     worker.send(Command::Hold(SESSION.into()));
     let (mut calls, mut failed) = (Calls::new(), Vec::new());
     read_until(&mut rx, &mut calls, &mut failed, |_, u| matches!(u.kind, UpdateKind::Failed(_)))
@@ -164,7 +169,7 @@ async fn an_unreadable_transcript_is_given_up_once() {
 async fn a_transcript_not_written_yet_is_no_failure() {
     let config = scratch("missing");
     let (worker, mut rx) = start(&config);
-    worker.send(Command::Track { session: SESSION.into(), format: Format::Claude });
+    worker.send(Command::Track { session: SESSION.into(), format: claude_format() });
     worker.send(Command::Hold(SESSION.into()));
     let (mut calls, mut failed) = (Calls::new(), Vec::new());
     read_until(&mut rx, &mut calls, &mut failed, |_, u| {

@@ -86,6 +86,19 @@ pub trait Parser: std::fmt::Debug + Send {
         line: &[u8],
         out: &mut Vec<Event>,
     ) -> Result<(), FormatError>;
+
+    /// The session's working directory and title, when the lines read so far say (`import`
+    /// shows them); formats whose facts other lines carry leave this to their reader.
+    fn session_facts(&self) -> (Option<String>, Option<String>) {
+        (None, None)
+    }
+
+    /// Whether the lines read so far show the call of `key` to be one the agent made for itself
+    /// (a side call) although the line that recorded it did not say.
+    fn is_side_call(&self, key: &str) -> bool {
+        let _ = key;
+        false
+    }
 }
 
 /// Parses a JSONL line that must hold one JSON object of `format`'s records (`what` names them

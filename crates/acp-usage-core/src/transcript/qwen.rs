@@ -134,4 +134,12 @@ impl Parser for QwenParser {
         }
         Ok(())
     }
+
+    fn session_facts(&self) -> (Option<String>, Option<String>) {
+        (self.cwd.clone(), self.title.clone())
+    }
+
+    fn is_side_call(&self, key: &str) -> bool {
+        self.side.contains(key)
+    }
 }

@@ -52,7 +52,6 @@ pub mod lines;
 pub mod live_validate;
 pub mod observer;
 mod options;
-pub mod profiles;
 pub mod splice;
 mod taps;
 
@@ -67,6 +66,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::agents::Profile;
 use crate::record::{Dir, Recorder};
 use crate::sources::transcripts::Worker;
 use envelope::Envelope;
@@ -75,7 +75,6 @@ use lines::{Framer, Piece};
 use live_validate::Live;
 use observer::{Observer, Outcome};
 pub use options::{AgentUsage, Options, RelayOptions, Transcripts};
-use profiles::Profile;
 pub use taps::Taps;
 
 /// Bytes read at a time from either side: a batch of lines. A line still arriving when the
@@ -200,7 +199,7 @@ where
             .settings
             .forced_profile
             .unwrap_or_else(|| Profile::detect_before_start(&opts.settings.command));
-        crate::sources::tap::start_for_agent(profile)
+        crate::sources::tap::start_for_agent(crate::agents::point_from_process(profile))
     } else {
         None
     };

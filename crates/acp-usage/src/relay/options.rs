@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::observer::Settings;
-use super::profiles::Profile;
+use crate::agents::Profile;
 use crate::sinks::ledger::learned::Learned;
 use crate::sources::transcripts::Locations;
 

@@ -14,9 +14,9 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use acp_usage::agents::Profile;
 use acp_usage::relay::Options;
 use acp_usage::relay::observer::Settings;
-use acp_usage::relay::profiles::Profile;
 use acp_usage_core::Catalog;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, DuplexStream};

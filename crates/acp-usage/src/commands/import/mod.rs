@@ -41,69 +41,17 @@ use acp_usage_core::{AccountedCall, Catalog, Source, TokenTotals};
 use anyhow::Context as _;
 use rusqlite::params;
 
+use crate::agents::Profile;
 use crate::numbers::thousands;
 use crate::relay::RelayOptions;
 use crate::sinks::ledger::{self, Origin, SessionRef, Store};
-use crate::sources::transcripts::{Format, Locations};
+use crate::sources::transcripts::Locations;
 
 pub use read::{SkippedLines, Unreadable};
 
-/// The agents whose records import reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Agent {
-    /// Claude Code (claude-agent-acp).
-    Claude,
-    /// Codex (codex-acp).
-    Codex,
-    /// Gemini CLI.
-    Gemini,
-    /// opencode.
-    Opencode,
-    /// qwen-code.
-    Qwen,
-    /// GitHub Copilot CLI.
-    Copilot,
-    /// cline.
-    Cline,
-}
-
-impl Agent {
-    /// Every agent, in the order they are read.
-    pub const ALL: [Agent; 7] = [
-        Agent::Claude,
-        Agent::Codex,
-        Agent::Gemini,
-        Agent::Opencode,
-        Agent::Qwen,
-        Agent::Copilot,
-        Agent::Cline,
-    ];
-
-    /// The relay's profile name: sessions are filed under it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Agent::Claude => "claude",
-            Agent::Codex => "codex",
-            Agent::Gemini => "gemini",
-            Agent::Opencode => "opencode",
-            Agent::Qwen => "qwen",
-            Agent::Copilot => "copilot",
-            Agent::Cline => "cline",
-        }
-    }
-
-    /// The relay's transcript format of the agent (qwen-code's is read by import alone).
-    fn format(self) -> Option<Format> {
-        match self {
-            Agent::Claude => Some(Format::Claude),
-            Agent::Codex => Some(Format::Codex),
-            Agent::Gemini => Some(Format::Gemini),
-            Agent::Opencode => Some(Format::Opencode),
-            Agent::Copilot => Some(Format::Copilot),
-            Agent::Cline => Some(Format::Cline),
-            Agent::Qwen => None,
-        }
-    }
+/// The agents whose records import reads: every profile that names an import format.
+pub fn agents() -> impl Iterator<Item = Profile> {
+    Profile::all().filter(|p| p.import_format().is_some())
 }
 
 /// What to import, and into which ledger.
@@ -115,7 +63,7 @@ pub struct ImportOptions {
     /// read.
     pub since: Option<i64>,
     /// Only these agents; empty: all of them.
-    pub agents: Vec<Agent>,
+    pub agents: Vec<Profile>,
 }
 
 /// Progress of a running import.
@@ -152,7 +100,7 @@ pub struct AgentSummary {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Summary {
     /// Per agent that had any session on disk.
-    pub agents: BTreeMap<Agent, AgentSummary>,
+    pub agents: BTreeMap<Profile, AgentSummary>,
     /// Files (or opencode's database) that could not be read, or whose every line failed.
     pub unreadable: Vec<Unreadable>,
     /// Files read with some lines skipped.
@@ -214,10 +162,10 @@ pub fn import(
     opts: &ImportOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> rusqlite::Result<Summary> {
-    let agents: Vec<Agent> = if opts.agents.is_empty() {
-        Agent::ALL.to_vec()
+    let agents: Vec<Profile> = if opts.agents.is_empty() {
+        agents().collect()
     } else {
-        Agent::ALL.into_iter().filter(|a| opts.agents.contains(a)).collect()
+        agents().filter(|a| opts.agents.contains(a)).collect()
     };
     let mut found = read::sources(locs, &agents, opts.since);
     let mut summary = Summary {
@@ -229,7 +177,8 @@ pub fn import(
     let mut p = Progress { files_total: summary.files, ..Progress::default() };
     progress(p);
     for source in &found.list {
-        let mut session = read::read(source, found.opencode.as_mut());
+        let db = found.databases.iter_mut().find(|(a, _)| *a == source.agent).map(|(_, db)| db);
+        let mut session = read::read(source, db);
         summary.unreadable.append(&mut session.unreadable);
         summary.skipped.append(&mut session.skipped);
         if let Some(since) = opts.since {

@@ -14,21 +14,18 @@ use std::time::UNIX_EPOCH;
 use acp_usage_core::transcript::{Event, FileRole, Parser};
 use acp_usage_core::{Role, TokenRecord};
 use memchr::memmem;
-use serde_json::Value;
 
-use super::Agent;
+use crate::agents::Profile;
 use crate::sources::transcripts::locate::{Found, Locator};
 use crate::sources::transcripts::opencode::{OpencodeDb, RootSession};
 use crate::sources::transcripts::tail::Tail;
-use crate::sources::transcripts::worker::parser_for;
-use crate::sources::transcripts::{Format, Locations};
-use acp_usage_core::transcript::qwen::QwenParser;
+use crate::sources::transcripts::{Facts, Files, Locations, Store};
 
 /// One session to read.
 #[derive(Debug)]
 pub struct Source {
     /// Whose.
-    pub agent: Agent,
+    pub agent: Profile,
     /// The agent's session id (the ACP session id).
     pub id: String,
     /// Where it is.
@@ -53,8 +50,8 @@ pub struct Source {
 pub enum Place {
     /// Transcript files.
     Files(Found),
-    /// A session in opencode's database.
-    Opencode,
+    /// A session in a database of opencode's schema (`Sources::databases`).
+    Database,
 }
 
 /// A file or database that could not be read, and why.
@@ -82,8 +79,8 @@ pub struct SkippedLines {
 pub struct Sources {
     /// Every session, by agent, oldest first within an agent.
     pub list: Vec<Source>,
-    /// opencode's database, open, when it has sessions.
-    pub opencode: Option<OpencodeDb>,
+    /// The databases of opencode's schema, open, by agent, when they have sessions.
+    pub databases: Vec<(Profile, OpencodeDb)>,
     /// Stores that could not be opened.
     pub unreadable: Vec<Unreadable>,
 }
@@ -118,31 +115,19 @@ pub struct Session {
 
 /// Lists the sessions of `agents` under `locs`, skipping those whose files are all older than
 /// `since` (Unix ms).
-pub fn sources(locs: &Locations, agents: &[Agent], since: Option<i64>) -> Sources {
+pub fn sources(locs: &Locations, agents: &[Profile], since: Option<i64>) -> Sources {
     let mut out = Sources::default();
     let mut locator = Locator::default();
     for &agent in agents {
+        let Some(format) = agent.import_format() else { continue };
+        let Some(location) = locs.of(format) else { continue };
         let mut list = Vec::new();
-        match agent {
-            Agent::Opencode => opencode_sources(locs, &mut out, &mut list),
-            Agent::Qwen => {
-                for (id, found) in qwen_sessions(locs.qwen.as_deref()) {
-                    list.push(file_source(agent, id, found, None, None));
-                }
-            }
-            _ => {
-                let Some(format) = agent.format() else { continue };
-                let gemini_projects = match agent {
-                    Agent::Gemini => gemini_projects(locs.gemini.as_deref()),
-                    _ => HashMap::new(),
-                };
-                for (id, found) in locator.all(locs, format) {
-                    let (project, title) = match agent {
-                        Agent::Cline => cline_facts(found.main.as_deref(), &id),
-                        Agent::Gemini => (gemini_project(&found, &gemini_projects), None),
-                        _ => (None, None),
-                    };
-                    list.push(file_source(agent, id, found, project, title));
+        match format.store {
+            Store::OpencodeDb => database_sources(agent, &location, &mut out, &mut list),
+            Store::Files(files) => {
+                for (id, found) in (files.all)(&mut locator, &location) {
+                    let facts = (files.side_facts)(&location, &id, &found);
+                    list.push(file_source(agent, id, found, facts));
                 }
             }
         }
@@ -153,16 +138,18 @@ pub fn sources(locs: &Locations, agents: &[Agent], since: Option<i64>) -> Source
     out
 }
 
-fn opencode_sources(locs: &Locations, out: &mut Sources, list: &mut Vec<Source>) {
-    let Some(path) = locs.opencode.as_deref().filter(|p| p.exists()) else { return };
+fn database_sources(agent: Profile, path: &Path, out: &mut Sources, list: &mut Vec<Source>) {
+    if !path.exists() {
+        return;
+    }
     let db = OpencodeDb::open(path).and_then(|db| Ok((db.root_sessions()?, db)));
     match db {
         Ok((sessions, db)) => {
             for RootSession { id, directory, title, created_ms, updated_ms } in sessions {
                 list.push(Source {
-                    agent: Agent::Opencode,
+                    agent,
                     id,
-                    place: Place::Opencode,
+                    place: Place::Database,
                     files: 1,
                     mtime_ms: updated_ms,
                     started_ms: created_ms,
@@ -170,7 +157,7 @@ fn opencode_sources(locs: &Locations, out: &mut Sources, list: &mut Vec<Source>)
                     title: title.filter(|t| !t.is_empty()),
                 });
             }
-            out.opencode = Some(db);
+            out.databases.push((agent, db));
         }
         Err(err) => {
             out.unreadable.push(Unreadable { path: path.to_path_buf(), why: format!("{err:#}") })
@@ -178,70 +165,14 @@ fn opencode_sources(locs: &Locations, out: &mut Sources, list: &mut Vec<Source>)
     }
 }
 
-fn file_source(
-    agent: Agent,
-    id: String,
-    found: Found,
-    project: Option<String>,
-    title: Option<String>,
-) -> Source {
+fn file_source(agent: Profile, id: String, found: Found, facts: Facts) -> Source {
+    let Facts { cwd: project, title } = facts;
+    let title = title.map(|(_, t)| t);
     let paths = || found.main.iter().chain(found.subagents.iter());
     let mtime_ms = paths().filter_map(|p| mtime_ms(p)).max().unwrap_or(0);
     let started_ms = found.main.as_deref().and_then(first_time).unwrap_or(mtime_ms);
     let files = paths().count();
     Source { agent, id, place: Place::Files(found), files, mtime_ms, started_ms, project, title }
-}
-
-/// `<qwen dir>/projects/<escaped cwd>/chats/<session>.jsonl`.
-fn qwen_sessions(dir: Option<&Path>) -> Vec<(String, Found)> {
-    let Some(dir) = dir else { return Vec::new() };
-    let mut all = Vec::new();
-    for project in read_dir(&dir.join("projects")) {
-        for path in read_dir(&project.join("chats")) {
-            if path.extension().is_none_or(|e| e != "jsonl") || !path.is_file() {
-                continue;
-            }
-            let Some(id) = path.file_stem().and_then(|s| s.to_str()).map(String::from) else {
-                continue;
-            };
-            all.push((id, Found { main: Some(path), subagents: Vec::new() }));
-        }
-    }
-    all
-}
-
-/// Gemini CLI's `projects.json`: project directory by its short name (`tmp/<name>/`).
-fn gemini_projects(dir: Option<&Path>) -> HashMap<String, String> {
-    let Some(dir) = dir else { return HashMap::new() };
-    let Ok(text) = std::fs::read(dir.join("projects.json")) else { return HashMap::new() };
-    let v: Value = serde_json::from_slice(&text).unwrap_or_default();
-    let Some(projects) = v["projects"].as_object() else { return HashMap::new() };
-    projects
-        .iter()
-        .filter_map(|(path, name)| Some((name.as_str()?.to_owned(), path.clone())))
-        .collect()
-}
-
-fn gemini_project(found: &Found, projects: &HashMap<String, String>) -> Option<String> {
-    // `<dir>/tmp/<name>/chats/<file>`.
-    let name = found.main.as_deref()?.parent()?.parent()?.file_name()?.to_str()?;
-    projects.get(name).cloned()
-}
-
-/// cline's `<id>.json` beside the conversation: `cwd`, `metadata.title`.
-fn cline_facts(main: Option<&Path>, id: &str) -> (Option<String>, Option<String>) {
-    let Some(dir) = main.and_then(Path::parent) else { return (None, None) };
-    let Ok(text) = std::fs::read(dir.join(format!("{id}.json"))) else { return (None, None) };
-    let v: Value = serde_json::from_slice(&text).unwrap_or_default();
-    let s = |v: &Value| v.as_str().filter(|s| !s.is_empty()).map(String::from);
-    (s(&v["cwd"]), s(&v["metadata"]["title"]))
-}
-
-fn read_dir(path: &Path) -> Vec<PathBuf> {
-    let Ok(rd) = std::fs::read_dir(path) else { return Vec::new() };
-    let mut v: Vec<PathBuf> = rd.filter_map(Result::ok).map(|e| e.path()).collect();
-    v.sort();
-    v
 }
 
 /// A file's modification time, Unix ms.
@@ -266,8 +197,8 @@ fn first_time(path: &Path) -> Option<i64> {
     found.into_iter().flatten().min_by_key(|(pos, _)| *pos).map(|(_, t)| t)
 }
 
-/// Reads one session's calls.
-pub fn read(source: &Source, opencode: Option<&mut OpencodeDb>) -> Session {
+/// Reads one session's calls (`db`: the open database of its agent, for a session in one).
+pub fn read(source: &Source, db: Option<&mut OpencodeDb>) -> Session {
     let mut session = Session {
         project: source.project.clone(),
         title: source.title.clone(),
@@ -276,8 +207,8 @@ pub fn read(source: &Source, opencode: Option<&mut OpencodeDb>) -> Session {
     let mut events = Vec::new();
     let mut side = std::collections::HashSet::new();
     match &source.place {
-        Place::Opencode => {
-            let Some(db) = opencode else { return session };
+        Place::Database => {
+            let Some(db) = db else { return session };
             if let Err(err) = db.read_new(&source.id, &mut events) {
                 session.unreadable.push(Unreadable {
                     path: db.path().to_path_buf(),
@@ -288,56 +219,41 @@ pub fn read(source: &Source, opencode: Option<&mut OpencodeDb>) -> Session {
         }
         Place::Files(found) => {
             let Some(main) = found.main.as_deref() else { return session };
+            let Some(format) = source.agent.import_format() else { return session };
+            let Store::Files(files) = format.store else { return session };
             let mut facts = Facts::default();
-            let ok = match source.agent {
-                Agent::Qwen => {
-                    let mut p = QwenParser::default();
-                    let ok =
-                        read_file(main, FileRole::Main, &mut p, None, &mut events, &mut session);
-                    session.project = session.project.take().or(p.cwd);
-                    session.title = session.title.take().or(p.title);
-                    side = p.side;
-                    ok
-                }
-                agent => {
-                    let format = agent.format().expect("files of a known format");
-                    let Some(mut shared) = parser_for(format) else { return session };
-                    let ok = read_file(
-                        main,
-                        FileRole::Main,
-                        shared.as_mut(),
-                        Some((format, &mut facts)),
-                        &mut events,
-                        &mut session,
-                    );
-                    if ok {
-                        for path in &found.subagents {
-                            // A Codex rollout does not say which thread a line belongs to: each
-                            // file needs a parser of its own.
-                            let mut own =
-                                (format == Format::Codex).then(|| parser_for(format)).flatten();
-                            let parser = match own.as_mut() {
-                                Some(p) => p.as_mut(),
-                                None => shared.as_mut(),
-                            };
-                            read_file(
-                                path,
-                                FileRole::Subagent,
-                                parser,
-                                None,
-                                &mut events,
-                                &mut session,
-                            );
-                        }
-                    }
-                    ok
-                }
-            };
+            let mut shared = (files.parser)();
+            let ok = read_file(
+                main,
+                FileRole::Main,
+                shared.as_mut(),
+                Some((&files, &mut facts)),
+                &mut events,
+                &mut session,
+            );
             if !ok {
                 return session;
             }
-            session.project = session.project.take().or(facts.cwd.take());
-            session.title = session.title.take().or(facts.title());
+            for path in &found.subagents {
+                // A format whose lines do not say which file they are from (Codex's) needs a
+                // parser per file.
+                let mut own = files.parser_per_file.then(|| (files.parser)());
+                let parser = match own.as_mut() {
+                    Some(p) => p.as_mut(),
+                    None => shared.as_mut(),
+                };
+                read_file(path, FileRole::Subagent, parser, None, &mut events, &mut session);
+            }
+            let (cwd, title) = shared.session_facts();
+            session.project = session.project.take().or(facts.cwd.take()).or(cwd);
+            session.title = session.title.take().or(facts.title()).or(title);
+            for event in &events {
+                if let Event::Call(call) = event
+                    && shared.is_side_call(&call.key)
+                {
+                    side.insert(call.key.clone());
+                }
+            }
         }
     }
     // The last record of a key wins, in the place its first record had.
@@ -374,7 +290,7 @@ fn read_file(
     path: &Path,
     role: FileRole,
     parser: &mut dyn Parser,
-    mut facts: Option<(Format, &mut Facts)>,
+    mut facts: Option<(&Files, &mut Facts)>,
     events: &mut Vec<Event>,
     session: &mut Session,
 ) -> bool {
@@ -394,8 +310,8 @@ fn read_file(
             }
         };
         for line in &chunk.lines {
-            if let Some((format, facts)) = facts.as_mut() {
-                facts.line(*format, line);
+            if let Some((files, facts)) = facts.as_mut() {
+                (files.facts)(facts, line);
             }
             match parser.line(role, line, events) {
                 Ok(()) => good += 1,
@@ -420,56 +336,4 @@ fn read_file(
             true
         }
     }
-}
-
-/// What a main transcript says of its session besides calls. Lines are only parsed when a cheap
-/// search says they hold something wanted.
-#[derive(Debug, Default)]
-struct Facts {
-    cwd: Option<String>,
-    /// Claude Code: a title the user gave, one it generated, an older version's summary.
-    custom_title: Option<String>,
-    ai_title: Option<String>,
-    summary: Option<String>,
-}
-
-impl Facts {
-    fn line(&mut self, format: Format, line: &[u8]) {
-        let has = |pattern: &[u8]| memmem::find(line, pattern).is_some();
-        match format {
-            Format::Claude => {
-                if self.cwd.is_none() && has(b"\"cwd\":") {
-                    self.cwd = field(line, &["cwd"]);
-                }
-                if has(b"\"custom-title\"") {
-                    self.custom_title = field(line, &["customTitle"]).or(self.custom_title.take());
-                } else if has(b"\"ai-title\"") {
-                    self.ai_title = field(line, &["aiTitle"]).or(self.ai_title.take());
-                } else if has(b"\"type\":\"summary\"") {
-                    self.summary = field(line, &["summary"]).or(self.summary.take());
-                }
-            }
-            Format::Codex if self.cwd.is_none() && has(b"\"session_meta\"") => {
-                self.cwd = field(line, &["payload", "cwd"]);
-            }
-            Format::Copilot if self.cwd.is_none() && has(b"\"session.start\"") => {
-                self.cwd = field(line, &["data", "context", "cwd"]);
-            }
-            _ => {}
-        }
-    }
-
-    fn title(self) -> Option<String> {
-        self.custom_title.or(self.ai_title).or(self.summary)
-    }
-}
-
-/// A string at `path` in a JSON line, when it is one and not empty.
-fn field(line: &[u8], path: &[&str]) -> Option<String> {
-    let v: Value = serde_json::from_slice(line).ok()?;
-    let mut at = &v;
-    for key in path {
-        at = at.get(key)?;
-    }
-    at.as_str().filter(|s| !s.is_empty()).map(String::from)
 }

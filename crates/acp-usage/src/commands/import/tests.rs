@@ -10,6 +10,10 @@ use acp_usage_core::{AccountedCall, Catalog, Role, Source, TokenRecord};
 
 use super::*;
 
+fn profile(name: &str) -> Profile {
+    Profile::named(name).unwrap()
+}
+
 const CLAUDE_SESSION: &str = "bc7341c5-8dda-4e7a-b1a8-d2ade5970368";
 const CLAUDE_PARENT: &str = "c7ef9273-eb2f-463b-885e-8d1a6a0adc57";
 const CLAUDE_FORK: &str = "3f16f941-88b6-4b82-984e-1be6b0afcde4";
@@ -298,11 +302,13 @@ fn calls_the_relay_recorded_are_not_counted_again() {
     ];
     store.calls(&codex, None, &relay_codex, None, None, Origin::Relay, 1).unwrap();
 
-    let opts =
-        ImportOptions { agents: vec![Agent::Claude, Agent::Codex], ..ImportOptions::default() };
+    let opts = ImportOptions {
+        agents: vec![profile("claude"), profile("codex")],
+        ..ImportOptions::default()
+    };
     let s = run(&mut store, &home.locations(), &opts);
-    let claude_sums = &s.agents[&Agent::Claude];
-    let codex_sums = &s.agents[&Agent::Codex];
+    let claude_sums = &s.agents[&profile("claude")];
+    let codex_sums = &s.agents[&profile("codex")];
     assert_eq!((claude_sums.calls_added, claude_sums.calls_present), (10 - 3, 3 + 2));
     assert_eq!((codex_sums.calls_added, codex_sums.calls_present), (7 - 2, 2));
     assert_eq!(s.agents.len(), 2, "only the agents asked for");
@@ -329,10 +335,10 @@ fn calls_during_a_turn_the_relay_settled_from_estimates_are_not_counted_again() 
     estimate.source = Source::Estimate;
     let turn = TurnRow { started: 0, ended: i64::MAX / 4, stop_reason: Some("end_turn".into()) };
     store.calls(&codex, Some(&turn), &[estimate], None, None, Origin::Relay, 1).unwrap();
-    let opts = ImportOptions { agents: vec![Agent::Codex], ..ImportOptions::default() };
+    let opts = ImportOptions { agents: vec![profile("codex")], ..ImportOptions::default() };
     let s = run(&mut store, &home.locations(), &opts);
     assert_eq!(
-        (s.agents[&Agent::Codex].calls_added, s.agents[&Agent::Codex].calls_present),
+        (s.agents[&profile("codex")].calls_added, s.agents[&profile("codex")].calls_present),
         (0, 7)
     );
     assert_eq!(ledger_session(&store, CODEX_SESSION), (1, 40_000, 300));
@@ -347,7 +353,7 @@ fn calls_during_a_turn_the_relay_settled_from_estimates_are_not_counted_again() 
     estimate.source = Source::Estimate;
     store.calls(&codex, Some(&turn), &[estimate], None, None, Origin::Relay, 1).unwrap();
     let s = run(&mut store, &home.locations(), &opts);
-    assert_eq!(s.agents[&Agent::Codex].calls_added, 7);
+    assert_eq!(s.agents[&profile("codex")].calls_added, 7);
 
     // A turn recorded call by call (exact rows) claims no transcript call by its time: one
     // its rows do not match is a call the relay did not see.
@@ -358,7 +364,7 @@ fn calls_during_a_turn_the_relay_settled_from_estimates_are_not_counted_again() 
     let exact = relay_call(TokenRecord { input: 10, output: 1, ..TokenRecord::default() }, None);
     store.calls(&codex, Some(&turn), &[exact], None, None, Origin::Relay, 1).unwrap();
     let s = run(&mut store, &home.locations(), &opts);
-    assert_eq!(s.agents[&Agent::Codex].calls_added, 7);
+    assert_eq!(s.agents[&profile("codex")].calls_added, 7);
 }
 
 #[test]
@@ -369,7 +375,7 @@ fn since_leaves_older_calls_out() {
     // Codex's rollout: the first process's three calls before 04:16:40, the later ones after.
     let since = super::parse_since("2026-11-22T04:16:40Z").unwrap();
     let opts = ImportOptions {
-        agents: vec![Agent::Codex],
+        agents: vec![profile("codex")],
         since: Some(since),
         ..ImportOptions::default()
     };
@@ -379,7 +385,7 @@ fn since_leaves_older_calls_out() {
         .query_row("SELECT COUNT(*) FROM calls WHERE at < ?1", [since], |r| r.get(0))
         .unwrap();
     assert_eq!(before, 0);
-    let added = s.agents[&Agent::Codex].calls_added;
+    let added = s.agents[&profile("codex")].calls_added;
     assert!(added > 0 && added < 7, "some of the seven calls are older ({added} added)");
 
     // Files last changed before `since` are not read at all.
@@ -417,8 +423,8 @@ fn an_unreadable_file_is_named_and_the_rest_imported() {
     assert!(unreadable.iter().any(|p| p.ends_with("opencode.db")));
     assert_eq!(s.skipped.len(), 1);
     assert_eq!(s.skipped[0].lines, 1);
-    assert_eq!(s.agents[&Agent::Claude].calls_added, 10);
-    assert!(!s.agents.contains_key(&Agent::Opencode));
+    assert_eq!(s.agents[&profile("claude")].calls_added, 10);
+    assert!(!s.agents.contains_key(&profile("opencode")));
 }
 
 #[test]

@@ -17,7 +17,7 @@ use super::content;
 use super::emit::{self, Trigger};
 use super::envelope::{self, Envelope, Kind};
 use super::follow::{Awaiting, Follow};
-use super::profiles::{AgentUpdate, Profile};
+use crate::agents::{AgentUpdate, Profile};
 use crate::sinks::ledger::Write;
 use crate::sinks::ledger::learned::{Entry, Learned, SessionEntry};
 use crate::sources::transcripts::{Command, Format, Update, UpdateKind};
@@ -308,21 +308,11 @@ impl Observer {
     }
 
     /// The transcript format of the agent, when its transcripts are followed.
-    fn format(&self) -> Option<Format> {
+    fn format(&self) -> Option<&'static Format> {
         if !self.settings.transcripts {
             return None;
         }
-        match self.profile {
-            Profile::Claude => Some(Format::Claude),
-            Profile::Codex => Some(Format::Codex),
-            Profile::Gemini => Some(Format::Gemini),
-            Profile::Opencode => Some(Format::Opencode),
-            // qwen-code reports every call on the wire; its chat files are not read.
-            Profile::Qwen => None,
-            Profile::Copilot => Some(Format::Copilot),
-            Profile::Cline => Some(Format::Cline),
-            Profile::Generic => None,
-        }
+        self.profile.transcripts()
     }
 
     /// Starts following a session's transcript (`history`: it has one to read first).
@@ -333,13 +323,13 @@ impl Observer {
             // Reopened: its history is read again (the worker's offsets are where they were).
             if history {
                 let f = s.follow.as_mut().expect("checked");
-                *f = Follow::new(true, format.marks_turn_end(), now_ms());
+                *f = Follow::new(true, format.marks_turn_end, now_ms());
                 self.commands.push(Command::Forget(id.to_string()));
             } else {
                 return;
             }
         } else {
-            s.follow = Some(Follow::new(history, format.marks_turn_end(), now_ms()));
+            s.follow = Some(Follow::new(history, format.marks_turn_end, now_ms()));
         }
         self.commands.push(Command::Track { session: id.to_string(), format });
     }

@@ -77,8 +77,10 @@ impl Observer {
                         .and_then(|b| b.get("text"))
                         .and_then(Value::as_str)
                         .unwrap_or("");
-                    if self.profile == Profile::Claude
-                        && first_text.split_whitespace().next() == Some("/clear")
+                    if first_text
+                        .split_whitespace()
+                        .next()
+                        .is_some_and(|word| self.profile.restarts_transcript(word))
                         && self.sessions.get(id).is_some_and(|s| s.follow.is_some())
                     {
                         // Claude Code starts a new inner transcript for the same ACP session.

@@ -2,7 +2,7 @@
 //! the usage read from a copy of each response.
 //!
 //! acp-usage starts the agent with its base-URL settings pointed at
-//! `http://127.0.0.1:PORT/<secret>/<route>` (`point.rs` says which settings, per profile). Each
+//! `http://127.0.0.1:PORT/<secret>/<route>` (each agent's file in `agents/` says which settings; `point.rs` holds what they share). Each
 //! route stands for one upstream: the base URL the agent had, or the provider's public endpoint.
 //! A request is forwarded unchanged (`proxy.rs`); its response streams back as the upstream sends
 //! it while `watch.rs` reads the usage from a copy (`acp_usage_core::api`), and every billed call
@@ -22,9 +22,7 @@ use acp_usage_core::api::{Api, RequestInfo};
 use anyhow::Context as _;
 use bytes::Bytes;
 
-pub use point::{Alternate, Pointing, point_agent};
-
-use crate::relay::profiles::Profile;
+pub use point::{Alternate, Pointing};
 
 /// One upstream the tap forwards to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,13 +75,9 @@ pub struct ForAgent {
     pub notify: Arc<tokio::sync::Notify>,
 }
 
-/// Starts the tap for an agent of `profile`, reading where its calls would go from this
-/// process's environment and the agent's config files. `None` (said on stderr) when it cannot
-/// start: the agent then runs untapped.
-pub fn start_for_agent(profile: Profile) -> Option<ForAgent> {
-    let env = |name: &str| std::env::var(name).ok();
-    let read = |path: &std::path::Path| std::fs::read_to_string(path).ok();
-    let pointing = point_agent(profile, &env, &read);
+/// Starts the tap for an agent pointed as `pointing` says (see `agents::point`). `None` (said on
+/// stderr) when it cannot start: the agent then runs untapped.
+pub fn start_for_agent(pointing: Pointing) -> Option<ForAgent> {
     for warning in &pointing.warnings {
         tracing::warn!("tap: {warning}");
     }

@@ -17,125 +17,193 @@ pub mod tail;
 pub mod worker;
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+pub use locate::{Found, Locator};
 pub use worker::{Command, Update, UpdateKind, Worker};
 
-/// The transcript formats acp-usage reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Format {
-    /// Claude Code's JSONL (`<config>/projects/<escaped cwd>/<session>.jsonl`).
-    Claude,
-    /// Codex rollouts (`<codex home>/sessions/YYYY/MM/DD/rollout-*-<session>.jsonl[.zst]`).
-    Codex,
-    /// Gemini CLI chat records (`<gemini home>/tmp/<project>/chats/session-*.jsonl`).
-    Gemini,
-    /// opencode's SQLite store.
-    Opencode,
-    /// Copilot CLI's session events (`<copilot home>/session-state/<session>/events.jsonl`).
-    Copilot,
-    /// cline's conversation (`<cline data>/sessions/<session>/<session>.messages.json`), one
-    /// JSON document rewritten whole.
-    Cline,
+use acp_usage_core::transcript::Parser;
+
+/// A transcript format: where an agent keeps its records and how they are read. Each agent's
+/// file in `agents/` defines its own as a `static`, so a new format changes nothing here.
+pub struct Format {
+    /// The format's name in logs (the agent's name).
+    pub name: &'static str,
+    /// Where the records are for an agent started with an environment (`env` reads it): a
+    /// directory for files, the file of a database.
+    pub location: LocationFn,
+    /// How the records are kept.
+    pub store: Store,
+    /// Whether the format records the end of a turn (see
+    /// [`acp_usage_core::transcript::Event::TurnEnd`]).
+    pub marks_turn_end: bool,
 }
 
-impl Format {
-    /// The format's name in logs.
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Claude => "claude",
-            Format::Codex => "codex",
-            Format::Gemini => "gemini",
-            Format::Opencode => "opencode",
-            Format::Copilot => "copilot",
-            Format::Cline => "cline",
+/// Where a format's records are, given a reader of the agent's environment.
+pub type LocationFn = fn(&dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf>;
+
+/// A transcript started beside `main` for the same session: given the main file, the ones known
+/// already and since when (Unix ms).
+pub type RestartedFn = fn(&Path, &[&Path], i64) -> Option<PathBuf>;
+
+/// How a format keeps its records.
+#[derive(Debug, Clone, Copy)]
+pub enum Store {
+    /// Files, tailed as they grow (or read whole when rewritten whole).
+    Files(Files),
+    /// An SQLite database with opencode's schema (opencode, and forks of it such as kilo).
+    OpencodeDb,
+}
+
+/// A format kept in files: how a session's files are found and read.
+#[derive(Debug, Clone, Copy)]
+pub struct Files {
+    /// A fresh parser of the format's lines.
+    pub parser: fn() -> Box<dyn Parser>,
+    /// Whether each subagent file needs a parser of its own (a Codex rollout does not say which
+    /// thread a line belongs to), rather than the session's shared one (formats whose dedup
+    /// spans files).
+    pub parser_per_file: bool,
+    /// Whether the session's file is one document rewritten whole rather than appended lines.
+    pub whole_document: bool,
+    /// The files of one session, by the ACP session id, under the format's location.
+    pub find: fn(&mut Locator, &Path, &str) -> Found,
+    /// Every session under the format's location, with its files (what `import` reads): a
+    /// subagent's file is attached to its session, never listed as one.
+    pub all: fn(&mut Locator, &Path) -> Vec<(String, Found)>,
+    /// What a line of a session's main file says of the session besides calls (`import` shows
+    /// the project and title); lines are seen before they are parsed.
+    pub facts: fn(&mut Facts, &[u8]),
+    /// The project and title from files beside the session's (cline's, Gemini CLI's), given the
+    /// format's location, the session id and its files.
+    pub side_facts: fn(&Path, &str, &Found) -> Facts,
+    /// A transcript the agent started beside the session's main one for the same session
+    /// (Claude Code after a `/clear`): given the main file, the ones known already and since
+    /// when (Unix ms).
+    pub restarted: Option<RestartedFn>,
+}
+
+impl Files {
+    /// No facts in the lines.
+    pub fn no_facts(_: &mut Facts, _: &[u8]) {}
+
+    /// No side files.
+    pub fn no_side_facts(_: &Path, _: &str, _: &Found) -> Facts {
+        Facts::default()
+    }
+}
+
+/// What a session's records say of it besides calls.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Facts {
+    /// Its working directory.
+    pub cwd: Option<String>,
+    /// Its title, with the rank of the record that gave it (a title the user gave beats one the
+    /// agent generated, which beats a summary).
+    pub title: Option<(u8, String)>,
+}
+
+impl Facts {
+    /// Takes `title` unless a title of a higher rank is known (a later one of the same rank
+    /// replaces an earlier one).
+    pub fn set_title(&mut self, rank: u8, title: Option<String>) {
+        if let Some(title) = title
+            && self.title.as_ref().is_none_or(|(known, _)| *known <= rank)
+        {
+            self.title = Some((rank, title));
         }
     }
 
-    /// Whether the session's file is one document rewritten whole rather than appended lines.
-    pub fn whole_document(self) -> bool {
-        matches!(self, Format::Cline)
-    }
-
-    /// Whether the format records the end of a turn (see [`acp_usage_core::transcript::Event::TurnEnd`]).
-    pub fn marks_turn_end(self) -> bool {
-        // Gemini CLI records a reply's text before the tool call that follows it.
-        !matches!(self, Format::Gemini)
+    /// The title, without its rank.
+    pub fn title(self) -> Option<String> {
+        self.title.map(|(_, t)| t)
     }
 }
 
-/// Where each agent keeps its transcripts, from the environment the agent runs in.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+impl std::fmt::Debug for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+impl PartialEq for Format {
+    fn eq(&self, other: &Format) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for Format {}
+
+impl Format {
+    /// Whether the session's file is one document rewritten whole rather than appended lines.
+    pub fn whole_document(&self) -> bool {
+        matches!(self.store, Store::Files(Files { whole_document: true, .. }))
+    }
+}
+
+/// Reads the environment the agents run in (acp-usage's own: the agent inherits it).
+type Env = std::sync::Arc<dyn Fn(&str) -> Option<OsString> + Send + Sync>;
+
+/// Where each agent keeps its transcripts: the environment the agent runs in, and locations
+/// set outright (tests).
+#[derive(Clone, Default)]
 pub struct Locations {
-    /// Claude Code's config directory (`$CLAUDE_CONFIG_DIR`, else `~/.claude`).
-    pub claude: Option<PathBuf>,
-    /// Codex's home (`$CODEX_HOME`, else `~/.codex`).
-    pub codex: Option<PathBuf>,
-    /// Gemini CLI's directory (`$GEMINI_CLI_HOME/.gemini`, else `~/.gemini`).
-    pub gemini: Option<PathBuf>,
-    /// opencode's database (`$OPENCODE_DB`, else `$XDG_DATA_HOME/opencode/opencode.db`, else
-    /// `~/.local/share/opencode/opencode.db`).
-    pub opencode: Option<PathBuf>,
-    /// Copilot CLI's home (`$COPILOT_HOME`, else `~/.copilot`).
-    pub copilot: Option<PathBuf>,
-    /// cline's data directory (`$CLINE_DATA_DIR`, else `~/.cline/data`).
-    pub cline: Option<PathBuf>,
-    /// qwen-code's runtime directory (`$QWEN_RUNTIME_DIR`, else `$QWEN_HOME`, else `~/.qwen`):
-    /// only `acp-usage import` reads it (the relay takes qwen's per-call ACP reports).
-    pub qwen: Option<PathBuf>,
+    env: Option<Env>,
+    fixed: Vec<(&'static str, PathBuf)>,
+}
+
+impl std::fmt::Debug for Locations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Locations")
+            .field("env", &self.env.is_some())
+            .field("fixed", &self.fixed)
+            .finish()
+    }
 }
 
 impl Locations {
     /// The locations an agent started with `env` uses.
-    pub fn from_env(env: impl Fn(&str) -> Option<OsString>) -> Locations {
-        let set = |name: &str| env(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-        let home = set("HOME");
-        Locations {
-            claude: set("CLAUDE_CONFIG_DIR").or_else(|| home.as_ref().map(|h| h.join(".claude"))),
-            codex: set("CODEX_HOME").or_else(|| home.as_ref().map(|h| h.join(".codex"))),
-            gemini: set("GEMINI_CLI_HOME").or_else(|| home.clone()).map(|h| h.join(".gemini")),
-            opencode: opencode::default_db_path(&env),
-            copilot: set("COPILOT_HOME").or_else(|| home.as_ref().map(|h| h.join(".copilot"))),
-            cline: set("CLINE_DATA_DIR").or_else(|| home.as_ref().map(|h| h.join(".cline/data"))),
-            qwen: set("QWEN_RUNTIME_DIR")
-                .or_else(|| set("QWEN_HOME"))
-                .or_else(|| home.as_ref().map(|h| h.join(".qwen"))),
-        }
+    pub fn from_env(env: impl Fn(&str) -> Option<OsString> + Send + Sync + 'static) -> Locations {
+        Locations { env: Some(std::sync::Arc::new(env)), fixed: Vec::new() }
     }
 
     /// The locations of this process's environment (the agent inherits it).
     pub fn from_process() -> Locations {
         Locations::from_env(|name| std::env::var_os(name))
     }
+
+    /// These locations with `format`'s set to `path`.
+    pub fn with(mut self, format: &'static Format, path: PathBuf) -> Locations {
+        self.fixed.push((format.name, path));
+        self
+    }
+
+    /// Where `format`'s records are.
+    pub fn of(&self, format: &Format) -> Option<PathBuf> {
+        if let Some((_, path)) = self.fixed.iter().rev().find(|(name, _)| *name == format.name) {
+            return Some(path.clone());
+        }
+        let env = self.env.as_ref()?;
+        (format.location)(&|name| env(name))
+    }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// `$var`, else `$HOME/<under_home>`: where most agents keep their files.
+pub fn var_or_home(
+    env: &dyn Fn(&str) -> Option<OsString>,
+    var: &str,
+    under_home: &str,
+) -> Option<PathBuf> {
+    let set = |name: &str| env(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    set(var).or_else(|| set("HOME").map(|h| h.join(under_home)))
+}
 
-    #[test]
-    fn locations_follow_the_environment() {
-        let env = |vars: &'static [(&'static str, &'static str)]| {
-            move |name: &str| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| OsString::from(*v))
-        };
-        let l = Locations::from_env(env(&[("HOME", "/h")]));
-        assert_eq!(l.claude, Some(PathBuf::from("/h/.claude")));
-        assert_eq!(l.codex, Some(PathBuf::from("/h/.codex")));
-        assert_eq!(l.gemini, Some(PathBuf::from("/h/.gemini")));
-        assert_eq!(l.opencode, Some(PathBuf::from("/h/.local/share/opencode/opencode.db")));
-        assert_eq!(l.copilot, Some(PathBuf::from("/h/.copilot")));
-        assert_eq!(l.cline, Some(PathBuf::from("/h/.cline/data")));
-        assert_eq!(l.qwen, Some(PathBuf::from("/h/.qwen")));
-        let l = Locations::from_env(env(&[
-            ("HOME", "/h"),
-            ("CLAUDE_CONFIG_DIR", "/c"),
-            ("CODEX_HOME", "/x"),
-            ("GEMINI_CLI_HOME", "/g"),
-            ("XDG_DATA_HOME", "/d"),
-        ]));
-        assert_eq!(l.claude, Some(PathBuf::from("/c")));
-        assert_eq!(l.codex, Some(PathBuf::from("/x")));
-        assert_eq!(l.gemini, Some(PathBuf::from("/g/.gemini")));
-        assert_eq!(l.opencode, Some(PathBuf::from("/d/opencode/opencode.db")));
+/// A string at `path` in a JSON line, when it is one and not empty.
+pub fn string_at(line: &[u8], path: &[&str]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(line).ok()?;
+    let mut at = &v;
+    for key in path {
+        at = at.get(key)?;
     }
+    at.as_str().filter(|s| !s.is_empty()).map(String::from)
 }

@@ -19,7 +19,6 @@
 //! opencode generates with a small model is recorded nowhere but the session's title.
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -324,17 +323,6 @@ impl OpencodeDb {
     }
 }
 
-/// The database's location for an agent started with `env`: `$OPENCODE_DB`, else
-/// `$XDG_DATA_HOME/opencode/opencode.db`, else `$HOME/.local/share/opencode/opencode.db`.
-pub fn default_db_path(env: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
-    let set = |name: &str| env(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    if let Some(db) = set("OPENCODE_DB") {
-        return Some(db);
-    }
-    let data = set("XDG_DATA_HOME").or_else(|| set("HOME").map(|h| h.join(".local/share")))?;
-    Some(data.join("opencode").join("opencode.db"))
-}
-
 /// A path as the path part of a `file:` URI (`?`, `#` and `%` escaped).
 fn uri_path(path: &Path) -> String {
     let mut out = String::new();
@@ -513,27 +501,6 @@ mod tests {
         record.thought = reasoning;
         record.model = Some("claude-sonnet-4-5".into());
         Event::Call(Call { key: key.into(), record, at_ms: Some(at_ms), main })
-    }
-
-    #[test]
-    fn locations() {
-        let env = |vars: &'static [(&'static str, &'static str)]| {
-            move |name: &str| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| OsString::from(v))
-        };
-        assert_eq!(
-            default_db_path(env(&[("OPENCODE_DB", "/x/o.db"), ("HOME", "/h")])),
-            Some(PathBuf::from("/x/o.db"))
-        );
-        assert_eq!(
-            default_db_path(env(&[("XDG_DATA_HOME", "/d"), ("HOME", "/h")])),
-            Some(PathBuf::from("/d/opencode/opencode.db"))
-        );
-        assert_eq!(
-            default_db_path(env(&[("XDG_DATA_HOME", ""), ("HOME", "/h")])),
-            Some(PathBuf::from("/h/.local/share/opencode/opencode.db"))
-        );
-        assert_eq!(default_db_path(env(&[])), None);
-        assert_eq!(uri_path(Path::new("/a b/c?d#e%f")), "/a b/c%3fd%23e%25f");
     }
 
     #[test]

@@ -11,18 +11,13 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use acp_usage_core::transcript::claude::ClaudeParser;
-use acp_usage_core::transcript::cline::ClineParser;
-use acp_usage_core::transcript::codex::CodexParser;
-use acp_usage_core::transcript::copilot::CopilotParser;
-use acp_usage_core::transcript::gemini::GeminiParser;
 use acp_usage_core::transcript::{Event, FileRole, Parser};
 use notify::Watcher as _;
 
 use super::locate::Locator;
 use super::opencode::OpencodeDb;
 use super::tail::Tail;
-use super::{Format, Locations};
+use super::{Format, Locations, Store};
 
 /// How often every session is read when nothing else wakes the worker.
 const SLOW_TICK: Duration = Duration::from_millis(1000);
@@ -43,7 +38,7 @@ pub enum Command {
         /// The ACP session id (the agents' own id too).
         session: String,
         /// Its agent's format.
-        format: Format,
+        format: &'static Format,
     },
     /// Read the session's files now (its turn's traffic says they are growing).
     Poll(String),
@@ -148,15 +143,11 @@ impl Worker {
     }
 }
 
-/// A fresh parser of the format's lines (`None` for opencode's database).
-pub fn parser_for(format: Format) -> Option<Box<dyn Parser>> {
-    match format {
-        Format::Claude => Some(Box::new(ClaudeParser::default())),
-        Format::Codex => Some(Box::new(CodexParser::default())),
-        Format::Gemini => Some(Box::new(GeminiParser::default())),
-        Format::Copilot => Some(Box::new(CopilotParser::default())),
-        Format::Cline => Some(Box::new(ClineParser::default())),
-        Format::Opencode => None,
+/// A fresh parser of the format's lines (`None` for a database).
+pub fn parser_for(format: &Format) -> Option<Box<dyn Parser>> {
+    match format.store {
+        Store::Files(files) => Some((files.parser)()),
+        Store::OpencodeDb => None,
     }
 }
 
@@ -170,7 +161,7 @@ struct State {
 }
 
 struct Tracked {
-    format: Format,
+    format: &'static Format,
     /// The session's parser (formats whose dedup spans files: a subagent's file may replay the
     /// main file's calls).
     parser: Option<Box<dyn Parser>>,
@@ -291,9 +282,9 @@ impl State {
         s.dirty = false;
         let mut events = Vec::new();
         let pending = s.hold_search_pending;
-        let result = match s.format {
-            Format::Opencode => self.read_db(id, &mut s, &mut events),
-            _ => self.read_files(id, &mut s, &mut events),
+        let result = match s.format.store {
+            Store::OpencodeDb => self.read_db(id, &mut s, &mut events),
+            Store::Files(_) => self.read_files(id, &mut s, &mut events),
         };
         match result {
             Ok(at_end) => {
@@ -314,7 +305,7 @@ impl State {
             Err(why) => {
                 tracing::warn!(
                     session = id,
-                    format = s.format.name(),
+                    format = s.format.name,
                     "cannot read the agent's transcript ({why}); using the numbers the agent reports over ACP"
                 );
                 s.failed = true;
@@ -336,7 +327,11 @@ impl State {
         if s.last_search.is_none_or(|t| t.elapsed() >= every) {
             s.last_search = Some(Instant::now());
             s.hold_search_pending = false;
-            let found = self.locator.find(&self.locs, s.format, id);
+            let Store::Files(files) = s.format.store else { return Ok(true) };
+            let found = match self.locs.of(s.format) {
+                Some(dir) => (files.find)(&mut self.locator, &dir, id),
+                None => Default::default(),
+            };
             if let Some(path) = found.main
                 && s.main.as_ref().is_none_or(|t| t.path() != path)
             {
@@ -351,23 +346,29 @@ impl State {
                 if !s.subagents.iter().any(|(t, _)| t.path() == path) {
                     tracing::debug!(session = id, path = %path.display(), "following a subagent's transcript");
                     self.watch(path.parent());
-                    // A Codex rollout does not say which thread a line belongs to: each file
-                    // needs a parser of its own.
-                    let own = (s.format == Format::Codex).then(|| parser_for(s.format)).flatten();
+                    // A format whose lines do not say which file they are from (Codex's) needs a
+                    // parser per file.
+                    let own = files.parser_per_file.then(|| parser_for(s.format)).flatten();
                     s.subagents.push((Tail::new(path), own));
                 }
             }
         }
-        if let (Some(since), Some(main)) = (s.restart_since, s.main.as_ref()) {
+        let restarted = match s.format.store {
+            Store::Files(files) => files.restarted,
+            Store::OpencodeDb => None,
+        };
+        if let (Some(since), Some(main), Some(restarted)) =
+            (s.restart_since, s.main.as_ref(), restarted)
+        {
             let known: Vec<&Path> = s.restarts.iter().map(Tail::path).collect();
-            if let Some(path) = super::locate::claude_restart(main.path(), &known, since) {
+            if let Some(path) = restarted(main.path(), &known, since) {
                 tracing::info!(session = id, path = %path.display(), "the agent started a new transcript for the session (/clear); following it");
                 s.restarts.push(Tail::new(path));
                 s.restart_since = None;
             }
         }
         let Some(shared) = s.parser.as_mut() else {
-            return Err(format!("no {} transcript parser", s.format.name()));
+            return Err(format!("no {} transcript parser", s.format.name));
         };
         let mut at_end = true;
         let tails =
@@ -417,15 +418,15 @@ impl State {
         events: &mut Vec<Event>,
     ) -> Result<bool, String> {
         if s.db.is_none() {
-            let Some(path) = self.locs.opencode.clone() else {
-                return Err("no opencode database location (set OPENCODE_DB or HOME)".into());
+            let Some(path) = self.locs.of(s.format) else {
+                return Err(format!("no {} database location (set HOME)", s.format.name));
             };
             if !path.exists() {
-                // Not created yet: opencode writes it on its first session.
+                // Not created yet: the agent writes it on its first session.
                 return Ok(true);
             }
             let db = OpencodeDb::open(&path).map_err(|e| format!("{}: {e:#}", path.display()))?;
-            tracing::info!(session = id, path = %path.display(), "following opencode's database");
+            tracing::info!(session = id, path = %path.display(), format = s.format.name, "following the agent's database");
             self.watch(path.parent());
             s.db = Some(db);
         }

@@ -1,56 +1,62 @@
 //! Unit tests of the agent profiles: detection, model ids and windows, and what each reads.
 use super::*;
+use crate::agents::acp::{AcpUsage, acp_usage_record};
+
+fn profile(name: &str) -> Profile {
+    Profile::named(name).unwrap()
+}
 
 #[test]
 fn detection() {
     let cmd = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
     assert_eq!(
         Profile::detect(Some("@agentclientprotocol/claude-agent-acp"), &[]),
-        Profile::Claude
+        profile("claude")
     );
-    assert_eq!(Profile::detect(Some("codex-acp"), &[]), Profile::Codex);
-    assert_eq!(Profile::detect(Some("gemini-cli"), &[]), Profile::Gemini);
-    assert_eq!(Profile::detect(None, &cmd("/x/node_modules/.bin/gemini --acp")), Profile::Gemini);
-    assert_eq!(Profile::detect(Some("my-agent"), &cmd("npx my-agent")), Profile::Generic);
-    assert_eq!(Profile::detect(Some("OpenCode"), &[]), Profile::Opencode);
+    assert_eq!(Profile::detect(Some("codex-acp"), &[]), profile("codex"));
+    assert_eq!(Profile::detect(Some("gemini-cli"), &[]), profile("gemini"));
+    assert_eq!(Profile::detect(None, &cmd("/x/node_modules/.bin/gemini --acp")), profile("gemini"));
+    assert_eq!(Profile::detect(Some("my-agent"), &cmd("npx my-agent")), profile("generic"));
+    assert_eq!(Profile::detect(Some("OpenCode"), &[]), profile("opencode"));
     assert_eq!(
         Profile::detect(None, &cmd("/x/.bin/opencode acp -m anthropic/claude-sonnet-4-5")),
-        Profile::Opencode
+        profile("opencode")
     );
 }
 
 #[test]
 fn qwen_reports() {
-    assert_eq!(Profile::detect(Some("qwen-code"), &[]), Profile::Qwen);
+    assert_eq!(Profile::detect(Some("qwen-code"), &[]), profile("qwen"));
     for value in ["$runtime|openai|gpt-5.2(openai)", "gpt-5.2(openai)", "gpt-5.2"] {
-        assert_eq!(Profile::Qwen.resolve_model(value), (Some("gpt-5.2".into()), None));
+        assert_eq!(profile("qwen").resolve_model(value), (Some("gpt-5.2".into()), None));
     }
     // qwen-code 0.24.4's session/new result: the current model's contextLimit.
     let new = serde_json::json!({"models": {"currentModelId": "$runtime|openai|gpt-5.2(openai)",
         "availableModels": [{"modelId": "other", "_meta": {"contextLimit": 100_000}},
             {"modelId": "$runtime|openai|gpt-5.2(openai)", "_meta": {"contextLimit": 272_000}}]}});
     assert_eq!(
-        Profile::Qwen.reported_windows(&new),
+        profile("qwen").reported_windows(&new),
         vec![
             ("other".to_string(), 100_000),
             ("$runtime|openai|gpt-5.2(openai)".to_string(), 272_000)
         ]
     );
-    assert!(Profile::Claude.reported_windows(&new).is_empty());
+    assert!(profile("claude").reported_windows(&new).is_empty());
     // A main call and a subagent's, as qwen reports them.
     let chunk = |extra: &str| {
         format!(
             r#"{{"sessionId":"s","update":{{"sessionUpdate":"agent_message_chunk","content":{{"type":"text","text":""}},"_meta":{{"usage":{{"inputTokens":5100,"outputTokens":41,"totalTokens":5141,"thoughtTokens":11,"cachedReadTokens":4001}},"durationMs":641{extra}}}}}}}"#
         )
     };
-    let (rec, role) = Profile::Qwen.call_in_chunk(&chunk("")).unwrap();
+    let (rec, role) = profile("qwen").call_in_chunk(&chunk("")).unwrap();
     assert_eq!((rec.input, rec.cache_read, rec.output, rec.thought), (5100, 4001, 41, 11));
     assert_eq!(role, Role::Main);
-    let (_, role) = Profile::Qwen.call_in_chunk(&chunk(r#","parentToolCallId":"call_1""#)).unwrap();
+    let (_, role) =
+        profile("qwen").call_in_chunk(&chunk(r#","parentToolCallId":"call_1""#)).unwrap();
     assert_eq!(role, Role::Subagent);
-    assert!(Profile::Generic.call_in_chunk(&chunk("")).is_none());
+    assert!(profile("generic").call_in_chunk(&chunk("")).is_none());
     let text = r#"{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"usage"}}}"#;
-    assert!(Profile::Qwen.call_in_chunk(text).is_none());
+    assert!(profile("qwen").call_in_chunk(text).is_none());
 }
 
 #[test]
@@ -63,7 +69,7 @@ fn claude_options() {
             {"value": "sonnet", "name": "Sonnet 5.5", "description": "Sonnet 5.5 · Efficient"},
             {"value": "opus[1m]", "name": "Opus 4.7 (1M context)", "description": ""},
             {"value": "haiku", "name": "Haiku 4.5", "description": "Haiku 4.5 · Fastest"}]});
-    let r = |v: &str| Profile::Claude.resolve_option(v, &option);
+    let r = |v: &str| profile("claude").resolve_option(v, &option);
     assert_eq!(r("default"), (Some("claude-opus-5-5".into()), None));
     assert_eq!(r("sonnet"), (Some("claude-sonnet-5-5".into()), None));
     assert_eq!(r("opus[1m]"), (Some("claude-opus-4-7".into()), Some(1_000_000)));
@@ -73,36 +79,36 @@ fn claude_options() {
     let resolved = serde_json::json!({"options": [
         {"value": "default", "name": "Default", "description": "claude-sonnet-4-6[1m]"}]});
     assert_eq!(
-        Profile::Claude.resolve_option("default", &resolved),
+        profile("claude").resolve_option("default", &resolved),
         (Some("claude-sonnet-4-6".into()), Some(1_000_000))
     );
 }
 
 #[test]
 fn model_aliases() {
-    assert_eq!(Profile::Claude.resolve_model("default"), (None, None));
+    assert_eq!(profile("claude").resolve_model("default"), (None, None));
     assert_eq!(
-        Profile::Claude.resolve_model("opus[1m]"),
+        profile("claude").resolve_model("opus[1m]"),
         (Some("claude-opus-4-8".into()), Some(1_000_000))
     );
     assert_eq!(
-        Profile::Claude.resolve_model("sonnet"),
+        profile("claude").resolve_model("sonnet"),
         (Some("claude-sonnet-4-6".into()), Some(200_000))
     );
     assert_eq!(
-        Profile::Codex.resolve_model("gpt-5.2-codex/medium"),
+        profile("codex").resolve_model("gpt-5.2-codex/medium"),
         (Some("gpt-5.2-codex".into()), None)
     );
     assert_eq!(
-        Profile::Codex.resolve_model("gpt-5.2-codex[medium]"),
+        profile("codex").resolve_model("gpt-5.2-codex[medium]"),
         (Some("gpt-5.2-codex".into()), None)
     );
     assert_eq!(
-        Profile::Gemini.resolve_model("gemini-2.5-pro"),
+        profile("gemini").resolve_model("gemini-2.5-pro"),
         (Some("gemini-2.5-pro".into()), Some(1_048_576))
     );
     assert_eq!(
-        Profile::Generic.resolve_model("anthropic/claude-sonnet-4-5"),
+        profile("generic").resolve_model("anthropic/claude-sonnet-4-5"),
         (Some("claude-sonnet-4-5".into()), None)
     );
     for (value, id) in [
@@ -112,7 +118,7 @@ fn model_aliases() {
         ("openai/gpt-5.2-codex/high", "gpt-5.2-codex"),
         ("claude-sonnet-4-5", "claude-sonnet-4-5"),
     ] {
-        assert_eq!(Profile::Opencode.resolve_model(value), (Some(id.into()), None), "{value}");
+        assert_eq!(profile("opencode").resolve_model(value), (Some(id.into()), None), "{value}");
     }
 }
 
@@ -125,7 +131,7 @@ fn opencode_turn(tool: bool) -> (Ledger, acp_usage_core::Snapshot) {
         remembered_size: None,
     };
     let mut ledger = Ledger::new();
-    ledger.select_model(Profile::Opencode.resolve_model("anthropic/claude-sonnet-4-5").0, None);
+    ledger.select_model(profile("opencode").resolve_model("anthropic/claude-sonnet-4-5").0, None);
     ledger.begin_turn();
     ledger.prompt_tokens(10);
     ledger.output_tokens(20, false);
@@ -139,11 +145,11 @@ fn opencode_turn(tool: bool) -> (Ledger, acp_usage_core::Snapshot) {
         "used": 12520, "size": 1_000_000, "cost": {"amount": 0.009615, "currency": "USD"}
     }))
     .unwrap();
-    Profile::Opencode.on_usage_update(&mut ledger, &update);
+    profile("opencode").on_usage_update(&mut ledger, &update);
     let result = serde_json::json!({"stopReason": "end_turn", "usage": {
         "inputTokens": 20, "outputTokens": 42, "totalTokens": 12562,
         "cachedReadTokens": 11000, "cachedWriteTokens": 1500}, "_meta": {}});
-    Profile::Opencode.on_prompt_result(&mut ledger, &result);
+    profile("opencode").on_prompt_result(&mut ledger, &result);
     let turn = ledger.end_turn(&cx).unwrap();
     assert_eq!(turn.calls, Some(if tool { 2 } else { 1 }));
     (ledger.clone(), ledger.snapshot(&cx))
@@ -194,16 +200,16 @@ fn acp_usage_conventions() {
 #[test]
 fn side_calls_that_declare_the_main_tools_are_known_by_their_text() {
     let suggestion = br#"{"tools":[{"name":"Bash"}],"messages":[{"role":"user","content":"Reply with ONLY the suggestion"}]}"#;
-    assert!(Profile::Claude.is_side_call(suggestion));
-    assert!(!Profile::Claude.is_side_call(br#"{"tools":[{"name":"Bash"}],"messages":[]}"#));
-    assert!(Profile::Qwen.is_side_call(
+    assert!(profile("claude").is_side_call(suggestion));
+    assert!(!profile("claude").is_side_call(br#"{"tools":[{"name":"Bash"}],"messages":[]}"#));
+    assert!(profile("qwen").is_side_call(
         br#"{"messages":[{"role":"system","content":"You are the memory extraction subagent"}]}"#
     ));
     assert!(
-        Profile::Qwen.is_side_call(
+        profile("qwen").is_side_call(
             br#"{"messages":[{"role":"user","content":"[SUGGESTION MODE: predict"}]}"#
         )
     );
     // Another agent's marker means nothing.
-    assert!(!Profile::Codex.is_side_call(suggestion));
+    assert!(!profile("codex").is_side_call(suggestion));
 }

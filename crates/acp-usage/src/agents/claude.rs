@@ -1,0 +1,328 @@
+//! Claude Code through claude-agent-acp (npm `@agentclientprotocol/claude-agent-acp`).
+//!
+//! It reports per-turn `usage` with Anthropic semantics (input without cache), a cumulative
+//! `cost` only on the update that follows the SDK's `result`, and a `size` that is a 200k/1M
+//! guess until that same update; its prompt result's `_meta.quota.model_usage` is Claude Code's
+//! per-model increment of the turn, title and suggestion calls included. Its JSONL transcripts
+//! (`<config>/projects/<escaped cwd>/<id>.jsonl`, subagents in `<id>/subagents/`) record every
+//! main and subagent call. The tap is pointed through `ANTHROPIC_BASE_URL`, unless a Claude
+//! Code settings file sets it (those win over the environment).
+
+use std::io::{BufRead as _, Read as _};
+use std::path::{Path, PathBuf};
+
+use acp_usage_core::TokenRecord;
+use acp_usage_core::estimate::Family;
+use acp_usage_core::ledger::Ledger;
+use acp_usage_core::transcript::claude::ClaudeParser;
+use serde_json::Value;
+
+use super::Agent;
+use super::acp::{self, AgentUpdate, split_bracket};
+use crate::sources::tap::point::{ANTHROPIC, Env, Pointing};
+use crate::sources::transcripts::locate::{Found, dirs, files, jsonl_files};
+use crate::sources::transcripts::{Facts, Files, Format, Store, string_at, var_or_home};
+
+/// Claude Code's plain aliases run at 200k; `[1m]` selects the 1M window.
+const CLAUDE_WINDOW: u64 = 200_000;
+const ONE_MILLION: u64 = 1_000_000;
+
+pub struct Claude;
+
+/// Claude Code's transcripts.
+pub static FORMAT: Format = Format {
+    name: "claude",
+    location: |env| var_or_home(env, "CLAUDE_CONFIG_DIR", ".claude"),
+    store: Store::Files(Files {
+        parser: || Box::new(ClaudeParser::default()),
+        parser_per_file: false,
+        whole_document: false,
+        find: |_, dir, session| find(dir, session),
+        all: |_, dir| all(dir),
+        facts: line_facts,
+        side_facts: Files::no_side_facts,
+        restarted: Some(claude_restart),
+    }),
+    marks_turn_end: true,
+};
+
+impl Agent for Claude {
+    fn name(&self) -> &'static str {
+        "claude"
+    }
+
+    fn about(&self) -> &'static str {
+        "claude-agent-acp (Claude Code)"
+    }
+
+    fn recognises(&self, word: &str) -> bool {
+        word.contains("claude")
+    }
+
+    fn default_family(&self) -> Family {
+        Family::Anthropic
+    }
+
+    fn resolve_model(&self, value: &str) -> (Option<String>, Option<u64>) {
+        let (base, bracket) = split_bracket(value);
+        // Plain aliases name a family whose concrete version the agent picks; the catalog id
+        // only guides estimation until a call shows the real model.
+        let id = match base {
+            "default" => None,
+            "opus" => Some("claude-opus-4-8".to_string()),
+            "sonnet" => Some("claude-sonnet-4-6".to_string()),
+            "haiku" => Some("claude-haiku-4-5".to_string()),
+            other => Some(other.to_string()),
+        };
+        let window = claude_window(id.as_deref(), is_one_m(bracket));
+        (id, window)
+    }
+
+    /// The option list can name the concrete model behind an alias: claude-agent-acp lists
+    /// `default` with the description "Opus" beside the option `opus` named "Opus 5.5".
+    fn resolve_option(&self, value: &str, option: &Value) -> (Option<String>, Option<u64>) {
+        if let Some((id, one_m)) = claude_concrete(value, option) {
+            let window = claude_window(Some(&id), one_m || is_one_m(split_bracket(value).1));
+            return (Some(id), window);
+        }
+        self.resolve_model(value)
+    }
+
+    fn side_call_markers(&self) -> &'static [&'static str] {
+        // Claude Code's prompt suggestion after a turn.
+        &["Reply with ONLY the suggestion"]
+    }
+
+    fn on_usage_update(&self, ledger: &mut Ledger, update: &AgentUpdate) {
+        // Only the update after the SDK's `result` carries cost, and only its size is the
+        // window Claude Code enforces (`modelUsage.contextWindow`); the streamed ones report a
+        // window it seeded from a cache, `getContextUsage` or the model name: a report, which
+        // beats acp-usage's guesses but not the catalog entry of the concrete model the update
+        // names.
+        if let Some(used) = update.used {
+            ledger.agent_used(used, true);
+        }
+        if let Some(model) = update.meta.as_ref().and_then(|m| m.claude_model.as_deref()) {
+            ledger.model_seen(split_bracket(model).0);
+        }
+        match (update.usd(), update.size) {
+            (Some(amount), size) => {
+                ledger.agent_cost(amount);
+                if let Some(size) = size {
+                    ledger.agent_window(size);
+                }
+            }
+            (None, Some(size)) => ledger.reported_window(size),
+            (None, None) => {}
+        }
+    }
+
+    fn on_prompt_result(&self, ledger: &mut Ledger, result: &Value) {
+        if let Some(rows) = result.pointer("/_meta/quota/model_usage").and_then(Value::as_array) {
+            // Claude Code's `modelUsage` increment of the turn, by model: every call of the
+            // turn, its title and suggestion calls included, which its transcript leaves out.
+            ledger.agent_turn_models(rows.iter().filter_map(claude_model_row).collect());
+        }
+        // Its per-turn usage is the main loop's sum.
+        if !acp::prompt_usage(ledger, result) {
+            acp::quota(ledger, result);
+        }
+    }
+
+    fn restarts_transcript(&self, first_word: &str) -> bool {
+        first_word == "/clear"
+    }
+
+    fn point(&self, p: &mut Pointing, env: &Env) {
+        p.var(&ANTHROPIC, env);
+        // Claude Code applies `env` from its settings after the process environment.
+        if let Some(file) = settings_base_url(env) {
+            p.warnings.push(format!(
+                "{file} sets ANTHROPIC_BASE_URL, which Claude Code prefers to the tap's: its calls will not be tapped"
+            ));
+        }
+    }
+
+    fn session_headers(&self) -> &'static [&'static str] {
+        &["x-claude-code-session-id"]
+    }
+
+    fn transcripts(&self) -> Option<&'static Format> {
+        Some(&FORMAT)
+    }
+}
+
+/// The Claude Code settings file (user or project) whose `env` sets `ANTHROPIC_BASE_URL`.
+fn settings_base_url(env: &Env) -> Option<String> {
+    let dir = (env.var)("CLAUDE_CONFIG_DIR")
+        .map(PathBuf::from)
+        .or_else(|| (env.var)("HOME").map(|h| Path::new(&h).join(".claude")))?;
+    let cwd = std::env::current_dir().ok();
+    let candidates = [
+        Some(dir.join("settings.json")),
+        cwd.as_ref().map(|c| c.join(".claude").join("settings.json")),
+        cwd.as_ref().map(|c| c.join(".claude").join("settings.local.json")),
+    ];
+    candidates.into_iter().flatten().find_map(|path| {
+        let settings: Value = serde_json::from_str(&(env.read_file)(&path)?).ok()?;
+        settings.pointer("/env/ANTHROPIC_BASE_URL")?.as_str()?;
+        Some(path.display().to_string())
+    })
+}
+
+/// What a line says of its session: the working directory, and a title (one the user gave
+/// beats one Claude Code generated, which beats an older version's summary).
+fn line_facts(facts: &mut Facts, line: &[u8]) {
+    let has = |pattern: &[u8]| memchr::memmem::find(line, pattern).is_some();
+    if facts.cwd.is_none() && has(b"\"cwd\":") {
+        facts.cwd = string_at(line, &["cwd"]);
+    }
+    if has(b"\"custom-title\"") {
+        facts.set_title(3, string_at(line, &["customTitle"]));
+    } else if has(b"\"ai-title\"") {
+        facts.set_title(2, string_at(line, &["aiTitle"]));
+    } else if has(b"\"type\":\"summary\"") {
+        facts.set_title(1, string_at(line, &["summary"]));
+    }
+}
+
+/// The window Claude Code runs a model at: 1,000,000 with `[1m]`; without it 200,000 for the 4.x
+/// and older models (their 1M context is a beta it asks for only with `[1m]`), and from
+/// generation 5 on the catalog's (claude-agent-acp 0.101 reports 1,000,000 for plain `opus`,
+/// Opus 5.5). Unknown (`None`) for an alias whose model is not known yet.
+fn claude_window(id: Option<&str>, one_m: bool) -> Option<u64> {
+    if one_m {
+        return Some(ONE_MILLION);
+    }
+    let generation = id?.split(['-', '.']).find_map(|part| part.parse::<u32>().ok()).unwrap_or(0);
+    (generation < 5).then_some(CLAUDE_WINDOW)
+}
+
+/// Whether a `[...]` suffix selects the 1M-context window.
+fn is_one_m(bracket: Option<&str>) -> bool {
+    bracket.is_some_and(|b| b.eq_ignore_ascii_case("1m"))
+}
+
+/// The concrete Claude model behind a model option value, from the option list: the entry's
+/// name ("Opus 5.5" is `claude-opus-5-5`), or for `default` the entry its description names
+/// ("Opus", or a resolved id such as `claude-opus-5-5[1m]`). Also whether the name says 1M.
+fn claude_concrete(value: &str, option: &Value) -> Option<(String, bool)> {
+    let mut entries = Vec::new();
+    for entry in option.get("options").and_then(Value::as_array)? {
+        // Options may come in groups: `{group, name, options: [...]}`.
+        match entry.get("options").and_then(Value::as_array) {
+            Some(inner) => entries.extend(inner),
+            None => entries.push(entry),
+        }
+    }
+    let field = |e: &Value, k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let entry = entries.iter().find(|e| field(e, "value") == value)?;
+    let (base, _) = split_bracket(value);
+    if base.starts_with("claude-") {
+        return Some((base.to_string(), false));
+    }
+    let description = field(entry, "description");
+    if base != "default" {
+        return claude_from_display(&field(entry, "name"));
+    }
+    if description.starts_with("claude-") {
+        let (id, bracket) = split_bracket(&description);
+        return Some((id.to_string(), is_one_m(bracket)));
+    }
+    let family = description.split_whitespace().next()?.to_ascii_lowercase();
+    let sibling = entries.iter().find(|e| {
+        let value = field(e, "value");
+        value != "default"
+            && (value.eq_ignore_ascii_case(&family)
+                || field(e, "name").to_ascii_lowercase().starts_with(&family))
+    })?;
+    claude_from_display(&field(sibling, "name"))
+}
+
+/// "Opus 5.5" -> `claude-opus-5-5`; "Sonnet 4.6 (1M context)" -> `claude-sonnet-4-6`, 1M.
+fn claude_from_display(name: &str) -> Option<(String, bool)> {
+    let mut words = name.split_whitespace();
+    let family = words.next()?.to_ascii_lowercase();
+    let version = words.next()?;
+    if !family.chars().all(|c| c.is_ascii_alphabetic())
+        || !version.chars().all(|c| c.is_ascii_digit() || c == '.')
+    {
+        return None;
+    }
+    let one_m = name.to_ascii_lowercase().contains("1m");
+    Some((format!("claude-{family}-{}", version.replace('.', "-")), one_m))
+}
+
+/// One row of claude-agent-acp's `_meta.quota.model_usage`: `{model, token_count: {inputTokens
+/// (without the cache), cachedInputTokens (reads), cachedWriteTokens, outputTokens}}`.
+fn claude_model_row(row: &Value) -> Option<TokenRecord> {
+    let model = row.get("model").and_then(Value::as_str)?;
+    let count = row.get("token_count")?;
+    let n = |k: &str| count.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let mut rec = TokenRecord::from_anthropic(
+        n("inputTokens"),
+        n("cachedInputTokens"),
+        n("cachedWriteTokens"),
+        0,
+        n("outputTokens"),
+    );
+    rec.model = Some(split_bracket(model).0.to_string());
+    Some(rec)
+}
+
+fn find(config: &Path, session: &str) -> Found {
+    let mut found = Found::default();
+    let file = format!("{session}.jsonl");
+    for project in dirs(&config.join("projects")) {
+        let main = project.join(&file);
+        if main.is_file() {
+            found.main = Some(main);
+            found.subagents = jsonl_files(&project.join(session).join("subagents"));
+            break;
+        }
+    }
+    found
+}
+
+/// Every `<config>/projects/<escaped cwd>/<id>.jsonl`, with its subagents.
+fn all(config: &Path) -> Vec<(String, Found)> {
+    let mut all = Vec::new();
+    for project in dirs(&config.join("projects")) {
+        for main in jsonl_files(&project) {
+            let Some(id) = main.file_stem().and_then(|s| s.to_str()).map(String::from) else {
+                continue;
+            };
+            let subagents = jsonl_files(&project.join(&id).join("subagents"));
+            all.push((id, Found { main: Some(main), subagents }));
+        }
+    }
+    all
+}
+
+/// A transcript Claude Code started beside `main` for the same session after a `/clear`: a
+/// `.jsonl` in the same project directory, changed since `since_ms`, not one of `known`, whose
+/// first records are the `/clear` command.
+pub fn claude_restart(main: &Path, known: &[&Path], since_ms: i64) -> Option<PathBuf> {
+    let dir = main.parent()?;
+    let since = std::time::UNIX_EPOCH + std::time::Duration::from_millis(since_ms.max(0) as u64)
+        - std::time::Duration::from_secs(1);
+    files(dir).into_iter().find(|path| {
+        path.extension().is_some_and(|e| e == "jsonl")
+            && path != main
+            && !known.contains(&path.as_path())
+            && std::fs::metadata(path).and_then(|m| m.modified()).is_ok_and(|t| t >= since)
+            && starts_with_clear(path)
+    })
+}
+
+/// Whether one of a Claude transcript's first records is the `/clear` command.
+fn starts_with_clear(path: &Path) -> bool {
+    const CLEAR: &[u8] = b"<command-name>/clear</command-name>";
+    let Ok(file) = std::fs::File::open(path) else { return false };
+    std::io::BufReader::new(file)
+        .take(1 << 20)
+        .split(b'\n')
+        .take(8)
+        .filter_map(Result::ok)
+        .any(|line| line.windows(CLEAR.len()).any(|w| w == CLEAR))
+}

@@ -1,0 +1,291 @@
+//! Everything acp-usage knows about each agent, one file per agent, and [`ALL`], the one list.
+//!
+//! An agent's file says how it is recognised (`initialize`'s `agentInfo.name`, its command
+//! line), how its ACP numbers are read (its `usage_update`s, its prompt results, per-call
+//! reports), its model aliases and window rules, the side calls it makes and how to tell them,
+//! how the tap is pointed at it, and where its transcripts are and which of the core's parsers
+//! reads them (the relay follows them, `import` walks them). The relay, the tap, the transcript
+//! worker and `import` ask the [`Profile`] of the agent at hand; none of them names an agent.
+//! The CLI's `--profile` and `import --agent` choices come from [`ALL`].
+//!
+//! Adding an agent is its file, one line in [`ALL`], and (for a new transcript format) its
+//! parser in the core.
+
+pub mod acp;
+mod claude;
+mod cline;
+mod codex;
+mod copilot;
+mod gemini;
+mod generic;
+mod opencode;
+mod qwen;
+
+use acp_usage_core::TokenRecord;
+use acp_usage_core::estimate::Family;
+use acp_usage_core::ledger::{Ledger, Role};
+use serde_json::Value;
+
+pub use acp::{AgentUpdate, CostView, UpdateMeta};
+
+use crate::sources::tap::point::{Env, Pointing};
+use crate::sources::transcripts::Format;
+
+/// Every agent acp-usage has a profile for, in the order `import` reads them; the generic
+/// profile, for any other agent, is last.
+pub static ALL: &[&dyn Agent] = &[
+    &claude::Claude,
+    &codex::Codex,
+    &gemini::Gemini,
+    &opencode::Opencode,
+    &qwen::Qwen,
+    &copilot::Copilot,
+    &cline::Cline,
+    &generic::Generic,
+];
+
+/// What acp-usage knows about one agent. Every method but [`Agent::name`] and
+/// [`Agent::recognises`] has the generic reading as its default.
+pub trait Agent: Sync + 'static {
+    /// The profile's name in logs, `_meta`, the ledger and the CLI's choices.
+    fn name(&self) -> &'static str;
+
+    /// What `--profile` and `import --agent` say of it.
+    fn about(&self) -> &'static str;
+
+    /// Whether `initialize`'s `agentInfo.name`, or a word of the command line (a program's
+    /// file name, a path segment), lowercased, names this agent.
+    fn recognises(&self, word: &str) -> bool;
+
+    /// The share of a catalog window the agent lets the model use.
+    fn window_percent(&self) -> u64 {
+        100
+    }
+
+    /// The tokenizer family to estimate with when the model is unknown.
+    fn default_family(&self) -> Family {
+        Family::Other
+    }
+
+    /// Maps a selected model option value to a catalog id and the window the agent's alias
+    /// rules give it.
+    fn resolve_model(&self, value: &str) -> (Option<String>, Option<u64>) {
+        (Some(acp::split_bracket(value).0.to_string()), None)
+    }
+
+    /// Like [`Agent::resolve_model`], with the model option the value was selected from (its
+    /// `options` with their names and descriptions), which can name the concrete model behind
+    /// an alias.
+    fn resolve_option(&self, value: &str, option: &Value) -> (Option<String>, Option<u64>) {
+        let _ = option;
+        self.resolve_model(value)
+    }
+
+    /// The windows the agent reports per model in a `session/new`/`load`/`resume` result, when
+    /// its profile knows where, by model option value.
+    fn reported_windows(&self, result: &Value) -> Vec<(String, u64)> {
+        let _ = result;
+        Vec::new()
+    }
+
+    /// A model call the agent reports inside an `agent_message_chunk`, with who made it.
+    /// `params` is the notification's raw `params`.
+    fn call_in_chunk(&self, params: &str) -> Option<(TokenRecord, Role)> {
+        let _ = params;
+        None
+    }
+
+    /// Side calls the agent is known to make that no source acp-usage reads records (without
+    /// the tap): the cost leaves them out, and `_meta` says so. `agent_name` is `agentInfo.name`.
+    fn unrecorded_side_calls(&self, agent_name: Option<&str>) -> &'static [&'static str] {
+        let _ = agent_name;
+        &[]
+    }
+
+    /// Text that a side call's request body always carries, for side calls the agent makes
+    /// while declaring its main tools (to share the prompt cache).
+    fn side_call_markers(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Reads the agent's own `usage_update` into the ledger.
+    fn on_usage_update(&self, ledger: &mut Ledger, update: &AgentUpdate) {
+        acp::plain_usage_update(ledger, update, false);
+    }
+
+    /// Reads the agent's per-turn report from a `session/prompt` result.
+    fn on_prompt_result(&self, ledger: &mut Ledger, result: &Value) {
+        if !acp::prompt_usage(ledger, result) {
+            acp::quota(ledger, result);
+        }
+    }
+
+    /// The prompt tokens the agent says its main agent sent in the turn, when it says (gemini-cli's
+    /// `_meta.quota`): a transcript that shows fewer is not complete yet.
+    fn reported_turn_input(&self, result: &Value) -> Option<u64> {
+        result.pointer("/_meta/quota/token_count/input_tokens").and_then(Value::as_u64)
+    }
+
+    /// Whether a prompt starting with `first_word` makes the agent start a new transcript for
+    /// the same ACP session (Claude Code's `/clear`).
+    fn restarts_transcript(&self, first_word: &str) -> bool {
+        let _ = first_word;
+        false
+    }
+
+    /// Points the agent's calls at the tap (see `sources::tap::point`); nothing when the
+    /// profile does not know the agent's settings.
+    fn point(&self, p: &mut Pointing, env: &Env) {
+        let _ = (p, env);
+    }
+
+    /// Request headers that carry the agent's session id, lowercase.
+    fn session_headers(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// The transcripts the relay follows for a session of this agent.
+    fn transcripts(&self) -> Option<&'static Format> {
+        None
+    }
+
+    /// The records `import` reads (by default the ones the relay follows).
+    fn import_format(&self) -> Option<&'static Format> {
+        self.transcripts()
+    }
+}
+
+/// The agent at hand: a handle on its entry in [`ALL`].
+#[derive(Clone, Copy)]
+pub struct Profile(&'static dyn Agent);
+
+impl std::ops::Deref for Profile {
+    type Target = dyn Agent;
+
+    fn deref(&self) -> &(dyn Agent + 'static) {
+        self.0
+    }
+}
+
+impl std::fmt::Debug for Profile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.name())
+    }
+}
+
+impl PartialEq for Profile {
+    fn eq(&self, other: &Profile) -> bool {
+        self.0.name() == other.0.name()
+    }
+}
+
+impl Eq for Profile {}
+
+impl std::hash::Hash for Profile {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.name().hash(state);
+    }
+}
+
+impl PartialOrd for Profile {
+    fn partial_cmp(&self, other: &Profile) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Profile {
+    /// In the order of [`ALL`].
+    fn cmp(&self, other: &Profile) -> std::cmp::Ordering {
+        self.index().cmp(&other.index())
+    }
+}
+
+impl Profile {
+    /// Every profile, in the order of [`ALL`].
+    pub fn all() -> impl Iterator<Item = Profile> {
+        ALL.iter().map(|a| Profile(*a))
+    }
+
+    /// The profile of that name.
+    pub fn named(name: &str) -> Option<Profile> {
+        Profile::all().find(|p| p.name() == name)
+    }
+
+    /// The profile of any agent acp-usage does not know.
+    pub fn generic() -> Profile {
+        Profile(&generic::Generic)
+    }
+
+    /// Whether this is the generic profile.
+    pub fn is_generic(self) -> bool {
+        self == Profile::generic()
+    }
+
+    fn index(self) -> usize {
+        ALL.iter().position(|a| a.name() == self.name()).unwrap_or(usize::MAX)
+    }
+
+    /// Recognises the agent from `initialize`'s `agentInfo.name`, else from its command line.
+    pub fn detect(agent_name: Option<&str>, command: &[String]) -> Profile {
+        let by_word = |word: &str| {
+            let word = word.to_ascii_lowercase();
+            Profile::all().filter(|p| !p.is_generic()).find(|p| p.recognises(&word))
+        };
+        if let Some(p) = agent_name.and_then(by_word) {
+            return p;
+        }
+        command
+            .iter()
+            .filter_map(|arg| by_word(arg.rsplit('/').next().unwrap_or(arg)))
+            .next()
+            .unwrap_or_else(Profile::generic)
+    }
+
+    /// The profile the command line suggests before the agent has said its name (the tap must
+    /// point the agent before it starts): like [`Profile::detect`], then any path segment of
+    /// the command (`node .../codex-acp/dist/index.js`).
+    pub fn detect_before_start(command: &[String]) -> Profile {
+        let p = Profile::detect(None, command);
+        if !p.is_generic() {
+            return p;
+        }
+        let segments: Vec<String> =
+            command.iter().flat_map(|a| a.split('/')).map(str::to_owned).collect();
+        Profile::detect(None, &segments)
+    }
+
+    /// Whether a request body is one of the side calls the agent makes for itself while
+    /// declaring its main tools, by the text it always carries.
+    pub fn is_side_call(self, body: &[u8]) -> bool {
+        self.side_call_markers().iter().any(|m| memchr::memmem::find(body, m.as_bytes()).is_some())
+    }
+}
+
+/// Where the agent's calls would go, and how to send them to the tap instead. `env` reads the
+/// environment acp-usage was started with (the agent inherits it), `read_file` a file.
+pub fn point(
+    profile: Profile,
+    env: &dyn Fn(&str) -> Option<String>,
+    read_file: &dyn Fn(&std::path::Path) -> Option<String>,
+) -> Pointing {
+    let env = Env { var: env, read_file };
+    let mut p = Pointing::default();
+    profile.point(&mut p, &env);
+    p.session_headers = profile.session_headers().iter().map(|h| (*h).to_owned()).collect();
+    p.finish_common(&env);
+    p
+}
+
+/// Where this process's agent would send its calls (its environment and config files).
+pub fn point_from_process(profile: Profile) -> Pointing {
+    let env = |name: &str| std::env::var(name).ok();
+    let read = |path: &std::path::Path| std::fs::read_to_string(path).ok();
+    point(profile, &env, &read)
+}
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_point;
+#[cfg(test)]
+mod tests_transcripts;

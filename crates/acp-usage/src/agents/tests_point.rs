@@ -1,0 +1,109 @@
+//! Unit tests of pointing each agent at the tap: which settings, which upstreams.
+use super::*;
+
+fn profile(name: &str) -> Profile {
+    Profile::named(name).unwrap()
+}
+
+fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+    let pairs: Vec<(String, String)> =
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    move |k| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+}
+
+fn no_file(_: &std::path::Path) -> Option<String> {
+    None
+}
+
+#[test]
+fn the_users_base_url_is_the_upstream_else_the_public_endpoint() {
+    let env = env_of(&[("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/")]);
+    let p = point(profile("claude"), &env, &no_file);
+    let upstream =
+        |name: &str| p.routes.iter().find(|r| r.name == name).map(|r| r.upstream.clone()).unwrap();
+    assert_eq!(upstream("anthropic"), "http://127.0.0.1:9");
+    // Claude Code reads no other base URL: no other variable is set.
+    assert_eq!(p.routes.len(), 1);
+    let resolved = p.resolve(|route| format!("http://127.0.0.1:1/s/{route}"));
+    assert!(
+        resolved.env.contains(&(
+            "ANTHROPIC_BASE_URL".to_owned(),
+            "http://127.0.0.1:1/s/anthropic".to_owned()
+        ))
+    );
+    assert_eq!(p.session_headers, vec!["x-claude-code-session-id".to_owned()]);
+    assert!(resolved.env.contains(&("NO_PROXY".to_owned(), "127.0.0.1,localhost".to_owned())));
+}
+
+#[test]
+fn codex_builtin_provider_goes_through_openai_base_url_and_chatgpt_elsewhere() {
+    let env = env_of(&[("CODEX_HOME", "/h"), ("no_proxy", "corp.example")]);
+    let p = point(profile("codex"), &env, &no_file);
+    let resolved = p.resolve(|route| format!("http://tap/{route}"));
+    assert_eq!(resolved.args, vec!["-c", "openai_base_url=\"http://tap/codex-openai\""]);
+    let (_, overrides) = resolved.env.iter().find(|(k, _)| k == "CODEX_CONFIG").unwrap();
+    assert_eq!(overrides, r#"{"openai_base_url":"http://tap/codex-openai"}"#);
+    assert_eq!(p.alternates[0].upstream, "https://chatgpt.com/backend-api/codex");
+    assert!(
+        resolved
+            .env
+            .contains(&("no_proxy".to_owned(), "corp.example,127.0.0.1,localhost".to_owned()))
+    );
+}
+
+#[test]
+fn a_claude_settings_base_url_is_said_since_it_wins_over_the_tap() {
+    let env = env_of(&[("CLAUDE_CONFIG_DIR", "/c")]);
+    let settings = |path: &std::path::Path| {
+        (path == std::path::Path::new("/c/settings.json"))
+            .then(|| r#"{"env":{"ANTHROPIC_BASE_URL":"https://gw.example"}}"#.to_owned())
+    };
+    let p = point(profile("claude"), &env, &settings);
+    assert_eq!(p.warnings.len(), 1);
+    assert!(p.warnings[0].starts_with("/c/settings.json sets ANTHROPIC_BASE_URL"));
+    assert!(point(profile("claude"), &env, &no_file).warnings.is_empty());
+}
+
+#[test]
+fn gemini_api_key_route_only_when_an_auth_type_is_chosen() {
+    let env = env_of(&[("GEMINI_CLI_HOME", "/g")]);
+    let p = point(profile("gemini"), &env, &no_file);
+    assert_eq!(p.routes.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["codeassist"]);
+    let chosen = |path: &std::path::Path| {
+        (path == std::path::Path::new("/g/.gemini/settings.json"))
+            .then(|| r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#.to_owned())
+    };
+    let p = point(profile("gemini"), &env, &chosen);
+    assert_eq!(p.routes.len(), 2);
+}
+
+#[test]
+fn opencode_providers_and_codex_providers_are_rewritten() {
+    let config = r#"{"model":"anthropic/claude-sonnet-4-5","provider":{"anthropic":{"options":{"baseURL":"http://127.0.0.1:7/v1","apiKey":"x"}}}}"#;
+    let env = env_of(&[("OPENCODE_CONFIG_CONTENT", config)]);
+    let p = point(profile("opencode"), &env, &no_file);
+    let resolved = p.resolve(|route| format!("http://tap/{route}"));
+    let (_, content) = resolved.env.iter().find(|(k, _)| k == "OPENCODE_CONFIG_CONTENT").unwrap();
+    let v: serde_json::Value = serde_json::from_str(content).unwrap();
+    assert_eq!(v["provider"]["anthropic"]["options"]["baseURL"], "http://tap/opencode-anthropic");
+    assert_eq!(v["provider"]["anthropic"]["options"]["apiKey"], "x");
+    assert!(p.routes.iter().any(|r| r.upstream == "http://127.0.0.1:7/v1"));
+
+    let env = env_of(&[("CODEX_HOME", "/h")]);
+    let read = |path: &std::path::Path| {
+        (path == std::path::Path::new("/h/config.toml")).then(|| {
+            "model_provider = \"mock\"\n[model_providers.mock]\nbase_url = \"http://127.0.0.1:8/v1\"\n".to_owned()
+        })
+    };
+    let p = point(profile("codex"), &env, &read);
+    let resolved = p.resolve(|route| format!("http://tap/{route}"));
+    assert_eq!(
+        resolved.args,
+        vec!["-c", "model_providers.mock.base_url=\"http://tap/codex-mock\""]
+    );
+    let (_, overrides) = resolved.env.iter().find(|(k, _)| k == "CODEX_CONFIG").unwrap();
+    assert_eq!(
+        overrides,
+        r#"{"model_provider":"mock","model_providers":{"mock":{"base_url":"http://tap/codex-mock"}}}"#
+    );
+}
