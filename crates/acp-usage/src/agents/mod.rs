@@ -12,14 +12,6 @@
 //! parser in the core.
 
 pub mod acp;
-mod claude;
-mod cline;
-mod codex;
-mod copilot;
-mod gemini;
-mod generic;
-mod opencode;
-mod qwen;
 
 use acp_usage_core::TokenRecord;
 use acp_usage_core::estimate::Family;
@@ -31,18 +23,28 @@ pub use acp::{AgentUpdate, CostView, UpdateMeta};
 use crate::sources::tap::point::{Env, Pointing};
 use crate::sources::transcripts::Format;
 
-/// Every agent acp-usage has a profile for, in the order `import` reads them; the generic
-/// profile, for any other agent, is last.
-pub static ALL: &[&dyn Agent] = &[
-    &claude::Claude,
-    &codex::Codex,
-    &gemini::Gemini,
-    &opencode::Opencode,
-    &qwen::Qwen,
-    &copilot::Copilot,
-    &cline::Cline,
-    &generic::Generic,
-];
+/// Declares each agent's module and [`ALL`] from one list of `module::Agent` entries.
+macro_rules! agents {
+    ($($module:ident :: $agent:ident,)*) => {
+        $(mod $module;)*
+
+        /// Every agent acp-usage has a profile for, in the order `import` reads them and
+        /// detection tries them; the generic profile, for any other agent, is last.
+        pub static ALL: &[&dyn Agent] = &[$(&$module::$agent),*];
+    };
+}
+
+// The one list: adding an agent is one line here (and its file).
+agents! {
+    claude::Claude,
+    codex::Codex,
+    gemini::Gemini,
+    opencode::Opencode,
+    qwen::Qwen,
+    copilot::Copilot,
+    cline::Cline,
+    generic::Generic,
+}
 
 /// What acp-usage knows about one agent. Every method but [`Agent::name`] and
 /// [`Agent::recognises`] has the generic reading as its default.
