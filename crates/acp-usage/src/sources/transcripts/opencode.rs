@@ -80,6 +80,8 @@ struct Row {
     session: String,
     time_updated: i64,
     data: String,
+    /// When the message's session was created.
+    session_created: i64,
 }
 
 /// The part of a message's `data` that usage needs.
@@ -153,8 +155,8 @@ const MESSAGES: &str = "
         SELECT ?1
         UNION SELECT s.id FROM session s JOIN tree t ON s.parent_id = t.id
     )
-    SELECT m.id, m.session_id, m.time_updated, m.data
-    FROM message m
+    SELECT m.id, m.session_id, m.time_updated, m.data, s.time_created
+    FROM message m JOIN session s ON s.id = m.session_id
     WHERE m.session_id IN tree AND m.time_updated >= ?2
     ORDER BY m.time_created, m.id";
 
@@ -219,6 +221,7 @@ impl OpencodeDb {
                     session: row.get(1)?,
                     time_updated: row.get(2)?,
                     data: row.get(3)?,
+                    session_created: row.get(4)?,
                 })
             })?;
             rows.collect::<Result<Vec<Row>, _>>()?
@@ -268,6 +271,12 @@ impl OpencodeDb {
         for (row, data) in &parsed {
             cursor.newest =
                 Some(cursor.newest.map_or(row.time_updated, |t| t.max(row.time_updated)));
+            if data.time.created.is_some_and(|t| t < row.session_created) {
+                // A copy of another session's message (a fork starts with its parent's history,
+                // keeping each message's creation time, cost 0): its call was billed to the
+                // parent, not again.
+                continue;
+            }
             let main = row.session == session;
             match data.role.as_str() {
                 "user" if main => {
@@ -609,6 +618,20 @@ mod tests {
         let other = dir.0.join("other.db");
         Connection::open(&other).unwrap().execute_batch("CREATE TABLE t (x)").unwrap();
         assert!(OpencodeDb::open(&other).is_err());
+    }
+
+    /// kilo 7.7.7 (opencode's schema) after a session, its load, resume and fork: the fork's
+    /// session holds copies of the parent's 11 messages (created before the fork, cost 0); only
+    /// its own call is the fork's. The mock billed 6 calls to the parent and 1 to the fork.
+    #[test]
+    fn a_forks_copied_history_is_not_its_calls() {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kilo/forked.db");
+        let mut db = OpencodeDb::open(&path).unwrap();
+        let calls = |db: &mut OpencodeDb, id: &str| {
+            read(db, id).into_iter().filter(|e| matches!(e, Event::Call(_))).count()
+        };
+        assert_eq!(calls(&mut db, "ses_de959cd2dffeMXbOi34WLA79TM"), 6);
+        assert_eq!(calls(&mut db, "ses_de958e304ffeMw445Y1yYg11tz"), 1);
     }
 
     fn fixture(name: &str) -> PathBuf {
