@@ -252,3 +252,11 @@ fn opencode_relay_load_and_resume_tapped() {
     let _lock = support::agent_lock(AGENT);
     flows::relay_load_resume(EXPECT.tapped(), Some(WINDOW), Some(WINDOW));
 }
+
+/// opencode copies the parent's history into the fork's session, as kilo does: the fork's turn
+/// counts its own call only.
+#[test]
+fn opencode_relay_fork() {
+    let _lock = support::agent_lock(AGENT);
+    flows::relay_fork(EXPECT);
+}

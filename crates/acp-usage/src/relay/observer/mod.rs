@@ -438,12 +438,7 @@ impl Observer {
                 let r: Value = serde_json::from_str(env.result?.get()).ok()?;
                 let id = r.get("sessionId")?.as_str()?.to_string();
                 self.format()?;
-                let parent = p.session.as_ref().and_then(|parent| self.sessions.get(parent));
-                let ledger = match parent {
-                    Some(parent) => parent.ledger.fork(),
-                    None => Ledger::restored(),
-                };
-                self.sessions.entry(id.clone()).or_insert_with(|| Session::new(ledger));
+                self.forked_session(p.session.as_deref(), &id);
                 self.follow(&id, true);
                 // The fork's transcript repeats its parent's calls: they are history.
                 let inherited = p
@@ -656,6 +651,21 @@ impl Observer {
             }
             None => Session::new(Ledger::restored()),
         })
+    }
+
+    /// The session a `session/fork` of `parent` created: it starts from its parent's context and
+    /// carries its cost, as agents do. An agent that replays the parent's history under the new
+    /// id before its response (kilo) made the session known already, with nothing in it.
+    fn forked_session(&mut self, parent: Option<&str>, id: &str) -> &mut Session {
+        let ledger = match parent.and_then(|parent| self.sessions.get(parent)) {
+            Some(parent) => parent.ledger.fork(),
+            None => Ledger::restored(),
+        };
+        let s = self.sessions.entry(id.to_string()).or_insert_with(|| Session::new(ledger.clone()));
+        if !s.ledger.has_turns() && !s.ledger.in_turn() {
+            s.ledger = ledger;
+        }
+        s
     }
 
     fn session(&mut self, id: &str, make: fn() -> Ledger) -> &mut Session {

@@ -30,18 +30,13 @@ impl Observer {
             Method::New | Method::Fork => {
                 let Some(r) = result.as_ref().filter(|_| ok) else { return out };
                 let Some(id) = r.get("sessionId").and_then(Value::as_str) else { return out };
-                let ledger = match p.session.as_ref().and_then(|parent| self.sessions.get(parent)) {
-                    // A fork starts from its parent's context and carries its cost, as agents do.
-                    Some(parent) if p.method == Method::Fork => parent.ledger.fork(),
-                    _ if p.method == Method::Fork => Ledger::restored(),
-                    _ => Ledger::new(),
-                };
-                // Keep what a pipelining client already started in the session, or an agent's
-                // notifications before its response (Copilot sends some): a new session has no
-                // unseen history either way.
-                let s = self.sessions.entry(id.to_string()).or_insert_with(|| Session::new(ledger));
-                if p.method == Method::New {
-                    s.ledger.mark_new();
+                if p.method == Method::Fork {
+                    self.forked_session(p.session.as_deref(), id);
+                } else {
+                    // Keep what a pipelining client already started in the session, or an
+                    // agent's notifications before its response (Copilot sends some): a new
+                    // session has no unseen history either way.
+                    self.session(id, Ledger::new).ledger.mark_new();
                 }
                 self.read_models(id, r);
                 if p.method == Method::New {
