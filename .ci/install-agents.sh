@@ -10,7 +10,7 @@
 # Anything already there at the pinned version is left alone, so a warm cache costs nothing.
 # Pins: tests/src/agents.rs (Agent::package) must name the same versions.
 # Never install with --omit=optional: the agents' native binaries are optional dependencies
-# (opencode-ai's is opencode-linux-x64, cline's is its platform package; npm 11 skips some
+# (opencode-ai's is opencode-linux-x64, cline's and kilo's are their platform packages; npm 11 skips some
 # postinstall scripts, the bin links still work).
 set -euo pipefail
 
@@ -24,9 +24,10 @@ packages=(
   "@qwen-code/qwen-code@0.24.4"
   "@github/copilot@1.0.102"
   "cline@3.0.65"
+  "@kilocode/cli@7.7.7"
   "acpx@0.19.1"
 )
-bins=(claude-agent-acp codex-acp gemini opencode qwen copilot cline acpx)
+bins=(claude-agent-acp codex-acp gemini opencode qwen copilot cline kilo acpx)
 dest="${ACP_USAGE_AGENTS_CACHE:-$HOME/.cache/acp-usage/agents}"
 mkdir -p "$dest"
 

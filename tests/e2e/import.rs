@@ -1,11 +1,11 @@
 //! `acp-usage import` with real agents: sessions run directly (no relay) against the mock, then
 //! imported from the transcripts the agents left in the lab's HOME.
 //!
-//! Guarantees checked, per agent (Claude Code, Codex, Gemini CLI, opencode, qwen-code):
+//! Guarantees checked, per agent (Claude Code, Codex, Gemini CLI, opencode, kilo, qwen-code):
 //! - the ledger's totals after import (as `acp-usage report --json` reads them, and as the
 //!   ledger holds them) equal what the mock served for every call the agent records on disk
 //!   (every call but the few auxiliary ones an agent keeps no record of: Claude Code's and
-//!   opencode's titles, qwen-code's prompt suggestions), each counted once, priced to the
+//!   opencode's and kilo's titles, qwen-code's prompt suggestions), each counted once, priced to the
 //!   catalog;
 //! - a second import adds nothing;
 //! - a session the relay already recorded (through `acp-usage` with the ledger on) gains
@@ -105,7 +105,7 @@ fn report_totals(lab: &Lab, ledger: &Path) -> Option<Value> {
 fn recorded(agent: Agent, calls: &[Call]) -> Vec<&Call> {
     let on_disk = |c: &Call| match agent {
         _ if c.kind != CallKind::Auxiliary => true,
-        Agent::Claude | Agent::Opencode => false,
+        Agent::Claude | Agent::Opencode | Agent::Kilo => false,
         Agent::Qwen => c.request_body.to_string().contains("memory extraction subagent"),
         _ => true,
     };
@@ -207,6 +207,11 @@ fn import_gemini() {
 #[test]
 fn import_opencode() {
     direct_then_import(Agent::Opencode);
+}
+
+#[test]
+fn import_kilo() {
+    direct_then_import(Agent::Kilo);
 }
 
 #[test]

@@ -30,6 +30,7 @@ mod copilot;
 mod flows;
 mod gemini;
 mod import;
+mod kilo;
 mod ledger;
 mod opencode;
 mod otlp;

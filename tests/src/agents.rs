@@ -40,10 +40,12 @@ pub enum Agent {
     Copilot,
     /// `cline` (`cline --acp`), its Anthropic provider (Messages API) with a custom base URL.
     Cline,
+    /// `@kilocode/cli` (`kilo acp`, an opencode fork), its Anthropic provider on the Messages API.
+    Kilo,
 }
 
 impl Agent {
-    pub const ALL: [Agent; 8] = [
+    pub const ALL: [Agent; 9] = [
         Agent::Claude,
         Agent::Codex,
         Agent::CodexTs,
@@ -52,6 +54,7 @@ impl Agent {
         Agent::Qwen,
         Agent::Copilot,
         Agent::Cline,
+        Agent::Kilo,
     ];
 
     pub fn name(self) -> &'static str {
@@ -64,6 +67,7 @@ impl Agent {
             Agent::Qwen => "qwen",
             Agent::Copilot => "copilot",
             Agent::Cline => "cline",
+            Agent::Kilo => "kilo",
         }
     }
 
@@ -78,6 +82,8 @@ impl Agent {
             Agent::Qwen => ("@qwen-code/qwen-code", "0.24.4"),
             Agent::Copilot => ("@github/copilot", "1.0.102"),
             Agent::Cline => ("cline", "3.0.65"),
+            // 7.8.1, the newest, has no linux-x64 platform package on the registry.
+            Agent::Kilo => ("@kilocode/cli", "7.7.7"),
         }
     }
 
@@ -91,6 +97,7 @@ impl Agent {
             Agent::Qwen => "qwen",
             Agent::Copilot => "copilot",
             Agent::Cline => "cline",
+            Agent::Kilo => "kilo",
         }
     }
 
@@ -98,7 +105,7 @@ impl Agent {
         match self {
             // A fixed model: the default `auto` router makes classifier calls and may switch models.
             Agent::Gemini => vec!["--acp".into(), "-m".into(), GEMINI_MODEL.into()],
-            Agent::Opencode => vec!["acp".into()],
+            Agent::Opencode | Agent::Kilo => vec!["acp".into()],
             Agent::Qwen | Agent::Cline => vec!["--acp".into()],
             Agent::Copilot => vec!["--acp".into(), "--disable-client-telemetry".into()],
             Agent::Claude | Agent::Codex | Agent::CodexTs => Vec::new(),
@@ -258,8 +265,9 @@ pub fn agent_command(
             set("GOOGLE_GEMINI_BASE_URL", mock_url.to_owned());
             set("GEMINI_TELEMETRY_ENABLED", "false".into());
         }
-        Agent::Opencode => {
-            // Its SQLite store lands in $XDG_DATA_HOME/opencode/opencode.db.
+        Agent::Opencode | Agent::Kilo => {
+            // Its SQLite store lands in $XDG_DATA_HOME/opencode/opencode.db (kilo's in
+            // $XDG_DATA_HOME/kilo/kilo.db).
             for (var, dir) in [
                 ("XDG_DATA_HOME", ".local/share"),
                 ("XDG_CONFIG_HOME", ".config"),
@@ -270,15 +278,25 @@ pub fn agent_command(
                 std::fs::create_dir_all(&dir)?;
                 set(var, dir.display().to_string());
             }
-            set("OPENCODE_CONFIG_CONTENT", opencode_config(mock_url));
-            for quiet in [
-                "OPENCODE_DISABLE_MODELS_FETCH",
-                "OPENCODE_DISABLE_AUTOUPDATE",
-                "OPENCODE_DISABLE_SHARE",
-                "OPENCODE_DISABLE_LSP_DOWNLOAD",
-                "OPENCODE_DISABLE_DEFAULT_PLUGINS",
-            ] {
-                set(quiet, "1".into());
+            // The same switches under each one's prefix; kilo's also stop its session
+            // uploads and its presence client (any telemetry level but `all` is off).
+            let (prefix, extra): (&str, &[&str]) = match agent {
+                Agent::Kilo => ("KILO", &["DISABLE_SESSION_INGEST", "DISABLE_PRESENCE"]),
+                _ => ("OPENCODE", &[]),
+            };
+            set(&format!("{prefix}_CONFIG_CONTENT"), opencode_config(mock_url));
+            let quiet = [
+                "DISABLE_MODELS_FETCH",
+                "DISABLE_AUTOUPDATE",
+                "DISABLE_SHARE",
+                "DISABLE_LSP_DOWNLOAD",
+                "DISABLE_DEFAULT_PLUGINS",
+            ];
+            for name in quiet.iter().chain(extra) {
+                set(&format!("{prefix}_{name}"), "1".into());
+            }
+            if agent == Agent::Kilo {
+                set("KILO_TELEMETRY_LEVEL", "off".into());
             }
         }
         Agent::Copilot => {

@@ -43,6 +43,7 @@ agents! {
     qwen::Qwen,
     copilot::Copilot,
     cline::Cline,
+    kilo::Kilo,
     generic::Generic,
 }
 

@@ -22,6 +22,13 @@ fn detection() {
         Profile::detect(None, &cmd("/x/.bin/opencode acp -m anthropic/claude-sonnet-4-5")),
         profile("opencode")
     );
+    assert_eq!(Profile::detect(Some("Kilo"), &[]), profile("kilo"));
+    assert_eq!(Profile::detect(None, &cmd("/x/.bin/kilo acp")), profile("kilo"));
+    assert_eq!(
+        Profile::detect_before_start(&cmd("node /x/node_modules/@kilocode/cli/bin/kilo acp")),
+        profile("kilo")
+    );
+    assert_eq!(Profile::detect(Some("kilometre"), &[]), profile("generic"));
 }
 
 #[test]

@@ -107,3 +107,21 @@ fn opencode_providers_and_codex_providers_are_rewritten() {
         r#"{"model_provider":"mock","model_providers":{"mock":{"base_url":"http://tap/codex-mock"}}}"#
     );
 }
+
+#[test]
+fn kilo_reads_its_own_config_variable() {
+    let config = r#"{"provider":{"anthropic":{"options":{"baseURL":"http://127.0.0.1:7/v1"}}}}"#;
+    let env = env_of(&[("KILO_CONFIG_CONTENT", config), ("OPENCODE_CONFIG_CONTENT", config)]);
+    let p = point(profile("kilo"), &env, &no_file);
+    let resolved = p.resolve(|route| format!("http://tap/{route}"));
+    let (_, content) = resolved.env.iter().find(|(k, _)| k == "KILO_CONFIG_CONTENT").unwrap();
+    let v: serde_json::Value = serde_json::from_str(content).unwrap();
+    assert_eq!(v["provider"]["anthropic"]["options"]["baseURL"], "http://tap/kilo-anthropic");
+    // opencode's variable is not kilo's: left alone.
+    assert!(!resolved.env.iter().any(|(k, _)| k == "OPENCODE_CONFIG_CONTENT"));
+    assert!(
+        resolved
+            .env
+            .contains(&("ANTHROPIC_BASE_URL".to_owned(), "http://tap/anthropic-v1".to_owned()))
+    );
+}

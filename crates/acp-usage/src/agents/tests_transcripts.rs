@@ -99,6 +99,7 @@ fn locations_follow_the_environment() {
     assert_eq!(l.of(&copilot::FORMAT), Some(PathBuf::from("/h/.copilot")));
     assert_eq!(l.of(&cline::FORMAT), Some(PathBuf::from("/h/.cline/data")));
     assert_eq!(l.of(&qwen::FORMAT), Some(PathBuf::from("/h/.qwen")));
+    assert_eq!(l.of(&kilo::FORMAT), Some(PathBuf::from("/h/.local/share/kilo/kilo.db")));
     let l = locations(env(&[
         ("HOME", "/h"),
         ("CLAUDE_CONFIG_DIR", "/c"),
@@ -110,4 +111,9 @@ fn locations_follow_the_environment() {
     assert_eq!(l.of(&codex::FORMAT), Some(PathBuf::from("/x")));
     assert_eq!(l.of(&gemini::FORMAT), Some(PathBuf::from("/g/.gemini")));
     assert_eq!(l.of(&opencode::FORMAT), Some(PathBuf::from("/d/opencode/opencode.db")));
+    assert_eq!(l.of(&kilo::FORMAT), Some(PathBuf::from("/d/kilo/kilo.db")));
+    let l = locations(env(&[("HOME", "/h"), ("KILO_DB", "other.db")]));
+    assert_eq!(l.of(&kilo::FORMAT), Some(PathBuf::from("/h/.local/share/kilo/other.db")));
+    let l = locations(env(&[("KILO_DB", "/k/kilo.db")]));
+    assert_eq!(l.of(&kilo::FORMAT), Some(PathBuf::from("/k/kilo.db")));
 }

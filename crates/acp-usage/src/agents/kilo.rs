@@ -1,0 +1,94 @@
+//! kilo (`kilo acp`, npm `@kilocode/cli`): a fork of opencode, with opencode's formats in its
+//! own places.
+//!
+//! Over ACP kilo 7.7 behaves as opencode 1.18 (the same code): one `usage_update` per turn whose
+//! `used` leaves the last call's output out, whose `size` is models.dev's (1,000,000 for
+//! claude-sonnet-4-5, which the API runs at 200,000 without the 1M beta header it does not
+//! send), whose `cost` sums the session's stored messages (a subagent's cost included: kilo adds
+//! it to the calling message); a per-turn `usage` that is the last call's. Its store is an
+//! SQLite database with opencode's schema (`$KILO_DB`, a relative name under
+//! `<data>/kilo/`; else `<data>/kilo/kilo.db`), read by opencode's reader. Its title call
+//! (`claude-haiku-4-5` by default) is in no record. The tap is pointed through the base-URL
+//! variables its AI-SDK providers read and `KILO_CONFIG_CONTENT`; the Kilo Gateway provider
+//! (`kilo`, OpenAI Chat Completions to `api.kilo.ai`) is not pointed.
+
+use std::path::PathBuf;
+
+use acp_usage_core::ledger::Ledger;
+use serde_json::Value;
+
+use super::Agent;
+use super::acp::{AgentUpdate, split_bracket};
+use super::opencode;
+use crate::sources::tap::point::{ANTHROPIC_V1, Env, OPENAI, Pointing};
+use crate::sources::transcripts::{Format, Store};
+
+pub struct Kilo;
+
+/// kilo's SQLite store (opencode's schema).
+pub static FORMAT: Format = Format {
+    name: "kilo",
+    location: |env| {
+        let set = |name: &str| env(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let dir = || {
+            let data = set("XDG_DATA_HOME").or_else(|| set("HOME").map(|h| h.join(".local/share")));
+            data.map(|d| d.join("kilo"))
+        };
+        match set("KILO_DB") {
+            Some(db) if db.is_absolute() => Some(db),
+            // A relative name is one in kilo's data directory.
+            Some(db) => dir().map(|d| d.join(db)),
+            None => dir().map(|d| d.join("kilo.db")),
+        }
+    },
+    store: Store::OpencodeDb,
+    marks_turn_end: true,
+};
+
+impl Agent for Kilo {
+    fn name(&self) -> &'static str {
+        "kilo"
+    }
+
+    fn about(&self) -> &'static str {
+        "kilo acp (Kilo Code CLI)"
+    }
+
+    fn recognises(&self, word: &str) -> bool {
+        // agentInfo.name is "Kilo"; the command is `kilo acp` (or `kilocode`), its launcher
+        // under `@kilocode/cli`.
+        word == "kilo" || word.starts_with("kilo ") || word.contains("kilocode")
+    }
+
+    fn resolve_model(&self, value: &str) -> (Option<String>, Option<u64>) {
+        // `providerID/modelID`, as opencode's; kilo's own window is models.dev's copy.
+        (Some(opencode::model_id(split_bracket(value).0).to_string()), None)
+    }
+
+    fn unrecorded_side_calls(&self, _: Option<&str>) -> &'static [&'static str] {
+        &["session title"]
+    }
+
+    fn on_usage_update(&self, ledger: &mut Ledger, update: &AgentUpdate) {
+        opencode::usage_update(ledger, update);
+    }
+
+    fn on_prompt_result(&self, ledger: &mut Ledger, result: &Value) {
+        opencode::prompt_result(ledger, result);
+    }
+
+    fn point(&self, p: &mut Pointing, env: &Env) {
+        // Read only when no config names a base URL for the provider.
+        p.var(&ANTHROPIC_V1, env);
+        p.var(&OPENAI, env);
+        opencode::point_config(p, env, "KILO_CONFIG_CONTENT", "kilo");
+    }
+
+    fn session_headers(&self) -> &'static [&'static str] {
+        &["x-session-affinity", "x-session-id"]
+    }
+
+    fn transcripts(&self) -> Option<&'static Format> {
+        Some(&FORMAT)
+    }
+}
