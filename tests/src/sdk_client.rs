@@ -1,4 +1,4 @@
-//! An ACP client built on the official Rust SDK (`agent-client-protocol` 5.0.0), for end-to-end tests.
+//! An ACP client built on the official Rust SDK (`agent-client-protocol` 5.2.0), for end-to-end tests.
 //!
 //! It spawns an agent command (the relay, or any ACP agent) on stdio, runs `initialize`,
 //! `session/new`, one `session/prompt` per scripted prompt and optionally `session/load`, answers
