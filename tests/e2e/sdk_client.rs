@@ -1,6 +1,7 @@
-//! A real ACP client (the official Rust SDK, `acp_usage_tests::sdk_client`) against a scripted agent,
-//! directly and through the relay: the SDK's typed types must accept `usage_update` (with `_meta`)
-//! and `PromptResponse.usage` without dropping anything.
+//! A real ACP client (the official Rust SDK: `tests/sdk-client`, run as a process through
+//! `acp_usage_tests::sdk_client`, built on first use) against a scripted agent, directly and
+//! through the relay: the SDK's typed types must accept `usage_update` (with `_meta`) and
+//! `PromptResponse.usage` without dropping anything.
 
 use std::time::Duration;
 

@@ -3,6 +3,8 @@
 //! - [`mock_llm`]: a scripted Anthropic/OpenAI/Gemini mock on 127.0.0.1 that records the usage
 //!   it served, so tests know exactly what an agent was billed for.
 //! - [`client`]: a line-exact ACP client that answers the agent's requests.
+//! - [`sdk_client`]: the client on the official Rust ACP SDK (`tests/sdk-client`, a workspace of
+//!   its own), built on first use and run as a process.
 //! - [`agents`]: commands and scratch configuration for the real agents, pointed at the mock.
 //! - [`relay`]: locating (and building) the `acp-usage` binary under test.
 //! - [`otlp`]: an OTLP/HTTP receiver that decodes what it gets, and the rotel collector in front

@@ -1,4 +1,5 @@
-//! A tiny scripted ACP agent on stdio (plain serde_json, no SDK), for the SDK-client tests.
+//! A tiny scripted ACP agent on stdio (plain serde_json, no SDK), for the SDK-client tests
+//! (`tests/e2e/sdk_client.rs`; the client on the official SDK is `tests/sdk-client`).
 //!
 //! `sdk-scripted-agent [--no-usage] [--malformed] [--model ID]`
 //!
