@@ -24,7 +24,7 @@ use crate::{META_KEY, META_VERSION, TurnUsageMeta, UsageBreakdown, UsageUpdateMe
 
 /// The exact version of the official schema crate the definitions come from (pinned with `=` in
 /// the workspace manifest; a test checks the two agree).
-pub const ACP_SCHEMA_CRATE_VERSION: &str = "1.17.0";
+pub const ACP_SCHEMA_CRATE_VERSION: &str = "1.20.0";
 
 /// The official crate's unstable features the workspace enables, i.e. the unstable parts of ACP
 /// the definitions include.
