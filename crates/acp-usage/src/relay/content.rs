@@ -12,7 +12,7 @@ use acp_usage_core::estimate::Family;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::envelope::{Invalid, Raw, Scanner, Str};
+use super::json::{Invalid, Raw, Scanner, Str};
 use acp_usage_core::estimate::{by_bytes, count as tokens};
 
 /// The estimate for one image or audio block: a mid-size screenshot is about 1,500 tokens with

@@ -48,6 +48,7 @@ pub mod emit;
 pub mod envelope;
 pub mod follow;
 mod io;
+pub mod json;
 pub mod lines;
 pub mod live_validate;
 pub mod observer;
