@@ -43,7 +43,9 @@
 //! that waits on the poller itself, so a line crossing the relay costs no thread wake-up.
 
 pub mod agent;
+mod agent_pump;
 pub mod content;
+mod editor_pump;
 pub mod emit;
 pub mod envelope;
 pub mod follow;
@@ -51,6 +53,7 @@ mod io;
 pub mod json;
 pub mod lines;
 pub mod live_validate;
+mod main_loop;
 pub mod observer;
 mod options;
 pub mod splice;
@@ -64,17 +67,17 @@ use std::time::Duration;
 use anyhow::Context;
 use jsonrpsee_types::ErrorObjectOwned;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::agents::Profile;
 use crate::record::{Dir, Recorder};
 use crate::sources::transcripts::Worker;
-use envelope::Envelope;
-use io::{Batches, Sink};
-use lines::{Framer, Piece};
+use agent_pump::AgentPump;
+use editor_pump::EditorPump;
+use io::Sink;
 use live_validate::Live;
-use observer::{Observer, Outcome};
+use main_loop::{Held, MainLoop};
+use observer::Observer;
 pub use options::{AgentUsage, Options, RelayOptions, Transcripts};
 pub use taps::Taps;
 
@@ -172,6 +175,16 @@ fn lock(core: &Shared) -> MutexGuard<'_, Core> {
     core.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// What each pump has of the relay: the shared core, the line limit, and the way to the main
+/// loop.
+#[derive(Debug)]
+struct Pump {
+    core: Shared,
+    /// Longest accepted line.
+    max: usize,
+    events: mpsc::UnboundedSender<Event>,
+}
+
 /// What the pumps tell the main loop.
 #[derive(Debug)]
 enum Event {
@@ -194,41 +207,22 @@ where
     I: AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
 {
-    let mut argv = opts.argv.clone();
-    let tapped = if opts.settings.tap {
-        let profile = opts
-            .settings
-            .forced_profile
-            .unwrap_or_else(|| Profile::detect_before_start(&opts.settings.command));
-        crate::sources::tap::start_for_agent(crate::agents::point_from_process(profile))
-    } else {
-        None
-    };
-    opts.settings.tap = tapped.is_some();
-    let (tap_env, tap_rx, tap_notify) = match tapped {
-        Some(t) => {
-            argv.extend(t.args);
-            (t.env, Some(t.calls), t.notify)
-        }
-        None => (Vec::new(), None, Arc::new(tokio::sync::Notify::new())),
-    };
-    let (mut agent, pipes) = agent::spawn_with(&argv, &tap_env)?;
+    let tap = start_tap(&mut opts);
+    let (agent, pipes) = agent::spawn_with(&tap.argv, &tap.env)?;
     // Larger pipes to and from the agent: fewer wake-ups of either side per long line.
     lines::grow_pipe(std::os::fd::AsRawFd::as_raw_fd(&pipes.stdout));
     lines::grow_pipe(std::os::fd::AsRawFd::as_raw_fd(&pipes.stdin));
     let observer = Observer::new(opts.settings.clone());
     tracing::info!(agent = ?opts.argv, pgid = agent.pgid, profile = observer.profile().name(), "agent started");
 
-    // The transcript worker, and an agent line held until the session's transcript caught up.
-    let (tr_tx, mut tr_rx) = mpsc::unbounded_channel();
+    // The transcript worker, whose updates let a held result go.
+    let (tr_tx, tr_rx) = mpsc::unbounded_channel();
     let worker = match &opts.transcripts {
-        Some(locs) => match Worker::start(locs.clone(), tr_tx) {
-            Ok(w) => Some(w),
-            Err(err) => {
-                tracing::warn!("cannot start the transcript reader ({err}); using the ACP numbers");
-                None
-            }
-        },
+        Some(locs) => Worker::start(locs.clone(), tr_tx)
+            .inspect_err(|err| {
+                tracing::warn!("cannot start the transcript reader ({err}); using the ACP numbers")
+            })
+            .ok(),
         None => None,
     };
     // The OTLP exporter: its own thread and timer; the relay never waits for it.
@@ -243,117 +237,88 @@ where
         taps,
         worker,
         ledger: opts.ledger.clone().map(crate::sinks::ledger::Sink::start),
-        tap_rx,
+        tap_rx: tap.calls,
     }));
-    let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<Event>();
+    let (ev_tx, ev_rx) = mpsc::unbounded_channel::<Event>();
+    let pump = |events| Pump { core: core.clone(), max: opts.max_line, events };
     // Answers acp-usage gives the editor itself (a prompt refused for a spent budget): the
     // agent pump owns the editor's side, and writes them between the agent's lines.
     let (answer_tx, answer_rx) = mpsc::unbounded_channel::<Vec<u8>>();
-    let editor_pump = tokio::spawn(editor_pump(
-        editor_in,
-        pipes.stdin,
-        core.clone(),
-        opts.max_line,
-        ev_tx.clone(),
-        answer_tx,
-    ));
+    let editor_pump = EditorPump::new(editor_in, pipes.stdin, pump(ev_tx.clone()), answer_tx);
+    let editor_pump = tokio::spawn(editor_pump.run());
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let agent_pump = tokio::spawn(agent_pump(
+    let agent_pump = AgentPump::new(
         pipes.stdout,
         editor_out,
-        core.clone(),
-        opts.max_line,
+        pump(ev_tx),
         opts.transcript_wait,
-        ev_tx,
         stop_rx,
         answer_rx,
-    ));
+    );
+    let agent_pump = tokio::spawn(agent_pump.run());
 
-    let mut sigint = signal(SignalKind::interrupt()).context("SIGINT handler")?;
-    let mut sigterm = signal(SignalKind::terminate()).context("SIGTERM handler")?;
-    let mut editor_closed_at: Option<tokio::time::Instant> = None;
-    let mut agent_stdout_open = true;
-    let mut status: Option<ExitStatus> = None;
-    // Once the agent has exited, its stdout gets a short while to drain (a grandchild may hold
-    // it open forever).
-    let mut drain_deadline: Option<tokio::time::Instant> = None;
-    let mut held: Option<Held> = None;
-    let mut holds = HoldStats::default();
-    loop {
-        if status.is_some() && !agent_stdout_open {
-            break;
-        }
-        let grace_deadline = editor_closed_at.map(|t| t + opts.grace);
-        let deadline = match (grace_deadline, drain_deadline) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        tokio::select! {
-            Some(ev) = ev_rx.recv() => match ev {
-                Event::EditorClosed => {
-                    tracing::info!("the editor closed its side; closing the agent's stdin");
-                    editor_closed_at = Some(tokio::time::Instant::now());
-                }
-                Event::AgentClosed => agent_stdout_open = false,
-                Event::Held(h) => {
-                    let mut c = lock(&core);
-                    // The transcript may have caught up while the line was on its way here.
-                    if c.observer.hold_ready(&h.session) {
-                        release(h, false, &mut c, &mut holds);
-                    } else {
-                        held = Some(h);
-                    }
-                }
-            },
-            res = &mut agent.exited, if status.is_none() => {
-                let st = res.ok().and_then(Result::ok).context("waiting for the agent")?;
-                tracing::info!("the agent exited with {}", agent::describe(st));
-                status = Some(st);
-                drain_deadline = Some(tokio::time::Instant::now() + Duration::from_millis(500));
-            }
-            _ = sleep_until(deadline), if deadline.is_some() => {
-                if status.is_none() {
-                    tracing::info!("the agent did not exit within {:?} of the editor closing; ending its process group", opts.grace);
-                    let st = agent::end_group(&mut agent, Duration::from_millis(500)).await?;
-                    status = Some(st);
-                }
-                if drain_deadline.is_some_and(|d| d <= tokio::time::Instant::now()) || editor_closed_at.is_some() {
-                    agent_stdout_open = false;
-                }
-            }
-            _ = tap_notify.notified() => lock(&core).drain_tap(),
-            Some(update) = tr_rx.recv() => {
-                let mut c = lock(&core);
-                c.observer.transcript_update(update);
-                if let Some(h) = held.take_if(|h| c.observer.hold_ready(&h.session)) {
-                    release(h, false, &mut c, &mut holds);
-                }
-                c.send_commands();
-            }
-            _ = sleep_until(held.as_ref().map(|h| h.deadline)), if held.is_some() => {
-                let h = held.take().expect("guarded");
-                release(h, true, &mut lock(&core), &mut holds);
-            }
-            _ = sigint.recv() => agent.signal_group(libc::SIGINT),
-            _ = sigterm.recv() => agent.signal_group(libc::SIGTERM),
-        }
-    }
-    // Grandchildren may outlive the agent; the group goes with it.
-    agent.signal_group(libc::SIGKILL);
-    if let Some(h) = held.take() {
-        // The agent is gone: what was held goes on as it is.
-        release(h, true, &mut lock(&core), &mut holds);
-    }
-    holds.log();
-    let status = status.expect("loop ends with a status");
+    let main_loop = MainLoop::new(core.clone(), agent, opts.grace, ev_rx, tr_rx, tap.notify);
+    let status = main_loop.run().await?;
     // What the agent wrote before it went still reaches the editor: the pump stops at its next
     // read, never within a batch.
     let _ = stop_tx.send(());
-    let mut out = agent_pump.await.context("the agent pump")?;
+    let out = agent_pump.await.context("the agent pump")?;
+    answer_pending(&core, status, out).await;
+    // The editor pump may sit in a read on an editor that keeps its side open.
+    editor_pump.abort();
+    finish(&core, exporter, opts.grace).await;
+    Ok(agent::exit_code(status))
+}
 
-    // Requests the agent will never answer get an error, so the editor does not hang.
+/// The LLM-API tap as the agent is started with it.
+struct TapStart {
+    /// The agent command, with the arguments that point it at the tap.
+    argv: Vec<String>,
+    /// The variables that point it at the tap.
+    env: Vec<(String, String)>,
+    /// The calls the tap read.
+    calls: Option<mpsc::UnboundedReceiver<crate::sources::tap::TapCall>>,
+    /// Rung when a call was read.
+    notify: Arc<tokio::sync::Notify>,
+}
+
+/// Starts the LLM-API tap when it is asked for (`opts.settings.tap` says afterwards whether
+/// it runs).
+fn start_tap(opts: &mut Options) -> TapStart {
+    let mut argv = opts.argv.clone();
+    let tapped = if opts.settings.tap {
+        let profile = opts
+            .settings
+            .forced_profile
+            .unwrap_or_else(|| Profile::detect_before_start(&opts.settings.command));
+        crate::sources::tap::start_for_agent(crate::agents::point_from_process(profile))
+    } else {
+        None
+    };
+    opts.settings.tap = tapped.is_some();
+    match tapped {
+        Some(t) => {
+            argv.extend(t.args);
+            TapStart { argv, env: t.env, calls: Some(t.calls), notify: t.notify }
+        }
+        None => TapStart {
+            argv,
+            env: Vec::new(),
+            calls: None,
+            notify: Arc::new(tokio::sync::Notify::new()),
+        },
+    }
+}
+
+/// Requests the agent will never answer get an error, so the editor does not hang; then the
+/// editor's side is closed.
+async fn answer_pending<W: AsyncWrite + Unpin>(
+    core: &Shared,
+    status: ExitStatus,
+    mut out: Sink<W>,
+) {
     let answers: Vec<String> = {
-        let mut c = lock(&core);
+        let mut c = lock(core);
         let ids = c.observer.pending_ids();
         ids.into_iter()
             .map(|id| {
@@ -375,8 +340,13 @@ where
         out.line(msg.as_bytes()).await;
     }
     out.finish().await;
+}
+
+/// The end of a run: counters logged, the taps, the ledger's last writes and a last export
+/// done.
+async fn finish(core: &Shared, exporter: Option<crate::sinks::otlp::Handle>, grace: Duration) {
     let taps = {
-        let mut c = lock(&core);
+        let mut c = lock(core);
         let counters = c.observer.counters;
         tracing::info!(
             not_objects = counters.not_objects,
@@ -388,335 +358,20 @@ where
         c.save_learned();
         std::mem::take(&mut c.taps)
     };
-    // The editor pump may sit in a read on an editor that keeps its side open.
-    editor_pump.abort();
     taps.finish().await;
+
     // The ledger's last writes (the last turn, the sessions no longer open here) are done
     // before the process ends; a ledger stuck behind another process's lock is not waited for
     // longer than this.
-    let ledger = lock(&core).ledger.take();
+    let ledger = lock(core).ledger.take();
     if let Some(sink) = ledger {
         let _ = tokio::task::spawn_blocking(move || sink.finish(Duration::from_secs(5))).await;
     }
     // A last export of what the run recorded, within the exit grace; what does not make it stays
     // in the ledger for the next run (or `acp-usage export --otlp`).
     if let Some(exporter) = exporter {
-        let deadline = std::time::Instant::now() + opts.grace.min(Duration::from_secs(5));
+        let deadline = std::time::Instant::now() + grace.min(Duration::from_secs(5));
         let _ = tokio::task::spawn_blocking(move || exporter.finish(deadline)).await;
-    }
-    Ok(agent::exit_code(status))
-}
-
-/// An agent line waiting for its session's transcript.
-#[derive(Debug)]
-struct Held {
-    line: Vec<u8>,
-    session: String,
-    since: tokio::time::Instant,
-    deadline: tokio::time::Instant,
-    /// Where the agent pump waits for what to write in the line's place.
-    resume: oneshot::Sender<Outcome>,
-}
-
-/// How long results waited for transcripts.
-#[derive(Debug, Default)]
-struct HoldStats {
-    count: u64,
-    timed_out: u64,
-    total: Duration,
-    max: Duration,
-}
-
-impl HoldStats {
-    fn log(&self) {
-        if self.count > 0 {
-            tracing::info!(
-                held = self.count,
-                timed_out = self.timed_out,
-                mean_ms = self.total.as_secs_f64() * 1e3 / self.count as f64,
-                max_ms = self.max.as_secs_f64() * 1e3,
-                "results held for the agent's transcript"
-            );
-        }
-    }
-}
-
-/// Lets a held line go on, with whatever the observer now adds to it.
-fn release(h: Held, timed_out: bool, core: &mut Core, stats: &mut HoldStats) {
-    let waited = h.since.elapsed();
-    stats.count += 1;
-    stats.timed_out += u64::from(timed_out);
-    stats.total += waited;
-    stats.max = stats.max.max(waited);
-    tracing::debug!(
-        session = h.session,
-        waited_ms = waited.as_secs_f64() * 1e3,
-        timed_out,
-        "held result released"
-    );
-    core.observer.release(&h.session, timed_out);
-    let out = core.observer.from_agent_released(&h.line);
-    core.save_learned();
-    core.send_commands();
-    // The pump is gone only if it panicked; then nothing reaches the editor anyway.
-    let _ = h.resume.send(out);
-}
-
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Editor to agent: each line is observed (a request must be tracked before the agent can
-/// answer it), then the batch is written.
-async fn editor_pump<R, W>(
-    mut input: R,
-    agent_in: W,
-    core: Shared,
-    max: usize,
-    events: mpsc::UnboundedSender<Event>,
-    answers: mpsc::UnboundedSender<Vec<u8>>,
-) where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    let mut batches = Batches::new(max);
-    let mut pieces = Vec::new();
-    let mut sink = Sink { out: agent_in, peer: "agent", failed: false, open_line: false };
-    loop {
-        let (eof, taken) = batches.read(&mut input, &mut pieces).await;
-        let buf = &batches.buf;
-        let mut runs: Vec<Range<usize>> = Vec::new();
-        {
-            let mut c = lock(&core);
-            for p in pieces.drain(..) {
-                match p {
-                    Piece::Line { range, newline } => {
-                        let line = &buf[range.clone()];
-                        c.taps.line(Dir::EditorToAgent, line, false);
-                        match c.observer.from_editor(line) {
-                            None => {
-                                extend_run(&mut runs, range.start..range.end + usize::from(newline))
-                            }
-                            Some(answer) => {
-                                // Not for the agent: answered here.
-                                c.taps.line(Dir::Injected, &answer, false);
-                                let _ = answers.send(answer);
-                            }
-                        }
-                    }
-                    Piece::TooLong(n) => {
-                        tracing::warn!(
-                            bytes = n,
-                            limit = max,
-                            "dropped an over-long line from the editor"
-                        );
-                    }
-                }
-            }
-            c.send_commands();
-        }
-        for r in runs {
-            sink.write(&buf[r]).await;
-        }
-        sink.flush().await;
-        batches.consumed(taken);
-        if eof {
-            let _ = events.send(Event::EditorClosed);
-            sink.finish().await;
-            return;
-        }
-    }
-}
-
-/// Appends a line's bytes to the runs to write, merging it with the previous run when they
-/// touch (consecutive forwarded lines are one write).
-fn extend_run(runs: &mut Vec<Range<usize>>, r: Range<usize>) {
-    match runs.last_mut() {
-        Some(last) if last.end == r.start => last.end = r.end,
-        _ => runs.push(r),
-    }
-}
-
-/// Agent to editor. Per batch: the lines acp-usage does not own are written first, straight
-/// from the read buffer, then observed; a line it owns is handled in order, with what it adds.
-// The pump's inputs are each a separate channel or stream it selects on.
-#[allow(clippy::too_many_arguments)]
-async fn agent_pump<R, W>(
-    mut input: R,
-    editor_out: W,
-    core: Shared,
-    max: usize,
-    hold_wait: Duration,
-    events: mpsc::UnboundedSender<Event>,
-    mut stop: oneshot::Receiver<()>,
-    mut answers: mpsc::UnboundedReceiver<Vec<u8>>,
-) -> Sink<W>
-where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    // Taps get whole lines, so with a tap every line is held whole (see [`Streamed`]).
-    let streaming = !lock(&core).taps.active();
-    let mut batches = Batches::new(max);
-    if streaming {
-        batches.framer = Framer::deferring(max);
-    }
-    let mut pieces = Vec::new();
-    let mut sink = Sink { out: editor_out, peer: "editor", failed: false, open_line: false };
-    // The line being streamed on as it arrives, and whether the line still arriving was found
-    // to need holding whole.
-    let mut streamed: Option<Streamed> = None;
-    let mut judged = false;
-    loop {
-        // Told to stop (the agent is gone, and its stdout may be held open by a grandchild):
-        // what is already in the pipe is still read, the stop only ends a read that waits.
-        let eof = tokio::select! {
-            biased;
-            eof = batches.fill(&mut input) => eof,
-            _ = &mut stop => return sink,
-            // Between the agent's lines only: never inside one being streamed on.
-            Some(answer) = answers.recv(), if streamed.is_none() => {
-                sink.line(&answer).await;
-                sink.flush().await;
-                continue;
-            }
-        };
-        if let Some(st) = &mut streamed {
-            // The buffer holds only what followed the line's last part.
-            let buf = &batches.buf;
-            let end = memchr::memchr(b'\n', buf);
-            let upto = end.map_or(buf.len(), |i| i + 1);
-            sink.write(&buf[..upto]).await;
-            st.add(&buf[..end.unwrap_or(buf.len())]);
-            if end.is_some() || eof {
-                sink.flush().await;
-                let st = streamed.take().expect("streaming");
-                st.account(&core, max);
-            }
-            batches.consumed(upto);
-            if streamed.is_some() {
-                continue;
-            }
-        }
-        let mut taken = batches.split(eof, &mut pieces);
-        let buf = &batches.buf;
-        let mut at = 0;
-        while at < pieces.len() {
-            // Lines up to the next owned one: forwarded as they are, then observed.
-            let mut unowned: Vec<(Range<usize>, Option<Envelope<'_>>)> = Vec::new();
-            let mut runs: Vec<Range<usize>> = Vec::new();
-            let mut owned = None;
-            {
-                let c = lock(&core);
-                while at < pieces.len() {
-                    let p = &pieces[at];
-                    at += 1;
-                    match p {
-                        Piece::Line { range, newline } => {
-                            let env = Envelope::parse(&buf[range.clone()]);
-                            if c.observer.owns(env.as_ref()) {
-                                owned = Some((range.clone(), *newline, env));
-                                break;
-                            }
-                            extend_run(&mut runs, range.start..range.end + usize::from(*newline));
-                            unowned.push((range.clone(), env));
-                        }
-                        Piece::TooLong(n) => {
-                            tracing::warn!(
-                                bytes = n,
-                                limit = max,
-                                "dropped an over-long line from the agent"
-                            );
-                        }
-                    }
-                }
-            }
-            for r in runs {
-                sink.write(&buf[r]).await;
-            }
-            if !unowned.is_empty() {
-                sink.flush().await;
-            }
-            let owned = {
-                let mut c = lock(&core);
-                c.drain_tap();
-                for (range, env) in unowned {
-                    let line = &buf[range];
-                    c.taps.line(Dir::AgentToEditor, line, false);
-                    c.observer.account(line, env);
-                }
-                let owned = owned.map(|(range, newline, env)| {
-                    let out = c.observer.from_agent_parsed(&buf[range.clone()], env);
-                    c.save_learned();
-                    (range, newline, out)
-                });
-                c.send_commands();
-                owned
-            };
-            let Some((range, newline, out)) = owned else { break };
-            let line = &buf[range];
-            let out = match out.hold {
-                Some(session) => {
-                    // Everything after this line waits with it, so the editor sees the agent's
-                    // lines in their order; nothing more is read from the agent meanwhile.
-                    let (resume, resumed) = oneshot::channel();
-                    let now = tokio::time::Instant::now();
-                    let h = Held {
-                        line: line.to_vec(),
-                        session,
-                        since: now,
-                        deadline: now + hold_wait,
-                        resume,
-                    };
-                    if events.send(Event::Held(h)).is_err() {
-                        return sink;
-                    }
-                    match resumed.await {
-                        Ok(out) => out,
-                        Err(_) => return sink,
-                    }
-                }
-                None => out,
-            };
-            write_outcome(&mut sink, &core, out, line, newline).await;
-        }
-        pieces.clear();
-        if streaming && !eof {
-            // The line still arriving: streamed on from here if its first bytes say that it is
-            // forwarded as it is; else held whole, up to the limit.
-            let partial = &batches.buf[taken..];
-            judged &= taken == 0;
-            let over = partial.len() > max;
-            if partial.len() >= STREAM_FROM.min(max) && (!judged || over) {
-                match envelope::prefix(partial) {
-                    Some((what, at)) => {
-                        sink.write(partial).await;
-                        let mut st = Streamed { what, bytes: 0, text: 0 };
-                        st.bytes = at as u64;
-                        st.add(&partial[at..]);
-                        streamed = Some(st);
-                        judged = false;
-                        batches.framer.restart();
-                        taken = batches.buf.len();
-                    }
-                    None if over => {
-                        batches.framer.drop_partial(partial.len());
-                        judged = false;
-                        taken = batches.buf.len();
-                    }
-                    None => judged = true,
-                }
-            }
-        }
-        sink.flush().await;
-        batches.consumed(taken);
-        if eof {
-            let _ = events.send(Event::AgentClosed);
-            return sink;
-        }
     }
 }
 
@@ -725,76 +380,11 @@ where
 /// little, and their observation is exact.
 pub const STREAM_FROM: usize = READ_BUFFER / 2;
 
-/// An agent line being written on as it arrives, because its first bytes said acp-usage
-/// forwards it unchanged ([`envelope::prefix`]). Nothing of it is held: its length is not
-/// bounded by the line limit (which bounds what must be held), and it is observed once it
-/// ended, from its prefix and the length of the rest ([`Observer::account_streamed`]). With a
-/// tap (`--record`, `--validate`), lines are held whole as before, so taps see every line.
-#[derive(Debug)]
-struct Streamed {
-    what: envelope::Prefix,
-    /// Bytes of the line so far.
-    bytes: u64,
-    /// Bytes after the prefix, less one per escape.
-    text: u64,
-}
-
-impl Streamed {
-    fn add(&mut self, part: &[u8]) {
-        self.bytes += part.len() as u64;
-        let escapes = memchr::memchr_iter(b'\\', part).count() as u64;
-        self.text += part.len() as u64 - escapes;
+/// Appends a line's bytes to the runs to write, merging it with the previous run when they
+/// touch (consecutive forwarded lines are one write).
+fn extend_run(runs: &mut Vec<Range<usize>>, r: Range<usize>) {
+    match runs.last_mut() {
+        Some(last) if last.end == r.start => last.end = r.end,
+        _ => runs.push(r),
     }
-
-    fn account(self, core: &Shared, max: usize) {
-        if self.bytes > max as u64 {
-            tracing::info!(
-                bytes = self.bytes,
-                limit = max,
-                "forwarded an agent line over the limit as it arrived (acp-usage does not change it)"
-            );
-        }
-        let mut c = lock(core);
-        c.observer.account_streamed(&self.what, self.text);
-        c.send_commands();
-    }
-}
-
-/// Writes an owned agent line with what the observer adds before and after it.
-async fn write_outcome<W: AsyncWrite + Unpin>(
-    sink: &mut Sink<W>,
-    core: &Shared,
-    out: Outcome,
-    line: &[u8],
-    newline: bool,
-) {
-    {
-        let mut c = lock(core);
-        for extra in &out.before {
-            c.taps.line(Dir::Injected, extra, false);
-        }
-        match &out.replace {
-            Some(new) => c.taps.line(Dir::AgentToEditor, new, true),
-            None => c.taps.line(Dir::AgentToEditor, line, false),
-        }
-        for extra in &out.after {
-            c.taps.line(Dir::Injected, extra, false);
-        }
-    }
-    for extra in &out.before {
-        sink.line(extra).await;
-    }
-    match &out.replace {
-        Some(new) => sink.line(new).await,
-        None => {
-            sink.write(line).await;
-            if newline {
-                sink.write(b"\n").await;
-            }
-        }
-    }
-    for extra in &out.after {
-        sink.line(extra).await;
-    }
-    sink.flush().await;
 }

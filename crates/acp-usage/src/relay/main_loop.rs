@@ -1,0 +1,215 @@
+//! The relay's main loop: the agent's exit, signals, the editor's grace, the transcript
+//! worker's updates, the tap's calls and the results held for a transcript.
+
+use std::process::ExitStatus;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::{Notify, mpsc, oneshot};
+
+use super::agent::{self, Agent};
+use super::observer::Outcome;
+use super::{Core, Event, Shared, lock};
+use crate::sources::transcripts::Update;
+
+/// An agent line waiting for its session's transcript.
+#[derive(Debug)]
+pub(super) struct Held {
+    pub(super) line: Vec<u8>,
+    pub(super) session: String,
+    pub(super) since: tokio::time::Instant,
+    pub(super) deadline: tokio::time::Instant,
+    /// Where the agent pump waits for what to write in the line's place.
+    pub(super) resume: oneshot::Sender<Outcome>,
+}
+
+/// The main loop's inputs and state.
+#[derive(Debug)]
+pub(super) struct MainLoop {
+    core: Shared,
+    agent: Agent,
+    /// How long the agent may take to exit after the editor closed its side.
+    grace: Duration,
+    events: mpsc::UnboundedReceiver<Event>,
+    transcripts: mpsc::UnboundedReceiver<Update>,
+    /// Rung when the tap has read a call.
+    tap_notify: Arc<Notify>,
+    editor_closed_at: Option<tokio::time::Instant>,
+    agent_stdout_open: bool,
+    status: Option<ExitStatus>,
+    /// Once the agent has exited, its stdout gets a short while to drain (a grandchild may
+    /// hold it open forever).
+    drain_deadline: Option<tokio::time::Instant>,
+    held: Option<Held>,
+    holds: HoldStats,
+}
+
+impl MainLoop {
+    pub(super) fn new(
+        core: Shared,
+        agent: Agent,
+        grace: Duration,
+        events: mpsc::UnboundedReceiver<Event>,
+        transcripts: mpsc::UnboundedReceiver<Update>,
+        tap_notify: Arc<Notify>,
+    ) -> MainLoop {
+        MainLoop {
+            core,
+            agent,
+            grace,
+            events,
+            transcripts,
+            tap_notify,
+            editor_closed_at: None,
+            agent_stdout_open: true,
+            status: None,
+            drain_deadline: None,
+            held: None,
+            holds: HoldStats::default(),
+        }
+    }
+
+    /// Runs until the agent has exited and its stdout is done with; returns how it exited.
+    pub(super) async fn run(mut self) -> anyhow::Result<ExitStatus> {
+        let mut sigint = signal(SignalKind::interrupt()).context("SIGINT handler")?;
+        let mut sigterm = signal(SignalKind::terminate()).context("SIGTERM handler")?;
+        while self.status.is_none() || self.agent_stdout_open {
+            let deadline = self.deadline();
+            tokio::select! {
+                Some(ev) = self.events.recv() => self.on_event(ev),
+                res = &mut self.agent.exited, if self.status.is_none() => {
+                    let st = res.ok().and_then(Result::ok).context("waiting for the agent")?;
+                    tracing::info!("the agent exited with {}", agent::describe(st));
+                    self.status = Some(st);
+                    self.drain_deadline =
+                        Some(tokio::time::Instant::now() + Duration::from_millis(500));
+                }
+                _ = sleep_until(deadline), if deadline.is_some() => self.on_deadline().await?,
+                _ = self.tap_notify.notified() => lock(&self.core).drain_tap(),
+                Some(update) = self.transcripts.recv() => self.on_transcript(update),
+                _ = sleep_until(self.held.as_ref().map(|h| h.deadline)), if self.held.is_some() => {
+                    let h = self.held.take().expect("guarded");
+                    release(h, true, &mut lock(&self.core), &mut self.holds);
+                }
+                _ = sigint.recv() => self.agent.signal_group(libc::SIGINT),
+                _ = sigterm.recv() => self.agent.signal_group(libc::SIGTERM),
+            }
+        }
+        // Grandchildren may outlive the agent; the group goes with it.
+        self.agent.signal_group(libc::SIGKILL);
+        if let Some(h) = self.held.take() {
+            // The agent is gone: what was held goes on as it is.
+            release(h, true, &mut lock(&self.core), &mut self.holds);
+        }
+        self.holds.log();
+        Ok(self.status.expect("loop ends with a status"))
+    }
+
+    /// The next of the editor's grace and the agent's drain deadline.
+    fn deadline(&self) -> Option<tokio::time::Instant> {
+        let grace_deadline = self.editor_closed_at.map(|t| t + self.grace);
+        match (grace_deadline, self.drain_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn on_event(&mut self, ev: Event) {
+        match ev {
+            Event::EditorClosed => {
+                tracing::info!("the editor closed its side; closing the agent's stdin");
+                self.editor_closed_at = Some(tokio::time::Instant::now());
+            }
+            Event::AgentClosed => self.agent_stdout_open = false,
+            Event::Held(h) => {
+                let mut c = lock(&self.core);
+                // The transcript may have caught up while the line was on its way here.
+                if c.observer.hold_ready(&h.session) {
+                    release(h, false, &mut c, &mut self.holds);
+                } else {
+                    self.held = Some(h);
+                }
+            }
+        }
+    }
+
+    /// The editor's grace or the agent's drain ran out.
+    async fn on_deadline(&mut self) -> anyhow::Result<()> {
+        if self.status.is_none() {
+            tracing::info!(
+                "the agent did not exit within {:?} of the editor closing; ending its process group",
+                self.grace
+            );
+            let st = agent::end_group(&mut self.agent, Duration::from_millis(500)).await?;
+            self.status = Some(st);
+        }
+        if self.drain_deadline.is_some_and(|d| d <= tokio::time::Instant::now())
+            || self.editor_closed_at.is_some()
+        {
+            self.agent_stdout_open = false;
+        }
+        Ok(())
+    }
+
+    fn on_transcript(&mut self, update: Update) {
+        let mut c = lock(&self.core);
+        c.observer.transcript_update(update);
+        if let Some(h) = self.held.take_if(|h| c.observer.hold_ready(&h.session)) {
+            release(h, false, &mut c, &mut self.holds);
+        }
+        c.send_commands();
+    }
+}
+
+/// How long results waited for transcripts.
+#[derive(Debug, Default)]
+struct HoldStats {
+    count: u64,
+    timed_out: u64,
+    total: Duration,
+    max: Duration,
+}
+
+impl HoldStats {
+    fn log(&self) {
+        if self.count > 0 {
+            tracing::info!(
+                held = self.count,
+                timed_out = self.timed_out,
+                mean_ms = self.total.as_secs_f64() * 1e3 / self.count as f64,
+                max_ms = self.max.as_secs_f64() * 1e3,
+                "results held for the agent's transcript"
+            );
+        }
+    }
+}
+
+/// Lets a held line go on, with whatever the observer now adds to it.
+fn release(h: Held, timed_out: bool, core: &mut Core, stats: &mut HoldStats) {
+    let waited = h.since.elapsed();
+    stats.count += 1;
+    stats.timed_out += u64::from(timed_out);
+    stats.total += waited;
+    stats.max = stats.max.max(waited);
+    tracing::debug!(
+        session = h.session,
+        waited_ms = waited.as_secs_f64() * 1e3,
+        timed_out,
+        "held result released"
+    );
+    core.observer.release(&h.session, timed_out);
+    let out = core.observer.from_agent_released(&h.line);
+    core.save_learned();
+    core.send_commands();
+    // The pump is gone only if it panicked; then nothing reaches the editor anyway.
+    let _ = h.resume.send(out);
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
