@@ -118,6 +118,25 @@ enum Method {
     Other,
 }
 
+impl Method {
+    /// The method acp-usage reads that `name` is; `None` for any other.
+    fn from_name(name: &str) -> Option<Method> {
+        Some(match name {
+            "initialize" => Method::Initialize,
+            "session/new" => Method::New,
+            "session/load" => Method::Load,
+            "session/resume" => Method::Resume,
+            "session/fork" => Method::Fork,
+            "session/prompt" => Method::Prompt,
+            "session/set_config_option" => Method::SetConfigOption,
+            "session/set_model" => Method::SetModel,
+            "session/close" => Method::Close,
+            "session/delete" => Method::Delete,
+            _ => return None,
+        })
+    }
+}
+
 #[derive(Debug)]
 struct Pending {
     method: Method,

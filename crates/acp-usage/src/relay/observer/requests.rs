@@ -13,19 +13,7 @@ impl Observer {
             return None;
         };
         let method = env.method.as_deref()?;
-        let known = match method {
-            "initialize" => Some(Method::Initialize),
-            "session/new" => Some(Method::New),
-            "session/load" => Some(Method::Load),
-            "session/resume" => Some(Method::Resume),
-            "session/fork" => Some(Method::Fork),
-            "session/prompt" => Some(Method::Prompt),
-            "session/set_config_option" => Some(Method::SetConfigOption),
-            "session/set_model" => Some(Method::SetModel),
-            "session/close" => Some(Method::Close),
-            "session/delete" => Some(Method::Delete),
-            _ => None,
-        };
+        let known = Method::from_name(method);
         if env.kind() != Kind::Request {
             if known.is_none() {
                 self.count_other(method);
@@ -64,43 +52,9 @@ impl Observer {
             }
             Method::Prompt => {
                 if let Some(id) = &session
-                    && let Some(answer) = self.refuse_prompt(id, &raw_id)
+                    && let Some(answer) = self.on_prompt(id, &key, &raw_id, params.as_ref())
                 {
                     return Some(answer);
-                }
-                if let Some(id) = &session {
-                    let family = self.family(id);
-                    let blocks = params.as_ref().and_then(|p| p.get("prompt"));
-                    let tokens = content::blocks_tokens(blocks, family);
-                    let first_text = blocks
-                        .and_then(|b| b.get(0))
-                        .and_then(|b| b.get("text"))
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
-                    if first_text
-                        .split_whitespace()
-                        .next()
-                        .is_some_and(|word| self.profile.restarts_transcript(word))
-                        && self.sessions.get(id).is_some_and(|s| s.follow.is_some())
-                    {
-                        // Claude Code starts a new inner transcript for the same ACP session.
-                        self.commands.push(Command::Restarted(id.to_string(), now_ms()));
-                    }
-                    self.session(id, Ledger::restored);
-                    self.sync_baseline(id);
-                    if self.settings.tap {
-                        self.tap_prompt(id, first_text);
-                    }
-                    let s = self.session(id, Ledger::restored);
-                    if s.turn_owner.is_none() {
-                        s.turn_owner = Some(key.clone());
-                        s.begin_turn(tokens);
-                        self.poll(id);
-                    } else {
-                        // A prompt sent before the previous one's result (e.g. right after a
-                        // cancel) starts its turn when that result has arrived.
-                        s.queued.push_back((key.clone(), tokens));
-                    }
                 }
             }
             Method::Resume => {
@@ -120,6 +74,54 @@ impl Observer {
             _ => {}
         }
         self.pending.insert(key, Pending { method, raw_id, session, model, cwd });
+        None
+    }
+
+    /// A `session/prompt` request (id `key`, `raw_id` on the wire) in session `id`: refused
+    /// when a budget is spent (the answer to send instead), else its turn starts, or waits for
+    /// the one in progress.
+    fn on_prompt(
+        &mut self,
+        id: &str,
+        key: &str,
+        raw_id: &str,
+        params: Option<&Value>,
+    ) -> Option<Vec<u8>> {
+        if let Some(answer) = self.refuse_prompt(id, raw_id) {
+            return Some(answer);
+        }
+        let family = self.family(id);
+        let blocks = params.and_then(|p| p.get("prompt"));
+        let tokens = content::blocks_tokens(blocks, family);
+        let first_text = blocks
+            .and_then(|b| b.get(0))
+            .and_then(|b| b.get("text"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if first_text
+            .split_whitespace()
+            .next()
+            .is_some_and(|word| self.profile.restarts_transcript(word))
+            && self.sessions.get(id).is_some_and(|s| s.follow.is_some())
+        {
+            // Claude Code starts a new inner transcript for the same ACP session.
+            self.commands.push(Command::Restarted(id.to_string(), now_ms()));
+        }
+        self.session(id, Ledger::restored);
+        self.sync_baseline(id);
+        if self.settings.tap {
+            self.tap_prompt(id, first_text);
+        }
+        let s = self.session(id, Ledger::restored);
+        if s.turn_owner.is_none() {
+            s.turn_owner = Some(key.to_string());
+            s.begin_turn(tokens);
+            self.poll(id);
+        } else {
+            // A prompt sent before the previous one's result (e.g. right after a cancel)
+            // starts its turn when that result has arrived.
+            s.queued.push_back((key.to_string(), tokens));
+        }
         None
     }
 }

@@ -2,6 +2,8 @@
 //! reopened or forked, a turn's result, a model changed, a session closed.
 
 use super::*;
+use acp_usage_core::ledger::TurnUsage;
+
 use crate::sinks::ledger::TurnRow;
 
 impl Observer {
@@ -10,118 +12,18 @@ impl Observer {
         let ok = env.error.is_none() && env.result.is_some();
         let mut out = Outcome::default();
         match p.method {
-            Method::Initialize => {
-                self.agent_name = result
-                    .as_ref()
-                    .and_then(|r| r.pointer("/agentInfo/name"))
-                    .and_then(Value::as_str)
-                    .map(str::to_string);
-                self.agent_version = result
-                    .as_ref()
-                    .and_then(|r| r.pointer("/agentInfo/version"))
-                    .and_then(Value::as_str)
-                    .map(str::to_string);
-                if let (None, Some(r)) = (self.settings.forced_profile, &result) {
-                    let name = r.pointer("/agentInfo/name").and_then(Value::as_str);
-                    self.profile = Profile::detect(name, &self.settings.command);
-                    tracing::info!(profile = self.profile.name(), agent = ?name, "agent recognised");
-                }
-            }
+            Method::Initialize => self.on_initialized(result.as_ref()),
             Method::New | Method::Fork => {
                 let Some(r) = result.as_ref().filter(|_| ok) else { return out };
-                let Some(id) = r.get("sessionId").and_then(Value::as_str) else { return out };
-                if p.method == Method::Fork {
-                    self.forked_session(p.session.as_deref(), id);
-                } else {
-                    // Keep what a pipelining client already started in the session, or an
-                    // agent's notifications before its response (Copilot sends some): a new
-                    // session has no unseen history either way.
-                    self.session(id, Ledger::new).ledger.mark_new();
-                }
-                self.read_models(id, r);
-                if p.method == Method::New {
-                    self.follow(id, false);
-                } else {
-                    self.settle_history(id);
-                }
-                self.record_session(id, p.cwd.clone());
-                let trigger = if p.method == Method::New { Trigger::New } else { Trigger::Fork };
-                out.after.push(self.update_line(id, trigger));
+                out.after.extend(self.on_opened(&p, r));
             }
             Method::Load | Method::Resume => {
-                let Some(id) = p.session.as_deref() else { return out };
-                if !ok {
-                    if let Some(s) = self.sessions.get_mut(id) {
-                        s.loading = false;
-                    }
-                    return out;
-                }
-                let s = self.reopened(id);
-                s.loading = false;
-                s.ledger.reset_agent_cumulative();
-                if let Some(r) = &result {
-                    self.read_models(id, r);
-                }
-                self.settle_history(id);
-                self.record_session(id, p.cwd.clone());
-                let trigger =
-                    if p.method == Method::Load { Trigger::Load } else { Trigger::Resume };
-                out.after.push(self.update_line(id, trigger));
+                out.after.extend(self.on_reopened(&p, result.as_ref(), ok));
             }
             Method::Prompt => {
                 let Some(id) = p.session.as_deref() else { return out };
                 let key = env.id_key().expect("responses have ids");
-                let profile = self.profile;
-                let cx_owned = self.context_parts(id);
-                let s = self
-                    .sessions
-                    .entry(id.to_string())
-                    .or_insert_with(|| Session::new(Ledger::restored()));
-                if let Some(r) = &result {
-                    profile.on_prompt_result(&mut s.ledger, r);
-                }
-                let cx = ledger_context(&self.settings, cx_owned);
-                let owns_turn = s.turn_owner.as_deref() == Some(key.as_str());
-                if owns_turn
-                    && let Some(calls) = s.follow.as_mut().and_then(|f| f.end_turn_keyed(now_ms()))
-                {
-                    s.ledger.transcript_turn_keyed(calls);
-                }
-                let turn = if owns_turn { s.ledger.end_turn(&cx) } else { None };
-                if owns_turn {
-                    s.turn_owner = None;
-                } else {
-                    s.queued.retain(|(k, _)| *k != key);
-                }
-                if s.turn_owner.is_none()
-                    && let Some((next, tokens)) = s.queued.pop_front()
-                {
-                    s.turn_owner = Some(next);
-                    s.begin_turn(tokens);
-                }
-                let started = std::mem::take(&mut s.turn_started);
-                if let Some(b) = s.ledger.take_learned_baseline() {
-                    let key = self.learned_key(id);
-                    tracing::debug!(key, baseline = b, "learned the agent's hidden context");
-                    self.learned.agents.entry(key.clone()).or_default().baseline = Some(b);
-                    self.record_agent(key, Entry { baseline: Some(b), size: None });
-                }
-                if turn.is_some() {
-                    let stop_reason = match &result {
-                        Some(r) => r.get("stopReason").and_then(Value::as_str).map(str::to_string),
-                        None => Some("error".to_string()),
-                    };
-                    let ended = crate::sinks::ledger::now_ms();
-                    let row = TurnRow { started: started.unwrap_or(ended), ended, stop_reason };
-                    self.record_settled(id, Some(row));
-                    let cost = turn.as_ref().and_then(|t| t.cost).unwrap_or(0.0);
-                    self.budget_alerts(id, cost);
-                }
-                if let (Some(turn), true) = (&turn, ok) {
-                    out.replace =
-                        emit::rewrite_prompt_result(line, turn, self.settings.keep_agent_usage);
-                }
-                out.before.push(self.update_line(id, Trigger::Turn));
+                return self.on_prompt_result(line, id, &key, result.as_ref(), ok);
             }
             Method::SetConfigOption => {
                 let (Some(id), Some(r)) = (p.session.as_deref(), result.as_ref().filter(|_| ok))
@@ -142,19 +44,158 @@ impl Observer {
             }
             Method::Close | Method::Delete => {
                 if let (Some(id), true) = (p.session.as_deref(), ok) {
-                    if self.sessions.remove(id).is_some_and(|s| s.follow.is_some()) {
-                        self.commands.push(Command::Forget(id.to_string()));
-                    }
-                    // A closed session can be loaded again; a deleted one is gone for good.
-                    if p.method == Method::Delete {
-                        self.record_forget(id);
-                    } else {
-                        self.record_closed(id);
-                    }
+                    self.on_closed(id, p.method == Method::Delete);
                 }
             }
             Method::Other => {}
         }
         out
+    }
+
+    /// `initialize`'s result: the agent's name and version, and its profile unless forced.
+    fn on_initialized(&mut self, result: Option<&Value>) {
+        self.agent_name = result
+            .and_then(|r| r.pointer("/agentInfo/name"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        self.agent_version = result
+            .and_then(|r| r.pointer("/agentInfo/version"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        if let (None, Some(r)) = (self.settings.forced_profile, result) {
+            let name = r.pointer("/agentInfo/name").and_then(Value::as_str);
+            self.profile = Profile::detect(name, &self.settings.command);
+            tracing::info!(profile = self.profile.name(), agent = ?name, "agent recognised");
+        }
+    }
+
+    /// A successful `session/new` or `session/fork` result: the session, and the update to
+    /// send after the result.
+    fn on_opened(&mut self, p: &Pending, r: &Value) -> Option<Vec<u8>> {
+        let id = r.get("sessionId").and_then(Value::as_str)?;
+        if p.method == Method::Fork {
+            self.forked_session(p.session.as_deref(), id);
+        } else {
+            // Keep what a pipelining client already started in the session, or an agent's
+            // notifications before its response (Copilot sends some): a new session has no
+            // unseen history either way.
+            self.session(id, Ledger::new).ledger.mark_new();
+        }
+        self.read_models(id, r);
+        if p.method == Method::New {
+            self.follow(id, false);
+        } else {
+            self.settle_history(id);
+        }
+        self.record_session(id, p.cwd.clone());
+        let trigger = if p.method == Method::New { Trigger::New } else { Trigger::Fork };
+        Some(self.update_line(id, trigger))
+    }
+
+    /// A `session/load` or `session/resume` response: the session reopened (when it
+    /// succeeded), and the update to send after the result.
+    fn on_reopened(&mut self, p: &Pending, result: Option<&Value>, ok: bool) -> Option<Vec<u8>> {
+        let id = p.session.as_deref()?;
+        if !ok {
+            if let Some(s) = self.sessions.get_mut(id) {
+                s.loading = false;
+            }
+            return None;
+        }
+        let s = self.reopened(id);
+        s.loading = false;
+        s.ledger.reset_agent_cumulative();
+        if let Some(r) = result {
+            self.read_models(id, r);
+        }
+        self.settle_history(id);
+        self.record_session(id, p.cwd.clone());
+        let trigger = if p.method == Method::Load { Trigger::Load } else { Trigger::Resume };
+        Some(self.update_line(id, trigger))
+    }
+
+    /// A `session/prompt` result (request id `key`): the turn it owns ends and the next queued
+    /// one starts; the result gets the turn's usage, and an update goes before it.
+    fn on_prompt_result(
+        &mut self,
+        line: &[u8],
+        id: &str,
+        key: &str,
+        result: Option<&Value>,
+        ok: bool,
+    ) -> Outcome {
+        let mut out = Outcome::default();
+        let (turn, started) = self.end_prompt_turn(id, key, result);
+        if let Some(b) = self.session(id, Ledger::restored).ledger.take_learned_baseline() {
+            let key = self.learned_key(id);
+            tracing::debug!(key, baseline = b, "learned the agent's hidden context");
+            self.learned.agents.entry(key.clone()).or_default().baseline = Some(b);
+            self.record_agent(key, Entry { baseline: Some(b), size: None });
+        }
+        if turn.is_some() {
+            let stop_reason = match result {
+                Some(r) => r.get("stopReason").and_then(Value::as_str).map(str::to_string),
+                None => Some("error".to_string()),
+            };
+            let ended = crate::sinks::ledger::now_ms();
+            let row = TurnRow { started: started.unwrap_or(ended), ended, stop_reason };
+            self.record_settled(id, Some(row));
+            let cost = turn.as_ref().and_then(|t| t.cost).unwrap_or(0.0);
+            self.budget_alerts(id, cost);
+        }
+        if let (Some(turn), true) = (&turn, ok) {
+            out.replace = emit::rewrite_prompt_result(line, turn, self.settings.keep_agent_usage);
+        }
+        out.before.push(self.update_line(id, Trigger::Turn));
+        out
+    }
+
+    /// Ends the turn the prompt `key` owns (if it owns one; else it leaves the queue) and
+    /// starts the next queued one: the ended turn's usage, and when it started.
+    fn end_prompt_turn(
+        &mut self,
+        id: &str,
+        key: &str,
+        result: Option<&Value>,
+    ) -> (Option<TurnUsage>, Option<i64>) {
+        let profile = self.profile;
+        let cx_owned = self.context_parts(id);
+        let s =
+            self.sessions.entry(id.to_string()).or_insert_with(|| Session::new(Ledger::restored()));
+        if let Some(r) = result {
+            profile.on_prompt_result(&mut s.ledger, r);
+        }
+        let cx = ledger_context(&self.settings, cx_owned);
+        let owns_turn = s.turn_owner.as_deref() == Some(key);
+        if owns_turn && let Some(calls) = s.follow.as_mut().and_then(|f| f.end_turn_keyed(now_ms()))
+        {
+            s.ledger.transcript_turn_keyed(calls);
+        }
+        let turn = if owns_turn { s.ledger.end_turn(&cx) } else { None };
+        if owns_turn {
+            s.turn_owner = None;
+        } else {
+            s.queued.retain(|(k, _)| k != key);
+        }
+        if s.turn_owner.is_none()
+            && let Some((next, tokens)) = s.queued.pop_front()
+        {
+            s.turn_owner = Some(next);
+            s.begin_turn(tokens);
+        }
+        (turn, std::mem::take(&mut s.turn_started))
+    }
+
+    /// A successful `session/close` or `session/delete`: a closed session can be loaded again;
+    /// a deleted one is gone for good.
+    fn on_closed(&mut self, id: &str, deleted: bool) {
+        if self.sessions.remove(id).is_some_and(|s| s.follow.is_some()) {
+            self.commands.push(Command::Forget(id.to_string()));
+        }
+        if deleted {
+            self.record_forget(id);
+        } else {
+            self.record_closed(id);
+        }
     }
 }
