@@ -12,7 +12,7 @@ use std::net::TcpListener;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use acp_usage::sinks::ledger::{Origin, SessionRef, Sink, Store, Write};
+use acp_usage::sinks::ledger::{Origin, SessionRef, Store, Write, Writer};
 use acp_usage::sinks::otlp::{Exporter, OtlpConfig};
 use acp_usage_core::{AccountedCall, Role, Source, TokenRecord};
 
@@ -200,7 +200,7 @@ pub fn run(o: &LedgerOptions) -> anyhow::Result<(String, bool)> {
         exported.push(export_all(&path, &url, want as usize)?);
         // The relay's side: queueing a turn's write for the writer thread.
         let path = scratch(&format!("sink-{round}"));
-        let sink = Sink::start(path);
+        let sink = Writer::start(path);
         let n = o.turns;
         let s = SessionRef { id: "bench-sink".into(), agent: "claude".into() };
         let start = Instant::now();

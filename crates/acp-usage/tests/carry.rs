@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use acp_usage::relay::observer::{Observer, Settings};
-use acp_usage::sinks::ledger::{self, Sink, Store, learned::Learned};
+use acp_usage::sinks::ledger::{self, Store, Writer, learned::Learned};
 use serde_json::{Value, json};
 use support::settings;
 
@@ -40,7 +40,7 @@ fn observer(path: &Path) -> Observer {
 
 /// Writes what the observer settled, as the relay's writer thread does, and waits for it.
 fn save(o: &mut Observer, path: &Path) {
-    let sink = Sink::start(path.to_path_buf());
+    let sink = Writer::start(path.to_path_buf());
     for w in o.take_writes() {
         sink.send(w);
     }

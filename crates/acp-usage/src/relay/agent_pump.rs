@@ -11,7 +11,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 
 use super::envelope::{self, Envelope};
-use super::io::{Batches, Sink};
+use super::io::{Batches, PeerWriter};
 use super::lines::{Framer, Piece};
 use super::observer::Outcome;
 use super::{Event, Held, Pump, STREAM_FROM, Shared, extend_run, lock};
@@ -40,7 +40,7 @@ pub(super) struct AgentPump<R, W> {
 /// The editor's side of the agent pump: what it writes, and how it observes what it writes.
 #[derive(Debug)]
 struct ToEditor<W> {
-    out: Sink<W>,
+    out: PeerWriter<W>,
     pump: Pump,
     /// Longest a result waits for its session's transcript.
     hold_wait: Duration,
@@ -74,7 +74,7 @@ where
         if streaming {
             batches.framer = Framer::deferring(pump.max);
         }
-        let out = Sink { out: editor_out, peer: "editor", failed: false, open_line: false };
+        let out = PeerWriter { out: editor_out, peer: "editor", failed: false, open_line: false };
         AgentPump {
             input,
             batches,
@@ -90,7 +90,7 @@ where
 
     /// Runs until the agent's stdout ends, the pump is told to stop or the main loop is gone;
     /// returns the editor's writer, for what the relay still has to say.
-    pub(super) async fn run(mut self) -> Sink<W> {
+    pub(super) async fn run(mut self) -> PeerWriter<W> {
         loop {
             let eof = match self.read().await {
                 Read::Filled(eof) => eof,

@@ -8,7 +8,7 @@ use std::ops::Range;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 
-use super::io::{Batches, Sink};
+use super::io::{Batches, PeerWriter};
 use super::lines::Piece;
 use super::{Event, Pump, extend_run, lock};
 use crate::record::Dir;
@@ -17,7 +17,7 @@ use crate::record::Dir;
 #[derive(Debug)]
 pub(super) struct EditorPump<R, W> {
     input: R,
-    out: Sink<W>,
+    out: PeerWriter<W>,
     pump: Pump,
     /// Where the answers acp-usage gives itself go (to the agent pump).
     answers: mpsc::UnboundedSender<Vec<u8>>,
@@ -34,7 +34,7 @@ where
         pump: Pump,
         answers: mpsc::UnboundedSender<Vec<u8>>,
     ) -> EditorPump<R, W> {
-        let out = Sink { out: agent_in, peer: "agent", failed: false, open_line: false };
+        let out = PeerWriter { out: agent_in, peer: "agent", failed: false, open_line: false };
         EditorPump { input, out, pump, answers }
     }
 

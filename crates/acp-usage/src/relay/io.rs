@@ -1,5 +1,5 @@
 //! The pumps' reading and writing: a read buffer framed into lines in place ([`Batches`]) and a
-//! writer that gives up quietly on a peer that is gone ([`Sink`]).
+//! writer that gives up quietly on a peer that is gone ([`PeerWriter`]).
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -9,7 +9,7 @@ use super::lines::{Framer, Piece};
 /// One side's writer: after a write error it logs once and discards what follows, so the relay
 /// never blocks on a peer that is gone.
 #[derive(Debug)]
-pub(super) struct Sink<W> {
+pub(super) struct PeerWriter<W> {
     pub(super) out: W,
     pub(super) peer: &'static str,
     pub(super) failed: bool,
@@ -17,7 +17,7 @@ pub(super) struct Sink<W> {
     pub(super) open_line: bool,
 }
 
-impl<W: AsyncWrite + Unpin> Sink<W> {
+impl<W: AsyncWrite + Unpin> PeerWriter<W> {
     pub(super) async fn write(&mut self, bytes: &[u8]) {
         if self.failed || bytes.is_empty() {
             return;

@@ -74,7 +74,7 @@ use crate::record::{Dir, Recorder};
 use crate::sources::transcripts::Worker;
 use agent_pump::AgentPump;
 use editor_pump::EditorPump;
-use io::Sink;
+use io::PeerWriter;
 use live_validate::Live;
 use main_loop::{Held, MainLoop};
 use observer::Observer;
@@ -125,7 +125,7 @@ struct Core {
     taps: Taps,
     worker: Option<Worker>,
     /// The ledger's writer thread (`None`: no ledger).
-    ledger: Option<crate::sinks::ledger::Sink>,
+    ledger: Option<crate::sinks::ledger::Writer>,
     /// The calls the LLM-API tap saw, when it runs.
     tap_rx: Option<mpsc::UnboundedReceiver<crate::sources::tap::TapCall>>,
 }
@@ -160,9 +160,9 @@ impl Core {
     /// Hands what the observer settled to the ledger's writer thread, off the relay's path.
     fn save_learned(&mut self) {
         let writes = self.observer.take_writes();
-        if let Some(sink) = &self.ledger {
+        if let Some(writer) = &self.ledger {
             for w in writes {
-                sink.send(w);
+                writer.send(w);
             }
         }
     }
@@ -236,7 +236,7 @@ where
         observer,
         taps,
         worker,
-        ledger: opts.ledger.clone().map(crate::sinks::ledger::Sink::start),
+        ledger: opts.ledger.clone().map(crate::sinks::ledger::Writer::start),
         tap_rx: tap.calls,
     }));
     let (ev_tx, ev_rx) = mpsc::unbounded_channel::<Event>();
@@ -315,7 +315,7 @@ fn start_tap(opts: &mut Options) -> TapStart {
 async fn answer_pending<W: AsyncWrite + Unpin>(
     core: &Shared,
     status: ExitStatus,
-    mut out: Sink<W>,
+    mut out: PeerWriter<W>,
 ) {
     let answers: Vec<String> = {
         let mut c = lock(core);
@@ -364,8 +364,8 @@ async fn finish(core: &Shared, exporter: Option<crate::sinks::otlp::Handle>, gra
     // before the process ends; a ledger stuck behind another process's lock is not waited for
     // longer than this.
     let ledger = lock(core).ledger.take();
-    if let Some(sink) = ledger {
-        let _ = tokio::task::spawn_blocking(move || sink.finish(Duration::from_secs(5))).await;
+    if let Some(writer) = ledger {
+        let _ = tokio::task::spawn_blocking(move || writer.finish(Duration::from_secs(5))).await;
     }
     // A last export of what the run recorded, within the exit grace; what does not make it stays
     // in the ledger for the next run (or `acp-usage export --otlp`).

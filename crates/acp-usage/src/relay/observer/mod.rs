@@ -26,9 +26,9 @@ mod alerts;
 mod models;
 mod requests;
 mod responses;
-mod sink;
 mod tapped;
 mod updates;
+mod writes;
 
 /// Results released because the transcript was late, in a row, before it is given up.
 const MAX_TIMEOUTS_IN_A_ROW: u32 = 3;

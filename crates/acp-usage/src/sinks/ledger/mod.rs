@@ -6,7 +6,7 @@
 //! ```text
 //! relay loop --Write--> writer thread (one connection, one short transaction per batch)
 //! ```
-//! The relay never waits for a write: [`Sink::send`] queues it. A ledger that cannot be opened
+//! The relay never waits for a write: [`Writer::send`] queues it. A ledger that cannot be opened
 //! or written (a full disk, a corrupt or locked file) is one log line and the relay goes on
 //! without it; the next write tries again.
 
@@ -155,15 +155,15 @@ pub enum Write {
 
 /// The relay's handle on the ledger's writer thread.
 #[derive(Debug)]
-pub struct Sink {
+pub struct Writer {
     tx: mpsc::Sender<Write>,
     thread: Option<JoinHandle<()>>,
 }
 
-impl Sink {
+impl Writer {
     /// Starts the writer thread for the ledger at `path`; it opens the file itself, off the
     /// relay's path.
-    pub fn start(path: PathBuf) -> Sink {
+    pub fn start(path: PathBuf) -> Writer {
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("acp-usage-ledger".into())
@@ -172,7 +172,7 @@ impl Sink {
         if thread.is_none() {
             tracing::warn!("cannot start the ledger's writer thread; going on without the ledger");
         }
-        Sink { tx, thread }
+        Writer { tx, thread }
     }
 
     /// Queues a write; never waits.
