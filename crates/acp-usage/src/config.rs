@@ -43,7 +43,6 @@ use anyhow::{Context, bail};
 use serde::Deserialize;
 
 use crate::catalog_file::{self, ModelOverride, Overrides};
-use crate::relay::RelayOptions;
 
 /// Environment variable naming the config file.
 pub const CONFIG_ENV: &str = "ACP_USAGE_CONFIG";
@@ -54,7 +53,7 @@ pub const DEFAULT_WINDOW: u64 = 200_000;
 
 /// Everything the config decides.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub struct Config {
     /// The layered catalog.
     pub catalog: Catalog,
     /// The window used when nothing else is known.
@@ -136,21 +135,17 @@ pub fn config_path(explicit: Option<&Path>) -> Option<(PathBuf, bool)> {
     Some((base.join("acp-usage").join("config.toml"), false))
 }
 
-/// Reads the config and layers the catalog.
-pub fn load(args: &RelayOptions) -> anyhow::Result<Settings> {
-    load_from(config_path(args.config.as_deref()), args.catalog.as_deref())
-}
-
-/// The catalog to use: embedded, then the config file's overrides, then `--catalog`.
-pub fn load_catalog(args: &RelayOptions) -> anyhow::Result<Catalog> {
-    Ok(load(args)?.catalog)
+/// Reads the config (`--config`, else as [`config_path`] says) and layers the catalog:
+/// embedded, then the config file's overrides, then `--catalog`.
+pub fn load(config: Option<&Path>, catalog: Option<&Path>) -> anyhow::Result<Config> {
+    load_from(config_path(config), catalog)
 }
 
 /// [`load`] with the config location already resolved (see [`config_path`]).
 pub fn load_from(
     config: Option<(PathBuf, bool)>,
     catalog_arg: Option<&Path>,
-) -> anyhow::Result<Settings> {
+) -> anyhow::Result<Config> {
     let mut catalog = Catalog::embedded().clone();
     let mut default_window = DEFAULT_WINDOW;
     let mut config_file = None;
@@ -182,7 +177,7 @@ pub fn load_from(
         apply_catalog_file(path, &mut catalog)?;
     }
     tracing::info!("catalog: {} models from {}", catalog.len(), catalog.source());
-    Ok(Settings { catalog, default_window, config_file, tap, budgets, otlp })
+    Ok(Config { catalog, default_window, config_file, tap, budgets, otlp })
 }
 
 /// The `[budget]` and `[context]` tables, checked: amounts positive, fractions in (0, 1].

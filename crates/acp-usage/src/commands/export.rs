@@ -27,8 +27,8 @@ pub fn run(relay: &RelayOptions, opts: &ExportOptions) -> anyhow::Result<ExitCod
             "say where to export: --otlp (the OTEL_EXPORTER_OTLP_* variables or [otlp] say where)"
         );
     }
-    let settings = crate::config::load(relay)?;
-    let cfg = config::resolve(|k| std::env::var(k).ok(), settings.otlp.as_ref())?.context(
+    let user_config = relay.load_config()?;
+    let cfg = config::resolve(|k| std::env::var(k).ok(), user_config.otlp.as_ref())?.context(
         "no OTLP endpoint is configured: set OTEL_EXPORTER_OTLP_ENDPOINT (or [otlp] endpoint in the config file)",
     )?;
     let path = match &opts.ledger {

@@ -17,8 +17,8 @@ use crate::relay::RelayOptions;
 /// Runs the command: the models whose id contains `query` (all when `None`), as a table or as
 /// JSON lines (`json`), from the catalog the relay would use with `args`.
 pub fn run(args: &RelayOptions, query: Option<&str>, json: bool) -> anyhow::Result<ExitCode> {
-    let settings = crate::config::load(args)?;
-    let catalog = &settings.catalog;
+    let config = args.load_config()?;
+    let catalog = &config.catalog;
     let query = query.unwrap_or("").trim();
     let mut models = catalog.search(query);
     // A concrete id as an agent reports it (`claude-opus-4-8[1m]`, `models/gemini-2.5-pro`)

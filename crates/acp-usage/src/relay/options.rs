@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::observer::Settings;
 use crate::agents::Profile;
+use crate::config::Config;
 use crate::sinks::ledger::learned::Learned;
 use crate::sources::transcripts::Locations;
 
@@ -85,11 +86,18 @@ pub struct Options {
     pub transcript_wait: Duration,
 }
 
+impl RelayOptions {
+    /// The config file's decisions, with the catalog layered (`--config`, `--catalog`).
+    pub fn load_config(&self) -> anyhow::Result<Config> {
+        crate::config::load(self.config.as_deref(), self.catalog.as_deref())
+    }
+}
+
 impl Options {
     /// The options of a run on what the user asked for: reads the config file (layering the
     /// catalog) and what earlier runs learned.
     pub fn resolve(args: &RelayOptions) -> anyhow::Result<Options> {
-        let config = crate::config::load(args)?;
+        let config = args.load_config()?;
         // What earlier runs learned per agent and model. The ledger is made here when missing
         // (bringing in an old `learned.json`); one that cannot be opened is left out of the run.
         let (learned, ledger) = match crate::sinks::ledger::path() {

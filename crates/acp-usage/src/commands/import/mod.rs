@@ -141,7 +141,7 @@ pub fn run(relay: &RelayOptions, opts: &ImportOptions) -> anyhow::Result<ExitCod
             ledger::LEDGER_ENV
         ),
     };
-    let catalog = crate::config::load(relay)?.catalog;
+    let catalog = relay.load_config()?.catalog;
     let mut store =
         ledger::open(&path).with_context(|| format!("opening the ledger {}", path.display()))?;
     let locs = Locations::from_process();
