@@ -97,7 +97,7 @@ impl Dir {
 
 /// One line copied off the relay's path, shared by the recorder and the live validator.
 #[derive(Debug, Clone)]
-pub struct Tapped {
+pub struct CopiedLine {
     /// 1-based position among all lines the relay passed on.
     pub seq: u64,
     /// Seconds since the relay started.
@@ -114,7 +114,7 @@ pub struct Tapped {
 #[derive(Debug)]
 pub struct Recorder {
     path: PathBuf,
-    tx: Option<mpsc::Sender<Tapped>>,
+    tx: Option<mpsc::Sender<CopiedLine>>,
     dropped: u64,
     failed: Arc<AtomicBool>,
     writer: Option<std::thread::JoinHandle<u64>>,
@@ -147,7 +147,7 @@ impl Recorder {
     }
 
     /// Hands a line to the writer without waiting; drops it (counted) when the writer is behind.
-    pub fn offer(&mut self, line: &Tapped) {
+    pub fn offer(&mut self, line: &CopiedLine) {
         let Some(tx) = &self.tx else { return };
         match tx.try_send(line.clone()) {
             Ok(()) => {}
@@ -186,7 +186,12 @@ impl Recorder {
 }
 
 /// The writer thread: format, redact, write; returns how many records were written.
-fn write_loop(file: File, path: &Path, mut rx: mpsc::Receiver<Tapped>, failed: &AtomicBool) -> u64 {
+fn write_loop(
+    file: File,
+    path: &Path,
+    mut rx: mpsc::Receiver<CopiedLine>,
+    failed: &AtomicBool,
+) -> u64 {
     let mut out = BufWriter::with_capacity(WRITE_BUFFER, file);
     let mut buf = Vec::with_capacity(1024);
     let mut written = 0u64;
@@ -230,7 +235,7 @@ fn give_up(path: &Path, err: &std::io::Error, failed: &AtomicBool, written: u64)
 }
 
 /// Formats one record (with its `\n`) into `out`.
-pub fn encode(item: &Tapped, out: &mut Vec<u8>) {
+pub fn encode(item: &CopiedLine, out: &mut Vec<u8>) {
     let redacted = redact(&item.bytes);
     let bytes: &[u8] = redacted.as_deref().unwrap_or(&item.bytes);
     // `write!` to a Vec cannot fail.
@@ -627,7 +632,7 @@ mod tests {
         ] {
             let mut out = Vec::new();
             encode(
-                &Tapped { seq: 7, t: 1.5, dir, rewritten, bytes: bytes.clone().into() },
+                &CopiedLine { seq: 7, t: 1.5, dir, rewritten, bytes: bytes.clone().into() },
                 &mut out,
             );
             assert_eq!(out.last(), Some(&b'\n'));
@@ -652,7 +657,7 @@ mod tests {
         let mut rec = Recorder::with_file(write_end, Path::new("pipe")).unwrap();
         // Nobody reads the pipe: the writer blocks once the pipe and its buffer are full, and
         // the queue fills up behind it. Offering never waits.
-        let line = Tapped {
+        let line = CopiedLine {
             seq: 0,
             t: 0.0,
             dir: Dir::AgentToEditor,

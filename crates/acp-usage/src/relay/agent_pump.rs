@@ -28,7 +28,7 @@ pub(super) struct AgentPump<R, W> {
     /// Answers acp-usage gives the editor itself, written between the agent's lines.
     answers: mpsc::UnboundedReceiver<Vec<u8>>,
     editor: ToEditor<W>,
-    /// Whether a long line may be streamed: taps (`--record`, `--validate`) need whole
+    /// Whether a long line may be streamed: copies (`--record`, `--validate`) need whole
     /// lines, so with them every line is held whole.
     streaming: bool,
     /// The line being streamed on as it arrives.
@@ -69,7 +69,7 @@ where
         stop: oneshot::Receiver<()>,
         answers: mpsc::UnboundedReceiver<Vec<u8>>,
     ) -> AgentPump<R, W> {
-        let streaming = !lock(&pump.core).taps.active();
+        let streaming = !lock(&pump.core).copies.active();
         let mut batches = Batches::new(pump.max);
         if streaming {
             batches.framer = Framer::deferring(pump.max);
@@ -258,7 +258,7 @@ impl<W: AsyncWrite + Unpin> ToEditor<W> {
         c.drain_tap();
         for (range, env) in run.unowned {
             let line = &buf[range];
-            c.taps.line(Dir::AgentToEditor, line, false);
+            c.copies.line(Dir::AgentToEditor, line, false);
             c.observer.account(line, env);
         }
         let owned = run.owned.map(|(range, newline, env)| {
@@ -275,14 +275,14 @@ impl<W: AsyncWrite + Unpin> ToEditor<W> {
         {
             let mut c = lock(&self.pump.core);
             for extra in &out.before {
-                c.taps.line(Dir::Injected, extra, false);
+                c.copies.line(Dir::Injected, extra, false);
             }
             match &out.replace {
-                Some(new) => c.taps.line(Dir::AgentToEditor, new, true),
-                None => c.taps.line(Dir::AgentToEditor, line, false),
+                Some(new) => c.copies.line(Dir::AgentToEditor, new, true),
+                None => c.copies.line(Dir::AgentToEditor, line, false),
             }
             for extra in &out.after {
-                c.taps.line(Dir::Injected, extra, false);
+                c.copies.line(Dir::Injected, extra, false);
             }
         }
         for extra in &out.before {
@@ -326,8 +326,8 @@ async fn settle(pump: &Pump, wait: Duration, line: &[u8], out: Outcome) -> Optio
 /// forwards it unchanged ([`envelope::prefix`]). Nothing of it is held: its length is not
 /// bounded by the line limit (which bounds what must be held), and it is observed once it
 /// ended, from its prefix and the length of the rest
-/// ([`super::observer::Observer::account_streamed`]). With taps (`--record`, `--validate`),
-/// lines are held whole as before, so the taps get every line.
+/// ([`super::observer::Observer::account_streamed`]). With copies (`--record`, `--validate`),
+/// lines are held whole as before, so the copies get every line.
 #[derive(Debug)]
 struct Streamed {
     what: envelope::Prefix,

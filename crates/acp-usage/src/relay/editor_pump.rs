@@ -66,14 +66,14 @@ where
             match p {
                 Piece::Line { range, newline } => {
                     let line = &buf[range.clone()];
-                    c.taps.line(Dir::EditorToAgent, line, false);
+                    c.copies.line(Dir::EditorToAgent, line, false);
                     match c.observer.from_editor(line) {
                         None => {
                             extend_run(&mut runs, range.start..range.end + usize::from(newline))
                         }
                         Some(answer) => {
                             // Not for the agent: answered here.
-                            c.taps.line(Dir::Injected, &answer, false);
+                            c.copies.line(Dir::Injected, &answer, false);
                             let _ = self.answers.send(answer);
                         }
                     }

@@ -14,7 +14,7 @@ use anyhow::Context;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 
-use crate::record::{Dir, Tapped};
+use crate::record::{CopiedLine, Dir};
 
 /// Depth of the live validator's queue, in lines.
 pub const LIVE_DEPTH: usize = 4096;
@@ -203,7 +203,7 @@ pub fn shown(message: &str) -> String {
 /// The relay's end of `--validate`: a thread that checks copies of the lines.
 #[derive(Debug)]
 pub struct Live {
-    tx: Option<mpsc::Sender<Tapped>>,
+    tx: Option<mpsc::Sender<CopiedLine>>,
     dropped: u64,
     thread: Option<std::thread::JoinHandle<(Tally, f64)>>,
 }
@@ -220,7 +220,7 @@ impl Live {
     }
 
     /// Hands a copy to the validator without waiting; drops it (counted) when it is behind.
-    pub fn offer(&mut self, line: &Tapped) {
+    pub fn offer(&mut self, line: &CopiedLine) {
         let Some(tx) = &self.tx else { return };
         match tx.try_send(line.clone()) {
             Ok(()) => {}
@@ -271,7 +271,7 @@ impl Live {
 }
 
 /// The validator thread; returns the tally and the time spent validating.
-fn live_loop(mut rx: mpsc::Receiver<Tapped>) -> (Tally, f64) {
+fn live_loop(mut rx: mpsc::Receiver<CopiedLine>) -> (Tally, f64) {
     let mut validator = MessageValidator::new();
     let mut tally = Tally::default();
     let mut busy = 0.0;

@@ -3,7 +3,7 @@
 //! ```text
 //! editor stdin --[editor pump: read, observe, write]--> agent stdin
 //! agent stdout --[agent pump:  read, write, observe]--> editor stdout
-//!                      \____ Core (Observer, taps) ____/        main loop: exit, signals,
+//!                      \____ Core (Observer, copies) ____/        main loop: exit, signals,
 //!                                                              transcripts, held results
 //! ```
 //! Each direction is one task that reads a large buffer, splits it into lines in place
@@ -35,7 +35,7 @@
 //! (logged when over the limit). Lines from the editor are always held (requests must be read
 //! whole to be tracked).
 //!
-//! `--record` and `--validate` see the lines through [`Taps`]: a copy of each line as it is
+//! `--record` and `--validate` see the lines through [`Copies`]: a copy of each line as it is
 //! forwarded, handed over with `try_send`, so neither can ever hold the relay up. They need
 //! whole lines, so with either of them no line is streamed (every line is held, up to the limit).
 //!
@@ -45,6 +45,7 @@
 pub mod agent;
 mod agent_pump;
 pub mod content;
+mod copies;
 mod editor_pump;
 pub mod emit;
 pub mod envelope;
@@ -57,7 +58,6 @@ mod main_loop;
 pub mod observer;
 mod options;
 pub mod splice;
-mod taps;
 
 use std::ops::Range;
 use std::process::{ExitCode, ExitStatus};
@@ -73,13 +73,13 @@ use crate::agents::Profile;
 use crate::record::{Dir, Recorder};
 use crate::sources::transcripts::Worker;
 use agent_pump::AgentPump;
+pub use copies::Copies;
 use editor_pump::EditorPump;
 use io::PeerWriter;
 use live_validate::Live;
 use main_loop::{Held, MainLoop};
 use observer::Observer;
 pub use options::{AgentUsage, Options, RelayOptions, Transcripts};
-pub use taps::Taps;
 
 /// Bytes read at a time from either side: a batch of lines. A line still arriving when the
 /// buffer is full makes it grow, up to the line limit.
@@ -93,14 +93,14 @@ pub fn run(args: RelayOptions) -> anyhow::Result<ExitCode> {
     // Created before anything starts, so a bad path is a clear error and not a silent gap.
     let recorder = args.record.as_deref().map(Recorder::create).transpose()?;
     let validator = if args.validate { Some(Live::start()?) } else { None };
-    let taps = Taps::new(recorder, validator);
+    let copies = Copies::new(recorder, validator);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;
     let res = rt.block_on(async {
         // Inside the runtime: the fds are registered with its poller.
-        relay_tapped(lines::stdin(), lines::stdout(), opts, taps).await
+        relay_copying(lines::stdin(), lines::stdout(), opts, copies).await
     });
     // The stdin reader may still sit in a blocking read on an editor that keeps its side open;
     // don't wait for it.
@@ -115,14 +115,14 @@ where
     I: AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
 {
-    relay_tapped(editor_in, editor_out, opts, Taps::default()).await
+    relay_copying(editor_in, editor_out, opts, Copies::default()).await
 }
 
 /// What both pumps and the main loop share: one lock, taken once per batch of lines.
 #[derive(Debug)]
 struct Core {
     observer: Observer,
-    taps: Taps,
+    copies: Copies,
     worker: Option<Worker>,
     /// The ledger's writer thread (`None`: no ledger).
     ledger: Option<crate::sinks::ledger::Writer>,
@@ -196,12 +196,12 @@ enum Event {
     Held(Held),
 }
 
-/// [`relay`], with every line that is sent on also copied to `taps`.
-pub async fn relay_tapped<I, O>(
+/// [`relay`], with every line that is sent on also copied to `copies`.
+pub async fn relay_copying<I, O>(
     editor_in: I,
     editor_out: O,
     mut opts: Options,
-    taps: Taps,
+    copies: Copies,
 ) -> anyhow::Result<u8>
 where
     I: AsyncRead + Unpin + Send + 'static,
@@ -234,7 +234,7 @@ where
     };
     let core: Shared = Arc::new(Mutex::new(Core {
         observer,
-        taps,
+        copies,
         worker,
         ledger: opts.ledger.clone().map(crate::sinks::ledger::Writer::start),
         tap_rx: tap.calls,
@@ -331,7 +331,7 @@ async fn answer_pending<W: AsyncWrite + Unpin>(
                     r#"{{"jsonrpc":"2.0","id":{id},"error":{}}}"#,
                     serde_json::to_string(&err).expect("error object serialises")
                 );
-                c.taps.line(Dir::Injected, msg.as_bytes(), false);
+                c.copies.line(Dir::Injected, msg.as_bytes(), false);
                 msg
             })
             .collect()
@@ -342,10 +342,10 @@ async fn answer_pending<W: AsyncWrite + Unpin>(
     out.finish().await;
 }
 
-/// The end of a run: counters logged, the taps, the ledger's last writes and a last export
+/// The end of a run: counters logged, the copies, the ledger's last writes and a last export
 /// done.
 async fn finish(core: &Shared, exporter: Option<crate::sinks::otlp::Handle>, grace: Duration) {
-    let taps = {
+    let copies = {
         let mut c = lock(core);
         let counters = c.observer.counters;
         tracing::info!(
@@ -356,9 +356,9 @@ async fn finish(core: &Shared, exporter: Option<crate::sinks::otlp::Handle>, gra
             "passed through without reading"
         );
         c.save_learned();
-        std::mem::take(&mut c.taps)
+        std::mem::take(&mut c.copies)
     };
-    taps.finish().await;
+    copies.finish().await;
 
     // The ledger's last writes (the last turn, the sessions no longer open here) are done
     // before the process ends; a ledger stuck behind another process's lock is not waited for

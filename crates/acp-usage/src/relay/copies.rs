@@ -1,32 +1,32 @@
 //! What the relay copies off its path: `--record` and `--validate` see each line through
-//! [`Taps`], a copy handed over with `try_send`, so neither can ever hold the relay up.
+//! [`Copies`], a copy handed over with `try_send`, so neither can ever hold the relay up.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::live_validate::Live;
-use crate::record::{Dir, Recorder, Tapped};
+use crate::record::{CopiedLine, Dir, Recorder};
 
 /// What the relay copies off its path: the recording and the live validator.
 #[derive(Debug)]
-pub struct Taps {
+pub struct Copies {
     recorder: Option<Recorder>,
     validator: Option<Live>,
-    /// Lines tapped so far.
+    /// Lines copied so far.
     seq: u64,
     start: Instant,
 }
 
-impl Default for Taps {
-    fn default() -> Taps {
-        Taps::new(None, None)
+impl Default for Copies {
+    fn default() -> Copies {
+        Copies::new(None, None)
     }
 }
 
-impl Taps {
-    /// Taps for a recording and/or live validation; both `None` costs the relay nothing.
-    pub fn new(recorder: Option<Recorder>, validator: Option<Live>) -> Taps {
-        Taps { recorder, validator, seq: 0, start: Instant::now() }
+impl Copies {
+    /// Copies for a recording and/or live validation; both `None` costs the relay nothing.
+    pub fn new(recorder: Option<Recorder>, validator: Option<Live>) -> Copies {
+        Copies { recorder, validator, seq: 0, start: Instant::now() }
     }
 
     /// Whether anything is tapped.
@@ -42,7 +42,7 @@ impl Taps {
         self.seq += 1;
         let t = self.start.elapsed().as_micros() as f64 / 1e6;
         // One copy, shared by both consumers.
-        let line = Tapped { seq: self.seq, t, dir, rewritten, bytes: Arc::from(bytes) };
+        let line = CopiedLine { seq: self.seq, t, dir, rewritten, bytes: Arc::from(bytes) };
         if let Some(r) = &mut self.recorder {
             r.offer(&line);
         }
