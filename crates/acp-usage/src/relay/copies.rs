@@ -29,7 +29,7 @@ impl Copies {
         Copies { recorder, validator, seq: 0, start: Instant::now() }
     }
 
-    /// Whether anything is tapped.
+    /// Whether anything is copied.
     pub(super) fn active(&self) -> bool {
         self.recorder.is_some() || self.validator.is_some()
     }

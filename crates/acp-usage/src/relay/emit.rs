@@ -11,10 +11,31 @@ use acp_usage_schema::{
     CostFigure, Figure, META_KEY, META_VERSION, SourceName, TurnUsageMeta, UsageBreakdown,
     UsageUpdateMeta, UsedSplit,
 };
+use jsonrpsee_types::ErrorObject;
+use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::envelope::Envelope;
 use super::splice::{ObjectEdit, range_in, replace};
+
+/// A JSON-RPC error response acp-usage writes itself.
+#[derive(Serialize)]
+struct ErrorResponse<'a> {
+    jsonrpc: &'static str,
+    /// The request's id as it was on the wire.
+    id: Option<&'a RawValue>,
+    error: ErrorObject<'a>,
+}
+
+/// The error response (without its terminator) to the request whose id is `raw_id` on the
+/// wire: jsonrpsee-types' error object, serialised with the id's text as it came.
+pub fn error_response(raw_id: &str, error: ErrorObject<'_>) -> Vec<u8> {
+    // The id was read from a valid line; one that were not JSON would answer `null`.
+    let id = serde_json::from_str::<&RawValue>(raw_id).ok();
+    serde_json::to_vec(&ErrorResponse { jsonrpc: "2.0", id, error })
+        .expect("an error response serialises")
+}
 
 /// Why an update is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -245,4 +266,25 @@ pub fn rewrite_prompt_result(line: &[u8], turn: &TurnUsage, keep: bool) -> Optio
     result.set("usage", &turn_usage(turn, agent));
     let range = range_in(line, result_raw.get())?;
     Some(replace(line, range, &result.render()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The error responses acp-usage writes: the id as it came, the error object in
+    /// jsonrpsee-types' shape (`data` only when there is some).
+    #[test]
+    fn error_responses_keep_the_id_as_it_came() {
+        let err = ErrorObject::owned(-32603, "the agent \"exited\"", None::<()>);
+        assert_eq!(
+            String::from_utf8(error_response(r#""\u0041""#, err)).unwrap(),
+            r#"{"jsonrpc":"2.0","id":"\u0041","error":{"code":-32603,"message":"the agent \"exited\""}}"#
+        );
+        let err = ErrorObject::owned(-32050, "spent", Some(json!({"acpUsage": {"limit": 5.0}})));
+        assert_eq!(
+            String::from_utf8(error_response("-1.5e3", err)).unwrap(),
+            r#"{"jsonrpc":"2.0","id":-1.5e3,"error":{"code":-32050,"message":"spent","data":{"acpUsage":{"limit":5.0}}}}"#
+        );
+    }
 }

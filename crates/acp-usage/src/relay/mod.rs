@@ -317,7 +317,7 @@ async fn answer_pending<W: AsyncWrite + Unpin>(
     status: ExitStatus,
     mut out: PeerWriter<W>,
 ) {
-    let answers: Vec<String> = {
+    let answers: Vec<Vec<u8>> = {
         let mut c = lock(core);
         let ids = c.observer.pending_ids();
         ids.into_iter()
@@ -327,17 +327,14 @@ async fn answer_pending<W: AsyncWrite + Unpin>(
                     format!("the agent exited ({}) before answering", agent::describe(status)),
                     None::<()>,
                 );
-                let msg = format!(
-                    r#"{{"jsonrpc":"2.0","id":{id},"error":{}}}"#,
-                    serde_json::to_string(&err).expect("error object serialises")
-                );
-                c.copies.line(Dir::Injected, msg.as_bytes(), false);
+                let msg = emit::error_response(&id, err);
+                c.copies.line(Dir::Injected, &msg, false);
                 msg
             })
             .collect()
     };
     for msg in answers {
-        out.line(msg.as_bytes()).await;
+        out.line(&msg).await;
     }
     out.finish().await;
 }

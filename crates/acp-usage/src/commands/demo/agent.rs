@@ -176,13 +176,13 @@ pub fn reported_usage(n: usize) -> Reported {
 }
 
 /// JSON-RPC "method not found".
-const METHOD_NOT_FOUND: i64 = -32601;
+const METHOD_NOT_FOUND: i32 = -32601;
 /// JSON-RPC "invalid params".
-const INVALID_PARAMS: i64 = -32602;
+const INVALID_PARAMS: i32 = -32602;
 /// JSON-RPC "parse error".
-const PARSE_ERROR: i64 = -32700;
+const PARSE_ERROR: i32 = -32700;
 /// ACP "resource not found".
-const RESOURCE_NOT_FOUND: i64 = -32002;
+const RESOURCE_NOT_FOUND: i32 = -32002;
 
 /// The agent's state: one session, its model, its history and how many prompts it answered.
 #[derive(Debug)]
@@ -338,8 +338,9 @@ fn result(id: Value, result: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": result})
 }
 
-fn error(id: Value, code: i64, message: &str) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+fn error(id: Value, code: i32, message: &str) -> Value {
+    let error = jsonrpsee_types::ErrorObject::borrowed(code, message, None);
+    json!({"jsonrpc": "2.0", "id": id, "error": error})
 }
 
 fn update(update: Value) -> Value {

@@ -8,6 +8,7 @@
 //! holds, plus what this process has settled and not yet handed to the ledger's writer.
 
 use acp_usage_core::budget::{Crossings, Overrun, Scope, overrun};
+use jsonrpsee_types::ErrorObject;
 use serde_json::json;
 
 use crate::numbers::thousands;
@@ -17,7 +18,7 @@ use crate::sinks::ledger::{Store, Write, period_start_ms};
 
 /// The JSON-RPC error code of a prompt refused for a spent budget (in the range JSON-RPC leaves
 /// to implementations; ACP does not use it).
-pub const BUDGET_EXCEEDED: i64 = -32050;
+pub const BUDGET_EXCEEDED: i32 = -32050;
 
 /// What one session has crossed so far.
 #[derive(Debug, Default)]
@@ -84,12 +85,9 @@ impl Observer {
             scope.as_str()
         );
         tracing::warn!(session = id, "{message}");
-        let error = json!({
-            "code": BUDGET_EXCEEDED,
-            "message": message,
-            "data": {"acpUsage": {"budget": scope.as_str(), "limit": limit, "spent": spent, "currency": "USD"}},
-        });
-        Some(format!(r#"{{"jsonrpc":"2.0","id":{raw_id},"error":{error}}}"#).into_bytes())
+        let data = json!({"acpUsage": {"budget": scope.as_str(), "limit": limit, "spent": spent, "currency": "USD"}});
+        let error = ErrorObject::owned(BUDGET_EXCEEDED, message, Some(data));
+        Some(emit::error_response(raw_id, error))
     }
 
     /// After a turn: notices for the budgets whose lines its cost crossed.
