@@ -7,6 +7,12 @@
 //! all the same but the agent never sees a number; the [`Call`](super::Call) then has `usage` set
 //! and `native_usage: None`, which is how a test tells the two apart.
 //!
+//! A Mistral flavour answers requests under the path prefix `/mistral/` (an agent's base URL
+//! `http://127.0.0.1:PORT/mistral/v1`): the Mistral API streams the usage on the chunk with the
+//! `finish_reason`, asked or not (the `mistralai` SDK never sends `stream_options`), and each
+//! tool call whole in one delta (id, name and the complete arguments), which the SDK requires.
+//! Mistral Vibe talks to it.
+//!
 //! qwen-code's `generateJson` (next-speaker checks and the like) is a side query that declares a
 //! single `respond_in_schema` tool and forces it; it counts as auxiliary and is answered with a
 //! call of that tool whose arguments fit the schema.
@@ -83,9 +89,17 @@ fn declared_tools(body: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The path prefix of the Mistral flavour.
+pub(crate) const MISTRAL_PREFIX: &str = "/mistral/";
+
+/// Whether the request is for the Mistral flavour.
+fn is_mistral(request: &Request) -> bool {
+    request.path().starts_with(MISTRAL_PREFIX)
+}
+
 pub(crate) fn respond(
     route: &Route,
-    _request: &Request,
+    request: &Request,
     body: &Value,
     step: Option<&Step>,
     id: &str,
@@ -98,6 +112,7 @@ pub(crate) fn respond(
             tool_call: None,
         };
     };
+    let mistral = is_mistral(request);
     let model = route.model.clone().unwrap_or_else(|| "gpt-mock".to_owned());
     let usage = step.usage.chat_json();
     let (text, tool_call) = content(route, body, step);
@@ -132,7 +147,11 @@ pub(crate) fn respond(
         deltas.extend(words(thinking).map(|piece| json!({"reasoning_content": piece})));
     }
     deltas.extend(words(&text).map(|piece| json!({"content": piece})));
-    if let (Some(tool), Some(arguments)) = (&tool_call, &arguments) {
+    if let (Some(tool), Some(arguments), true) = (&tool_call, &arguments, mistral) {
+        // Mistral: the whole call in one delta.
+        deltas.push(json!({"tool_calls": [{"index": 0, "id": call_id, "type": "function",
+            "function": {"name": tool["name"], "arguments": arguments}}]}));
+    } else if let (Some(tool), Some(arguments)) = (&tool_call, &arguments) {
         // The name and id come first with empty arguments; the JSON string follows in pieces,
         // which clients must concatenate before parsing.
         deltas.push(json!({"tool_calls": [{"index": 0, "id": call_id, "type": "function",
@@ -154,7 +173,7 @@ pub(crate) fn respond(
         let mut chunk = json!({"id": completion_id, "object": "chat.completion.chunk",
             "created": CREATED, "model": model, "choices": choices});
         // With include_usage OpenAI sends `"usage": null` on every chunk before the last.
-        if include_usage {
+        if include_usage && !mistral {
             chunk["usage"] = Value::Null;
         }
         chunk
@@ -162,8 +181,13 @@ pub(crate) fn respond(
     let choice = |delta: Value, finish: Value| json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]);
     let mut events: Vec<Value> =
         deltas.into_iter().map(|delta| chunk(choice(delta, Value::Null))).collect();
-    events.push(chunk(choice(json!({}), json!(finish_reason))));
-    if include_usage {
+    let mut finish = chunk(choice(json!({}), json!(finish_reason)));
+    if mistral {
+        // Mistral: the usage rides on the finishing chunk, always.
+        finish["usage"] = usage.clone();
+    }
+    events.push(finish);
+    if include_usage && !mistral {
         let mut last = chunk(json!([]));
         last["usage"] = usage.clone();
         events.push(last);
@@ -171,7 +195,7 @@ pub(crate) fn respond(
     // A string is written verbatim (see `Response::Sse`): the stream's end sentinel.
     events.push(json!("[DONE]"));
     let events = events.into_iter().map(|data| (None, data)).collect();
-    let native_usage = include_usage.then_some(usage);
+    let native_usage = (include_usage || mistral).then_some(usage);
     Reply { response: Response::Sse(events), native_usage, tool_call }
 }
 

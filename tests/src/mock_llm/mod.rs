@@ -147,6 +147,12 @@ impl MockLlm {
         format!("http://{}", self.addr)
     }
 
+    /// The base URL of the Mistral flavour of Chat Completions, `http://127.0.0.1:PORT/mistral/v1`
+    /// (usage always on the finishing chunk, each tool call whole in one delta).
+    pub fn mistral_url(&self) -> String {
+        format!("http://{}{}v1", self.addr, chat::MISTRAL_PREFIX)
+    }
+
     /// Replaces the remaining script: the next main call gets `steps[0]`.
     pub fn set_script(&self, script: Script) {
         let mut state = self.state();

@@ -307,3 +307,82 @@ fn chat_auxiliary_titles_and_schema_queries() {
         calls.iter().all(|call| call.native_usage == Some(Script::default_auxiliary().chat_json()))
     );
 }
+
+#[test]
+fn chat_mistral_flavour_usage_always_and_whole_tool_calls() {
+    let first = Usage::chat(6000, 4096, 30, 0);
+    let second = Usage::chat(7000, 5120, 25, 0);
+    let mock = MockLlm::start(Script::new(vec![
+        Step::tool("Reading.", first),
+        Step::text("Read it.", second),
+    ]))
+    .unwrap();
+    assert_eq!(mock.mistral_url(), format!("{}/mistral/v1", mock.url()));
+    // The mistralai SDK sends no `stream_options`.
+    let request = json!({"model": "mistral-vibe-cli-latest", "stream": true, "messages": [], "tools": chat_tools()});
+    let (status, _, body) =
+        send(&mock, "POST", "/mistral/v1/chat/completions", &request.to_string(), false);
+    assert!(status.contains("200"), "{status}");
+    let chunks = chat_chunks(&body);
+    assert_eq!(chat_delta_text(&chunks, "content"), "Reading.");
+    // The tool call comes whole in one delta: id, name and every argument.
+    let calls: Vec<&Value> =
+        chunks.iter().filter_map(|chunk| chunk["choices"][0]["delta"].get("tool_calls")).collect();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let call = &calls[0][0];
+    assert!(call["id"].as_str().unwrap().starts_with("call_"));
+    assert_eq!(call["function"]["name"], "glob");
+    let arguments: Value =
+        serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(arguments, json!({"pattern": "*"}));
+    // The usage on the finishing chunk, which is the last; none before it.
+    let (last, rest) = chunks.split_last().unwrap();
+    assert_eq!(last["choices"][0]["finish_reason"], "tool_calls");
+    assert_eq!(last["usage"], first.chat_json());
+    assert!(rest.iter().all(|chunk| chunk.get("usage").is_none()));
+
+    // Asked for or not, the same shape.
+    let request = json!({"model": "mistral-vibe-cli-latest", "stream": true, "messages": [],
+        "stream_options": {"include_usage": true}, "tools": chat_tools()});
+    let (_, _, body) =
+        send(&mock, "POST", "/mistral/v1/chat/completions", &request.to_string(), false);
+    let chunks = chat_chunks(&body);
+    let (last, rest) = chunks.split_last().unwrap();
+    assert_eq!(
+        (&last["choices"][0]["finish_reason"], &last["usage"]),
+        (&json!("stop"), &second.chat_json())
+    );
+    assert!(rest.iter().all(|chunk| chunk.get("usage").is_none()));
+
+    // A title (no tools) on the same flavour: billed and sent too.
+    let request = json!({"model": "mistral-vibe-cli-latest", "stream": true, "messages": []});
+    let (_, _, body) =
+        send(&mock, "POST", "/mistral/v1/chat/completions", &request.to_string(), false);
+    let chunks = chat_chunks(&body);
+    assert_eq!(chunks.last().unwrap()["usage"], Script::default_auxiliary().chat_json());
+
+    let calls = mock.calls();
+    assert_eq!(calls.len(), 3);
+    assert!(calls.iter().all(|call| call.provider == super::Provider::OpenAiChat));
+    assert_eq!((calls[0].kind, calls[0].usage), (CallKind::Main, Some(first)));
+    assert_eq!(calls[0].native_usage, Some(first.chat_json()));
+    assert_eq!(calls[0].tool_call, Some(json!({"name": "glob", "args": {"pattern": "*"}})));
+    assert_eq!(calls[1].native_usage, Some(second.chat_json()));
+    assert_eq!(calls[2].kind, CallKind::Auxiliary);
+    assert_eq!(calls[2].native_usage, Some(Script::default_auxiliary().chat_json()));
+    assert_eq!(
+        super::sum_usage(&mock.billed_since(0)),
+        first + second + Script::default_auxiliary()
+    );
+    assert!(calls.iter().all(|call| !super::summary(call).contains("(not sent)")));
+
+    // The plain path keeps OpenAI's behaviour: no usage unless asked, tool calls in pieces.
+    let mock = MockLlm::start(Script::new(vec![Step::tool("", first)])).unwrap();
+    let request = json!({"model": "m", "stream": true, "messages": [], "tools": chat_tools()});
+    let (_, _, body) = send(&mock, "POST", "/v1/chat/completions", &request.to_string(), false);
+    let chunks = chat_chunks(&body);
+    assert!(chunks.iter().all(|chunk| chunk.get("usage").is_none()));
+    let pieces =
+        chunks.iter().filter(|chunk| chunk["choices"][0]["delta"].get("tool_calls").is_some());
+    assert!(pieces.count() > 1);
+}
