@@ -84,6 +84,12 @@ pub trait Agent: Sync + 'static {
         self.resolve_model(value)
     }
 
+    /// The model option value the agent runs a reopened session on when its `session/load` or
+    /// `session/resume` response names none (Mistral Vibe's `session/resume` answers `{}`).
+    fn reopened_model(&self) -> Option<String> {
+        None
+    }
+
     /// The windows the agent reports per model in a `session/new`/`load`/`resume` result, when
     /// its profile knows where, by model option value.
     fn reported_windows(&self, result: &Value) -> Vec<(String, u64)> {

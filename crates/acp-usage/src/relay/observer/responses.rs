@@ -108,6 +108,12 @@ impl Observer {
         if let Some(r) = result {
             self.read_models(id, r);
         }
+        // A response that names no model (Vibe's `session/resume`): the profile's.
+        if self.sessions.get(id).is_some_and(|s| s.model_value.is_none())
+            && let Some(model) = self.profile.reopened_model()
+        {
+            self.select_model(id, &model);
+        }
         self.settle_history(id);
         self.record_session(id, p.cwd.clone());
         let trigger = if p.method == Method::Load { Trigger::Load } else { Trigger::Resume };
