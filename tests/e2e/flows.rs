@@ -280,6 +280,12 @@ pub fn relay_turns_with(expect: Expect, relay_args: &[&str]) {
 
 /// [`relay_turns_with`] in a lab the caller prepared (e.g. the agent's base URL changed).
 pub fn relay_turns_in(expect: Expect, lab: &Lab, relay_args: &[&str]) {
+    relay_turns_then(expect, lab, relay_args, 0);
+}
+
+/// [`relay_turns_in`] with `more` plain turns after the two (for an agent whose per-turn figures
+/// are what a cumulative count grew by: a turn after a turn of several calls).
+pub fn relay_turns_then(expect: Expect, lab: &Lab, relay_args: &[&str], more: usize) {
     let (client, mut checks, session_id) = relayed_session(expect, lab, relay_args);
     let new_id = support::last_request_id(&client, "session/new");
     match support::update_after_response(&client, &new_id, &session_id) {
@@ -300,9 +306,13 @@ pub fn relay_turns_in(expect: Expect, lab: &Lab, relay_args: &[&str]) {
     }
 
     let mut session_calls: Vec<Call> = Vec::new();
-    for (phase, prompt, n_calls) in
-        [("turn 1 (plain)", PLAIN_PROMPT, 1), ("turn 2 (tool)", TOOL_PROMPT, 2)]
-    {
+    let mut turns = vec![
+        ("turn 1 (plain)".to_owned(), PLAIN_PROMPT, 1),
+        ("turn 2 (tool)".to_owned(), TOOL_PROMPT, 2),
+    ];
+    turns.extend((3..3 + more).map(|n| (format!("turn {n} (plain)"), PLAIN_PROMPT, 1)));
+    for (phase, prompt, n_calls) in turns {
+        let phase = phase.as_str();
         if expect.tap {
             // The tap counts calls made between turns (qwen's memory extraction after a
             // result) at once: they are in the session's figures from the next update on.

@@ -42,3 +42,4 @@ mod support;
 mod tap_proxy;
 mod tap_relay;
 mod validation;
+mod vibe;

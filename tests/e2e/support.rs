@@ -119,6 +119,15 @@ pub fn price(model: &str) -> Option<Price> {
             cache_write_5m: 0.0,
             cache_write_1h: 0.0,
         },
+        // Mistral Vibe's default model (`mistral/mistral-vibe-cli-latest`; Vibe's own prices
+        // for it are the same).
+        "mistral-vibe-cli-latest" => Price {
+            input: 1.5e-6,
+            output: 7.5e-6,
+            cache_read: 0.15e-6,
+            cache_write_5m: 0.0,
+            cache_write_1h: 0.0,
+        },
         // Below the 200k long-context tier, which the tests never reach.
         "gemini-2.5-pro" => Price {
             input: 1.25e-6,

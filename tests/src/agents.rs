@@ -42,10 +42,13 @@ pub enum Agent {
     Cline,
     /// `@kilocode/cli` (`kilo acp`, an opencode fork), its Anthropic provider on the Messages API.
     Kilo,
+    /// Mistral Vibe (PyPI `mistral-vibe`, `vibe-acp`, in a venv of its own), its Mistral
+    /// provider against the mock's Mistral flavour of Chat Completions.
+    Vibe,
 }
 
 impl Agent {
-    pub const ALL: [Agent; 9] = [
+    pub const ALL: [Agent; 10] = [
         Agent::Claude,
         Agent::Codex,
         Agent::CodexTs,
@@ -55,6 +58,7 @@ impl Agent {
         Agent::Copilot,
         Agent::Cline,
         Agent::Kilo,
+        Agent::Vibe,
     ];
 
     pub fn name(self) -> &'static str {
@@ -68,10 +72,11 @@ impl Agent {
             Agent::Copilot => "copilot",
             Agent::Cline => "cline",
             Agent::Kilo => "kilo",
+            Agent::Vibe => "vibe",
         }
     }
 
-    /// The npm package and the version `.ci/install-agents.sh` pins.
+    /// The npm package (PyPI for Vibe) and the version `.ci/install-agents.sh` pins.
     pub fn package(self) -> (&'static str, &'static str) {
         match self {
             Agent::Claude => ("@agentclientprotocol/claude-agent-acp", "0.101.0"),
@@ -84,6 +89,7 @@ impl Agent {
             Agent::Cline => ("cline", "3.0.65"),
             // 7.8.1, the newest, has no linux-x64 platform package on the registry.
             Agent::Kilo => ("@kilocode/cli", "7.7.7"),
+            Agent::Vibe => ("mistral-vibe", "3.0.3"),
         }
     }
 
@@ -98,6 +104,7 @@ impl Agent {
             Agent::Copilot => "copilot",
             Agent::Cline => "cline",
             Agent::Kilo => "kilo",
+            Agent::Vibe => "vibe-acp",
         }
     }
 
@@ -108,7 +115,7 @@ impl Agent {
             Agent::Opencode | Agent::Kilo => vec!["acp".into()],
             Agent::Qwen | Agent::Cline => vec!["--acp".into()],
             Agent::Copilot => vec!["--acp".into(), "--disable-client-telemetry".into()],
-            Agent::Claude | Agent::Codex | Agent::CodexTs => Vec::new(),
+            Agent::Claude | Agent::Codex | Agent::CodexTs | Agent::Vibe => Vec::new(),
         }
     }
 }
@@ -124,6 +131,10 @@ pub const OPENCODE_MODEL: &str = "anthropic/claude-sonnet-4-5";
 pub const COPILOT_MODEL: &str = "claude-sonnet-4.5";
 /// cline's model on its Anthropic provider (a catalog window of 200,000).
 pub const CLINE_MODEL: &str = "claude-sonnet-4-5";
+/// Vibe's default model: its alias (the model option's value) and the API id its requests carry
+/// (the catalog's `mistral/mistral-vibe-cli-latest`, a window of 262,144).
+pub const VIBE_MODEL_ALIAS: &str = "mistral-medium-3.5";
+pub const VIBE_MODEL: &str = "mistral-vibe-cli-latest";
 
 /// The cache `.ci/install-agents.sh` installs into: `node_modules/` (npm agents and acpx) and
 /// `node/bin/node` (Node 22).
@@ -181,9 +192,31 @@ pub fn package_bin(package: &str, bin: &str) -> anyhow::Result<PathBuf> {
     Ok(dir.join(entry))
 }
 
+/// Mistral Vibe's venv (`.ci/install-vibe.sh`): `bin/vibe-acp`, `bin/python`.
+pub fn vibe_venv() -> PathBuf {
+    agents_cache().join("venv-vibe")
+}
+
 /// The agent's executable, or an error that says how to install it.
 pub fn agent_program(agent: Agent) -> anyhow::Result<PathBuf> {
     let (package, version) = agent.package();
+    if agent == Agent::Vibe {
+        let program = vibe_venv().join("bin").join(agent.bin_name());
+        if !program.is_file() {
+            bail!(
+                "vibe-acp is not installed: {} does not exist. Run .ci/install-agents.sh (or \
+                 .ci/install-vibe.sh) to install {package}=={version}",
+                program.display()
+            );
+        }
+        match installed_version(agent) {
+            Some(installed) if installed != version => eprintln!(
+                "warning: {package} {installed} is installed, the tests are written for {version} (.ci/install-vibe.sh)"
+            ),
+            _ => {}
+        }
+        return Ok(program);
+    }
     let program = match std::env::var_os("ACP_USAGE_AGENTS_DIR") {
         Some(dir) => PathBuf::from(dir).join(agent.bin_name()),
         None => package_bin(package, agent.bin_name()).unwrap_or_default(),
@@ -205,9 +238,25 @@ pub fn agent_program(agent: Agent) -> anyhow::Result<PathBuf> {
     Ok(program)
 }
 
-/// The installed version of the agent's package, from its `package.json`.
+/// The installed version of the agent's package, from its `package.json` (Vibe: the name of
+/// its `mistral_vibe-<version>.dist-info` in the venv).
 pub fn installed_version(agent: Agent) -> Option<String> {
     let (package, _) = agent.package();
+    if agent == Agent::Vibe {
+        for lib in std::fs::read_dir(vibe_venv().join("lib")).ok()?.flatten() {
+            let site = lib.path().join("site-packages");
+            for entry in std::fs::read_dir(site).into_iter().flatten().flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if let Some(version) = name
+                    .strip_prefix("mistral_vibe-")
+                    .and_then(|rest| rest.strip_suffix(".dist-info"))
+                {
+                    return Some(version.to_owned());
+                }
+            }
+        }
+        return None;
+    }
     let manifest = agents_cache().join("node_modules").join(package).join("package.json");
     let text = std::fs::read_to_string(manifest).ok()?;
     let manifest: serde_json::Value = serde_json::from_str(&text).ok()?;
@@ -342,6 +391,22 @@ pub fn agent_command(
                 set(quiet, "1".into());
             }
         }
+        Agent::Vibe => {
+            // Its config, logs and session store live in $VIBE_HOME (else ~/.vibe); the
+            // provider's api_base is the mock's Mistral flavour (usage always sent, tool calls
+            // whole), which the mistralai SDK needs.
+            let vibe_home = home.join(".vibe");
+            std::fs::create_dir_all(&vibe_home)?;
+            std::fs::write(vibe_home.join("config.toml"), vibe_config(mock_url))?;
+            set("VIBE_HOME", vibe_home.display().to_string());
+            set("MISTRAL_API_KEY", "mock-key".into());
+        }
+    }
+    if agent == Agent::Vibe {
+        // The venv's bin first, as an activated venv has it.
+        for (_, value) in env.iter_mut().filter(|(key, _)| key == "PATH") {
+            *value = format!("{}:{value}", vibe_venv().join("bin").display());
+        }
     }
     Ok(CommandSpec {
         program,
@@ -393,6 +458,25 @@ env_key = "MOCK_API_KEY"
 wire_api = "responses"
 request_max_retries = 0
 stream_max_retries = 0
+"#
+    )
+}
+
+/// `$VIBE_HOME/config.toml`: the default model on the `mistral` provider (Mistral backend),
+/// pointed at the mock's Mistral flavour; telemetry, update checks and notifications off.
+pub fn vibe_config(mock_url: &str) -> String {
+    format!(
+        r#"active_model = "{VIBE_MODEL_ALIAS}"
+enable_telemetry = false
+enable_update_checks = false
+enable_auto_update = false
+enable_notifications = false
+
+[[providers]]
+name = "mistral"
+api_base = "{mock_url}/mistral/v1"
+api_key_env_var = "MISTRAL_API_KEY"
+backend = "mistral"
 "#
     )
 }

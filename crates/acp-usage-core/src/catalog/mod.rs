@@ -316,7 +316,8 @@ impl Catalog {
     /// `@20250929`); without an effort suffix (`/medium`, `-high`); then all of it again in
     /// lower case. A bare `gemini-…` id prefers the AI Studio entry `gemini/gemini-…` over
     /// LiteLLM's Vertex entry of the same name, as the first-party API, and falls back to
-    /// `vertex_ai/gemini-…`. Nothing is ever matched by prefix, so `claude-opus-4-1` never
+    /// `vertex_ai/gemini-…`. A bare id that is no key prefers Mistral's first-party entry
+    /// `mistral/…` (LiteLLM keys Mistral's API only that way). Nothing is ever matched by prefix, so `claude-opus-4-1` never
     /// resolves to `claude-opus-4`.
     pub fn lookup(&self, model: &str) -> Option<&ModelInfo> {
         let model = model.trim();
@@ -356,9 +357,14 @@ impl Catalog {
     /// Exact lookup, preferring the first-party spelling of a bare Gemini id. LiteLLM keys the
     /// AI Studio API `gemini/…` and Vertex both bare and `vertex_ai/…`; some previews exist
     /// only under `vertex_ai/` (e.g. `gemini-3-pro-preview`), priced the same.
+    /// Mistral's API ids (`mistral-vibe-cli-latest`, `mistral-medium-3.5`, what Mistral Vibe
+    /// sends) are keyed only as `mistral/…`: a bare id that is no key of its own is looked up
+    /// there, the first-party API.
     fn get_preferred(&self, id: &str) -> Option<&ModelInfo> {
         if !id.starts_with("gemini-") {
-            return self.models.get(id);
+            return self.models.get(id).or_else(|| {
+                if id.contains('/') { None } else { self.models.get(&format!("mistral/{id}")) }
+            });
         }
         self.models
             .get(&format!("gemini/{id}"))

@@ -197,3 +197,23 @@ fn patch_changes_only_given_fields() {
     };
     assert!(c.patch("mine", &tier_only).unwrap_err().contains("threshold"));
 }
+
+#[test]
+fn bare_mistral_ids_find_the_first_party_entry() {
+    let c = Catalog::embedded();
+    // Mistral Vibe's request model ids and its model aliases.
+    for (model, id) in [
+        ("mistral-vibe-cli-latest", "mistral/mistral-vibe-cli-latest"),
+        ("mistral-vibe-cli-fast", "mistral/mistral-vibe-cli-fast"),
+        ("mistral-medium-3.5", "mistral/mistral-medium-3.5"),
+        ("devstral-small-latest", "mistral/devstral-small-latest"),
+        ("mistral/mistral-vibe-cli-latest", "mistral/mistral-vibe-cli-latest"),
+    ] {
+        assert_eq!(id_of(c, model), Some(id), "{model}");
+    }
+    let vibe = c.lookup("mistral-vibe-cli-latest").unwrap();
+    assert_eq!(vibe.max_input, Some(262_144));
+    // Only a bare id goes there, and never by prefix.
+    assert_eq!(id_of(c, "azure_ai/mistral-vibe-cli-latest"), None);
+    assert_eq!(id_of(c, "mistral-vibe-cli"), None);
+}

@@ -232,6 +232,16 @@ impl Ledger {
         }
     }
 
+    /// A cost the agent states for the whole session, its history included, priced by its own
+    /// table (Mistral Vibe prices its cumulative counters): only a floor. This run's calls and
+    /// what an earlier run carried already cover what it covers, so it never replaces them (as
+    /// [`Ledger::agent_cost`] would, adding it to the carried cost).
+    pub fn agent_cost_floor(&mut self, amount: f64) {
+        if amount.is_finite() && amount >= 0.0 {
+            self.stated_floor = Some(self.stated_floor.map_or(amount, |f| f.max(amount)));
+        }
+    }
+
     /// The agent's usage since the session was opened in its process, reported at the end of a
     /// turn: the turn's own usage is what it grew by. A report below the last one means the
     /// agent's count started over (a reload): it is then the turn's whole.
@@ -249,6 +259,17 @@ impl Ledger {
         };
         self.agent_cumulative = Some(now);
         self.agent_turn(delta, TurnReport::Complete, None);
+    }
+
+    /// The agent's cumulative count of the session as it stands between model calls (Mistral
+    /// Vibe's counters in each `usage_update`, which survive a reload): the base the next
+    /// cumulative report's growth is measured from. Outside a turn it is the base; inside one it
+    /// only fills a missing base (after a reload reset it: the counts an agent repeats as the
+    /// turn starts, before its first call), since later counts of the turn include its calls.
+    pub fn agent_cumulative_base(&mut self, now: TokenRecord) {
+        if self.turn.is_none() || self.agent_cumulative.is_none() {
+            self.agent_cumulative = Some(now);
+        }
     }
 
     /// The agent opened the session anew in its process (`session/load`): its cumulative

@@ -41,6 +41,15 @@ pub struct UpdateMeta {
     /// claude-agent-acp (0.100+): the concrete model of the call the update is about.
     #[serde(default, rename = "_claude/model")]
     pub claude_model: Option<String>,
+    /// Mistral Vibe: the session's cumulative prompt tokens (cache included).
+    #[serde(default, rename = "promptTokens")]
+    pub prompt_tokens: Option<u64>,
+    /// Mistral Vibe: the session's cumulative completion tokens.
+    #[serde(default, rename = "completionTokens")]
+    pub completion_tokens: Option<u64>,
+    /// Mistral Vibe: the session's cumulative cached prompt tokens.
+    #[serde(default, rename = "cachedTokens")]
+    pub cached_tokens: Option<u64>,
 }
 
 /// A `cost` object.

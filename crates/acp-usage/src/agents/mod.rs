@@ -44,6 +44,7 @@ agents! {
     copilot::Copilot,
     cline::Cline,
     kilo::Kilo,
+    vibe::Vibe,
     generic::Generic,
 }
 

@@ -220,3 +220,134 @@ fn side_calls_that_declare_the_main_tools_are_known_by_their_text() {
     // Another agent's marker means nothing.
     assert!(!profile("codex").is_side_call(suggestion));
 }
+
+/// A Mistral Vibe 3.0.3 `usage_update` (against the mock): `used`, its compaction threshold as
+/// `size`, its cost and its session counters.
+fn vibe_update(used: u64, cost: f64, prompt: u64, completion: u64, cached: u64) -> AgentUpdate {
+    let mut update = serde_json::json!({"used": used, "size": 202_144, "_meta": {"steps": 2,
+        "promptTokens": prompt, "completionTokens": completion, "cachedTokens": cached,
+        "totalTokens": prompt + completion, "tokensPerSecond": 0.0}});
+    if cost > 0.0 {
+        update["cost"] = serde_json::json!({"amount": cost, "currency": "USD"});
+    }
+    serde_json::from_value(update).unwrap()
+}
+
+/// A Vibe turn: the updates it repeats as the turn starts, one per call, then the result's
+/// cumulative `usage`; the turn's usage.
+fn vibe_turn(
+    ledger: &mut Ledger,
+    before: AgentUpdate,
+    calls: &[AgentUpdate],
+    result: serde_json::Value,
+) -> acp_usage_core::ledger::TurnUsage {
+    let vibe = profile("vibe");
+    let cx = acp_usage_core::ledger::Context {
+        catalog: acp_usage_core::Catalog::embedded(),
+        default_window: 1,
+        window_percent: 100,
+        remembered_size: None,
+    };
+    ledger.begin_turn();
+    ledger.prompt_tokens(10);
+    vibe.on_usage_update(ledger, &before);
+    vibe.on_usage_update(ledger, &before);
+    for call in calls {
+        vibe.on_usage_update(ledger, call);
+    }
+    vibe.on_prompt_result(ledger, &serde_json::json!({"stopReason": "end_turn", "usage": result}));
+    ledger.end_turn(&cx).unwrap()
+}
+
+#[test]
+fn vibe_reports() {
+    let vibe = profile("vibe");
+    assert_eq!(Profile::detect(Some("@mistralai/mistral-vibe"), &[]), vibe);
+    let cmd = ["/c/venv-vibe/bin/vibe-acp".to_owned()];
+    assert_eq!(Profile::detect(None, &cmd), vibe);
+    assert_eq!(Profile::detect_before_start(&cmd), vibe);
+    assert!(vibe.recognises("mistral vibe"));
+    assert!(!vibe.recognises("vibe-coder"));
+    // Vibe 3.0.3's model option after session/new: the value an alias, the API id described.
+    let option = serde_json::json!({"id": "model", "category": "model", "type": "select",
+        "currentValue": "mistral-medium-3.5", "options": [{"value": "mistral-medium-3.5",
+        "name": "Mistral Medium 3.5", "description": "mistral-vibe-cli-latest"}]});
+    let id = |v: &str| vibe.resolve_option(v, &option).0.unwrap();
+    assert_eq!(id("mistral-medium-3.5"), "mistral-vibe-cli-latest");
+    assert_eq!(id("mistral-small"), "mistral-vibe-cli-fast");
+    assert_eq!(id("mistral-large-4"), "mistral-large-4");
+    let catalog = acp_usage_core::Catalog::embedded();
+    for model in ["mistral-vibe-cli-latest", "mistral-vibe-cli-fast", "mistral-large-4"] {
+        assert!(catalog.lookup(model).is_some(), "{model}");
+    }
+}
+
+#[test]
+fn vibe_numbers_new_then_reload() {
+    let vibe = profile("vibe");
+    let cx = acp_usage_core::ledger::Context {
+        catalog: acp_usage_core::Catalog::embedded(),
+        default_window: 1,
+        window_percent: 100,
+        remembered_size: None,
+    };
+    let option = serde_json::json!({"options": [{"value": "mistral-medium-3.5",
+        "description": "mistral-vibe-cli-latest"}]});
+    // The figures of a run against the mock (docs of tests/e2e/vibe.rs).
+    let mut ledger = Ledger::new();
+    let (model, window) = vibe.resolve_option("mistral-medium-3.5", &option);
+    ledger.select_model(model, window);
+    vibe.on_usage_update(&mut ledger, &vibe_update(0, 0.0, 0, 0, 0));
+    assert_eq!(ledger.snapshot(&cx).size, 262_144);
+    let turn = vibe_turn(
+        &mut ledger,
+        vibe_update(0, 0.0, 0, 0, 0),
+        &[vibe_update(5040, 0.0078, 5000, 40, 0)],
+        serde_json::json!({"totalTokens": 5040, "inputTokens": 5000, "outputTokens": 40}),
+    );
+    assert_eq!((turn.totals.input, turn.totals.output, turn.totals.cache_read), (5000, 40, 0));
+    let turn = vibe_turn(
+        &mut ledger,
+        vibe_update(5040, 0.0078, 5000, 40, 0),
+        &[
+            vibe_update(6030, 0.0114954, 11000, 70, 4096),
+            vibe_update(7025, 0.0152709, 18000, 95, 9216),
+        ],
+        serde_json::json!({"totalTokens": 18095, "inputTokens": 18000, "outputTokens": 95,
+            "cachedReadTokens": 9216}),
+    );
+    assert_eq!((turn.totals.input, turn.totals.output, turn.totals.cache_read), (13000, 55, 9216));
+    let snap = ledger.snapshot(&cx);
+    // Never Vibe's 202,144 (its compaction threshold): the catalog's window of the model.
+    assert_eq!((snap.used, snap.used_exact, snap.size), (7025, true, 262_144));
+    assert!((snap.cost.unwrap() - 0.0152709).abs() < 1e-9, "{snap:?}");
+
+    // Reloaded in a new process: the restored counters come before the load response (which
+    // resets the base), then again as the turn starts; the turn is only its own call.
+    let mut ledger = Ledger::restored();
+    ledger.select_model(Some("mistral-vibe-cli-latest".into()), None);
+    vibe.on_usage_update(&mut ledger, &vibe_update(8050, 0.0193515, 26000, 145, 15360));
+    ledger.reset_agent_cumulative();
+    let turn = vibe_turn(
+        &mut ledger,
+        vibe_update(8050, 0.0193515, 26000, 145, 15360),
+        &[vibe_update(9010, 0.0329265, 35000, 155, 15360)],
+        serde_json::json!({"totalTokens": 35155, "inputTokens": 35000, "outputTokens": 155,
+            "cachedReadTokens": 15360}),
+    );
+    assert_eq!((turn.totals.input, turn.totals.output, turn.totals.cache_read), (9000, 10, 0));
+    // Resumed: the response resets the base, the restored counters follow it.
+    let mut ledger = Ledger::restored();
+    ledger.reset_agent_cumulative();
+    vibe.on_usage_update(&mut ledger, &vibe_update(9010, 0.0329265, 35000, 155, 15360));
+    let turn = vibe_turn(
+        &mut ledger,
+        vibe_update(9010, 0.0329265, 35000, 155, 15360),
+        &[vibe_update(9010, 0.0465015, 44000, 165, 15360)],
+        serde_json::json!({"totalTokens": 44165, "inputTokens": 44000, "outputTokens": 165,
+            "cachedReadTokens": 15360}),
+    );
+    assert_eq!((turn.totals.input, turn.totals.output, turn.totals.cache_read), (9000, 10, 0));
+    let snap = ledger.snapshot(&cx);
+    assert!((snap.cost.unwrap() - 0.0465015).abs() < 1e-9, "{snap:?}");
+}

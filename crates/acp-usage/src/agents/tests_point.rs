@@ -125,3 +125,54 @@ fn kilo_reads_its_own_config_variable() {
             .contains(&("ANTHROPIC_BASE_URL".to_owned(), "http://tap/anthropic-v1".to_owned()))
     );
 }
+
+#[test]
+fn vibe_providers_are_copied_whole_with_the_tap_as_api_base() {
+    // No configuration: Vibe's default provider, to Mistral's API.
+    let env = env_of(&[("HOME", "/h")]);
+    let p = point(profile("vibe"), &env, &no_file);
+    let upstream = |p: &Pointing, name: &str| {
+        p.routes.iter().find(|r| r.name == name).unwrap().upstream.clone()
+    };
+    assert_eq!(upstream(&p, "vibe-mistral"), "https://api.mistral.ai");
+    let resolved = p.resolve(|route| format!("http://127.0.0.1:1/s/{route}"));
+    let (_, providers) = resolved.env.iter().find(|(k, _)| k == "VIBE_PROVIDERS").unwrap();
+    let providers: serde_json::Value = serde_json::from_str(providers).unwrap();
+    assert_eq!(
+        providers[0],
+        serde_json::json!({"name": "mistral", "api_base": "http://127.0.0.1:1/s/vibe-mistral/v1",
+            "api_key_env_var": "MISTRAL_API_KEY", "backend": "mistral"})
+    );
+
+    // The user's config.toml entry, every field kept but api_base; VIBE_HOME wins over HOME.
+    let env = env_of(&[("HOME", "/h"), ("VIBE_HOME", "/v")]);
+    let read = |path: &std::path::Path| {
+        (path == std::path::Path::new("/v/config.toml")).then(|| {
+            "active_model = \"mistral-medium-3.5\"\n[[providers]]\nname = \"mistral\"\n\
+             api_base = \"http://127.0.0.1:7/mistral/v1\"\napi_key_env_var = \"MY_KEY\"\n\
+             backend = \"mistral\"\nextra_headers = { x-team = \"a\" }\n"
+                .to_owned()
+        })
+    };
+    let p = point(profile("vibe"), &env, &read);
+    assert_eq!(upstream(&p, "vibe-mistral"), "http://127.0.0.1:7/mistral");
+    let resolved = p.resolve(|route| format!("http://tap/{route}"));
+    let (_, providers) = resolved.env.iter().find(|(k, _)| k == "VIBE_PROVIDERS").unwrap();
+    let providers: serde_json::Value = serde_json::from_str(providers).unwrap();
+    let mistral = providers.as_array().unwrap().iter().find(|p| p["name"] == "mistral").unwrap();
+    assert_eq!(
+        *mistral,
+        serde_json::json!({"name": "mistral", "api_base": "http://tap/vibe-mistral/v1",
+            "api_key_env_var": "MY_KEY", "backend": "mistral", "extra_headers": {"x-team": "a"}})
+    );
+
+    // A VIBE_PROVIDERS of the user's replaces the file's entry, and its base has no /v1.
+    let users = r#"[{"name":"mistral","api_base":"https://eu.example/api","api_key_env_var":"K","backend":"mistral"}]"#;
+    let env = env_of(&[("VIBE_HOME", "/v"), ("VIBE_PROVIDERS", users)]);
+    let p = point(profile("vibe"), &env, &read);
+    assert_eq!(upstream(&p, "vibe-mistral"), "https://eu.example/api");
+    let resolved = p.resolve(|route| format!("http://tap/{route}"));
+    let (_, providers) = resolved.env.iter().find(|(k, _)| k == "VIBE_PROVIDERS").unwrap();
+    assert!(providers.contains(r#""api_base":"http://tap/vibe-mistral""#), "{providers}");
+    assert!(providers.contains(r#""api_key_env_var":"K""#), "{providers}");
+}
