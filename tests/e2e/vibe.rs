@@ -357,3 +357,11 @@ fn vibe_relay_reopen_unseen() {
     drop(client);
     checks.finish();
 }
+
+#[test]
+fn vibe_relay_load_and_resume_tapped() {
+    let _lock = support::agent_lock(AGENT);
+    // Through the tap in every process: the reopened processes' catalogue lookups pass, their
+    // turns are the tap's, the history's cost (the title included) carried from the ledger.
+    flows::relay_load_resume(EXPECT.tapped(), Some(WINDOW), Some(WINDOW));
+}
