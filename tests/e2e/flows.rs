@@ -269,13 +269,19 @@ pub fn backdate_gemini_chats(home: &Path) -> anyhow::Result<()> {
 
 /// Relay: session/new, then a plain and a tool-use turn; every figure checked against the mock.
 pub fn relay_turns(expect: Expect) {
-    relay_turns_with(expect, &[]);
+    relay_turns_and_more(expect, 0);
 }
 
 /// [`relay_turns`] with options for the relay (e.g. `--transcripts off`, the fallback).
 pub fn relay_turns_with(expect: Expect, relay_args: &[&str]) {
     let lab = Lab::new(expect.agent, support::script(expect.agent)).expect("lab");
     relay_turns_in(expect, &lab, relay_args);
+}
+
+/// [`relay_turns`] with `more` plain turns after the two.
+pub fn relay_turns_and_more(expect: Expect, more: usize) {
+    let lab = Lab::new(expect.agent, support::script(expect.agent)).expect("lab");
+    relay_turns_then(expect, &lab, &[], more);
 }
 
 /// [`relay_turns_with`] in a lab the caller prepared (e.g. the agent's base URL changed).

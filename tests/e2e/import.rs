@@ -113,7 +113,7 @@ fn recorded(agent: Agent, calls: &[Call]) -> Vec<&Call> {
 }
 
 /// A direct session (a plain turn and a tool turn), then `import` twice.
-fn direct_then_import(agent: Agent) {
+pub(crate) fn direct_then_import(agent: Agent) {
     let _lock = support::agent_lock(agent);
     let history = flows::direct_history(agent).expect("direct session");
     let lab = &history.lab;

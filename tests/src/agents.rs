@@ -108,6 +108,11 @@ impl Agent {
         }
     }
 
+    /// The npm prefix `.ci/install-agents.sh` installs the agent into (its `node_modules/`).
+    pub fn npm_prefix(self) -> PathBuf {
+        agents_cache()
+    }
+
     pub fn args(self) -> Vec<String> {
         match self {
             // A fixed model: the default `auto` router makes classifier calls and may switch models.
@@ -180,7 +185,12 @@ pub fn child_path() -> anyhow::Result<String> {
 /// The script a package's `bin` entry names, from its `package.json`: two packages may link
 /// the same name in `.bin` (both codex-acp adapters), so the tests never go through the link.
 pub fn package_bin(package: &str, bin: &str) -> anyhow::Result<PathBuf> {
-    let dir = agents_cache().join("node_modules").join(package);
+    package_bin_in(&agents_cache(), package, bin)
+}
+
+/// [`package_bin`] in the npm prefix `prefix` (an agent installed in a prefix of its own).
+pub fn package_bin_in(prefix: &Path, package: &str, bin: &str) -> anyhow::Result<PathBuf> {
+    let dir = prefix.join("node_modules").join(package);
     let text = std::fs::read_to_string(dir.join("package.json"))
         .with_context(|| format!("{package} is not installed in {}", dir.display()))?;
     let manifest: serde_json::Value = serde_json::from_str(&text)?;
@@ -219,7 +229,7 @@ pub fn agent_program(agent: Agent) -> anyhow::Result<PathBuf> {
     }
     let program = match std::env::var_os("ACP_USAGE_AGENTS_DIR") {
         Some(dir) => PathBuf::from(dir).join(agent.bin_name()),
-        None => package_bin(package, agent.bin_name()).unwrap_or_default(),
+        None => package_bin_in(&agent.npm_prefix(), package, agent.bin_name()).unwrap_or_default(),
     };
     if !program.is_file() {
         bail!(
@@ -257,7 +267,7 @@ pub fn installed_version(agent: Agent) -> Option<String> {
         }
         return None;
     }
-    let manifest = agents_cache().join("node_modules").join(package).join("package.json");
+    let manifest = agent.npm_prefix().join("node_modules").join(package).join("package.json");
     let text = std::fs::read_to_string(manifest).ok()?;
     let manifest: serde_json::Value = serde_json::from_str(&text).ok()?;
     manifest["version"].as_str().map(str::to_owned)

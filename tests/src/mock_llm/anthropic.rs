@@ -14,8 +14,12 @@ pub(crate) fn route(request: &Request, body: &Value) -> Option<Route> {
     } else if path.ends_with("/v1/messages") {
         // Claude Code's main loop always declares its tools; title and classifier calls do not.
         // Its prompt suggestion after a turn declares them too (to share the prompt cache) and
-        // is told apart by its instructions.
-        match declared_tools(body).is_empty() || is_prompt_suggestion(body) {
+        // is told apart by its instructions; pi's cache warming re-sends the last request, tools
+        // and all, with `max_tokens: 1`.
+        match declared_tools(body).is_empty()
+            || is_prompt_suggestion(body)
+            || is_cache_warming(body)
+        {
             true => CallKind::Auxiliary,
             false => CallKind::Main,
         }
@@ -45,6 +49,12 @@ fn is_prompt_suggestion(body: &Value) -> bool {
         _ => return false,
     };
     text.contains("Reply with ONLY the suggestion")
+}
+
+/// pi's cache warming: the last request re-sent with `max_tokens: 1` to keep the provider's
+/// prompt cache alive (no main loop asks for a single token).
+fn is_cache_warming(body: &Value) -> bool {
+    body["max_tokens"].as_u64() == Some(1)
 }
 
 fn declared_tools(body: &Value) -> Vec<String> {

@@ -81,6 +81,10 @@ fn anthropic_stream_tool_use_then_script_order() {
         false,
     );
     send(&mock, "POST", "/v1/messages/count_tokens", &json!({"model": "m"}).to_string(), false);
+    // pi's cache warming: tools declared, one token asked for.
+    let warming = json!({"model": "claude-test", "max_tokens": 1, "tools": [{"name": "read"}],
+        "messages": []});
+    send(&mock, "POST", "/v1/messages", &warming.to_string(), false);
     // The second main call, non-streaming, over the Responses API, with a chunked body.
     let request =
         json!({"model": "gpt-test", "tools": [{"type": "function", "name": "shell"}], "input": []});
@@ -92,9 +96,18 @@ fn anthropic_stream_tool_use_then_script_order() {
 
     let calls = mock.calls();
     let kinds: Vec<CallKind> = calls.iter().map(|call| call.kind).collect();
-    assert_eq!(kinds, [CallKind::Main, CallKind::Auxiliary, CallKind::CountTokens, CallKind::Main]);
+    assert_eq!(
+        kinds,
+        [
+            CallKind::Main,
+            CallKind::Auxiliary,
+            CallKind::CountTokens,
+            CallKind::Auxiliary,
+            CallKind::Main
+        ]
+    );
     assert_eq!(calls[0].script_step, Some(0));
-    assert_eq!(calls[3].script_step, Some(1));
+    assert_eq!(calls[4].script_step, Some(1));
     assert!(calls[1].usage.is_some() && calls[2].usage.is_none());
     assert_eq!(mock.steps_left(), 0);
     assert_eq!(super::sum_usage(&mock.main_since(0)).input, 1160 + 500);
