@@ -6,6 +6,7 @@
 #                tests put node/bin first on the agents' PATH, so every Node agent and acpx runs on it
 #   node_modules/.bin/   the npm agents and acpx, installed with that Node
 #   venv-vibe/   Mistral Vibe (PyPI mistral-vibe, `vibe-acp`) in a venv of Python 3.12+ (.ci/install-vibe.sh)
+#   pi/node_modules/.bin/  pi (pi-acp and the `pi` it runs), in a prefix of its own (see below)
 #   rotel/       rotel, the OpenTelemetry collector of the OTLP tests (.ci/install-rotel.sh, PyPI)
 #
 # Anything already there at the pinned version is left alone, so a warm cache costs nothing.
@@ -98,6 +99,53 @@ done
 
 # Mistral Vibe, a Python agent, into its own venv $dest/venv-vibe (from PyPI).
 ACP_USAGE_AGENTS_CACHE="$dest" "$(dirname "${BASH_SOURCE[0]}")/install-vibe.sh"
+# pi: pi-acp (the ACP adapter) and @earendil-works/pi-coding-agent (the `pi` it runs), in a prefix
+# of their own, $dest/pi. @earendil-works/pi-tui@1.5.2 (a dependency of pi-coding-agent) depends on
+# marked-cjk-friendly@0.1.2, which the registry does not have (404); pi's CLI bundle
+# (dist/bundle/cli.js, the `pi` bin) inlines pi-tui and marked-cjk-friendly and never loads
+# node_modules/@earendil-works/pi-tui, so a local stub satisfies npm through an `overrides` entry.
+# The override lives in pi's own package.json, so it cannot change how the other agents resolve.
+# Idempotent: the stub and package.json are rewritten identically, an up-to-date tree is left alone.
+pi_dest="$dest/pi"
+pi_packages=("pi-acp@0.0.34" "@earendil-works/pi-coding-agent@1.5.2")
+pi_stub="$pi_dest/stubs/marked-cjk-friendly"
+mkdir -p "$pi_stub"
+cat >"$pi_stub/package.json" <<'JSON'
+{"name": "marked-cjk-friendly", "version": "0.1.2", "type": "module", "main": "index.js", "exports": {".": "./index.js"}}
+JSON
+cat >"$pi_stub/index.js" <<'JS'
+// Stub for npm: pi's CLI bundle inlines the real marked-cjk-friendly and never loads this file.
+export default function markedCjkFriendly() { return {}; }
+JS
+[[ -f "$pi_dest/package.json" ]] || echo '{"private": true}' >"$pi_dest/package.json"
+node -e '
+  const fs = require("fs"), file = process.argv[1];
+  const pkg = JSON.parse(fs.readFileSync(file, "utf8"));
+  pkg.overrides = { ...(pkg.overrides || {}), "marked-cjk-friendly": "file:./stubs/marked-cjk-friendly" };
+  const text = JSON.stringify(pkg, null, 2) + "\n";
+  if (fs.readFileSync(file, "utf8") !== text) fs.writeFileSync(file, text);' "$pi_dest/package.json"
+pi_missing=()
+for spec in "${pi_packages[@]}"; do
+  name="${spec%@*}"
+  version="${spec##*@}"
+  installed="$(node -p 'require(process.argv[1]).version' "$pi_dest/node_modules/$name/package.json" 2>/dev/null || true)"
+  if [[ "$installed" == "$version" ]]; then
+    echo "install-agents: $name $version already in $pi_dest"
+  else
+    pi_missing+=("$spec")
+  fi
+done
+if ((${#pi_missing[@]} > 0)); then
+  echo "install-agents: installing ${pi_missing[*]} into $pi_dest (node $(node --version))"
+  npm install --prefix "$pi_dest" --save-exact --no-audit --no-fund --loglevel=error "${pi_missing[@]}"
+fi
+# pi-acp runs `pi` from PATH (or $PI_ACP_PI_COMMAND): the tests put $pi_dest/node_modules/.bin first.
+for bin in pi-acp pi; do
+  if [[ ! -x "$pi_dest/node_modules/.bin/$bin" ]]; then
+    echo "install-agents: $pi_dest/node_modules/.bin/$bin is missing after the install" >&2
+    exit 1
+  fi
+done
 
 # rotel, the OpenTelemetry collector of the OTLP tests, into $dest/rotel/ (from PyPI).
 ACP_USAGE_AGENTS_CACHE="$dest" "$(dirname "${BASH_SOURCE[0]}")/install-rotel.sh"

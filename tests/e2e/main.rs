@@ -35,6 +35,7 @@ mod ledger;
 mod opencode;
 mod otlp;
 mod otlp_infra;
+mod pi;
 mod qwen;
 mod relay_fake;
 mod sdk_client;

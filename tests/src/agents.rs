@@ -1,8 +1,8 @@
 //! Launchers for the real agents, configured to talk only to a mock LLM on 127.0.0.1.
 //!
 //! Each agent gets a scratch HOME with its own config directory (CLAUDE_CONFIG_DIR, CODEX_HOME,
-//! GEMINI_CLI_HOME, opencode's XDG directories, COPILOT_HOME, CLINE_DATA_DIR) and an environment
-//! built from scratch, not inherited: no key or base URL
+//! GEMINI_CLI_HOME, opencode's XDG directories, COPILOT_HOME, CLINE_DATA_DIR, pi's
+//! `~/.pi/agent`) and an environment built from scratch, not inherited: no key or base URL
 //! of the developer's can leak in, and nothing points anywhere but the mock. Proxy variables
 //! point at a dead loopback port so that a stray telemetry or update request fails fast instead
 //! of leaving the machine.
@@ -45,10 +45,13 @@ pub enum Agent {
     /// Mistral Vibe (PyPI `mistral-vibe`, `vibe-acp`, in a venv of its own), its Mistral
     /// provider against the mock's Mistral flavour of Chat Completions.
     Vibe,
+    /// `pi-acp` (pi's ACP adapter, running `pi` of `@earendil-works/pi-coding-agent`), pi's
+    /// Anthropic provider (Messages API) with the mock's base URL in its `models.json`.
+    Pi,
 }
 
 impl Agent {
-    pub const ALL: [Agent; 10] = [
+    pub const ALL: [Agent; 11] = [
         Agent::Claude,
         Agent::Codex,
         Agent::CodexTs,
@@ -59,6 +62,7 @@ impl Agent {
         Agent::Cline,
         Agent::Kilo,
         Agent::Vibe,
+        Agent::Pi,
     ];
 
     pub fn name(self) -> &'static str {
@@ -73,6 +77,7 @@ impl Agent {
             Agent::Cline => "cline",
             Agent::Kilo => "kilo",
             Agent::Vibe => "vibe",
+            Agent::Pi => "pi",
         }
     }
 
@@ -90,6 +95,7 @@ impl Agent {
             // 7.8.1, the newest, has no linux-x64 platform package on the registry.
             Agent::Kilo => ("@kilocode/cli", "7.7.7"),
             Agent::Vibe => ("mistral-vibe", "3.0.3"),
+            Agent::Pi => ("pi-acp", "0.0.34"),
         }
     }
 
@@ -105,12 +111,17 @@ impl Agent {
             Agent::Cline => "cline",
             Agent::Kilo => "kilo",
             Agent::Vibe => "vibe-acp",
+            Agent::Pi => "pi-acp",
         }
     }
 
     /// The npm prefix `.ci/install-agents.sh` installs the agent into (its `node_modules/`).
     pub fn npm_prefix(self) -> PathBuf {
-        agents_cache()
+        match self {
+            // With an `overrides` entry of its own (a stub for a package the registry lacks).
+            Agent::Pi => agents_cache().join("pi"),
+            _ => agents_cache(),
+        }
     }
 
     pub fn args(self) -> Vec<String> {
@@ -120,7 +131,7 @@ impl Agent {
             Agent::Opencode | Agent::Kilo => vec!["acp".into()],
             Agent::Qwen | Agent::Cline => vec!["--acp".into()],
             Agent::Copilot => vec!["--acp".into(), "--disable-client-telemetry".into()],
-            Agent::Claude | Agent::Codex | Agent::CodexTs | Agent::Vibe => Vec::new(),
+            Agent::Claude | Agent::Codex | Agent::CodexTs | Agent::Vibe | Agent::Pi => Vec::new(),
         }
     }
 }
@@ -140,6 +151,8 @@ pub const CLINE_MODEL: &str = "claude-sonnet-4-5";
 /// (the catalog's `mistral/mistral-vibe-cli-latest`, a window of 262,144).
 pub const VIBE_MODEL_ALIAS: &str = "mistral-medium-3.5";
 pub const VIBE_MODEL: &str = "mistral-vibe-cli-latest";
+/// pi's model option value (`provider/model`): its Anthropic provider, pointed at the mock.
+pub const PI_MODEL: &str = "anthropic/claude-sonnet-4-5";
 
 /// The cache `.ci/install-agents.sh` installs into: `node_modules/` (npm agents and acpx) and
 /// `node/bin/node` (Node 22).
@@ -411,6 +424,23 @@ pub fn agent_command(
             set("VIBE_HOME", vibe_home.display().to_string());
             set("MISTRAL_API_KEY", "mock-key".into());
         }
+        Agent::Pi => {
+            // pi-acp runs `pi` from PATH (it also asks `pi --version` for its startup text).
+            let bin = agent.npm_prefix().join("node_modules/.bin");
+            let path = env.iter().find(|(key, _)| key == "PATH").map(|(_, v)| v.clone());
+            env.retain(|(key, _)| key != "PATH");
+            env.push(("PATH".into(), format!("{}:{}", bin.display(), path.unwrap_or_default())));
+            let dir = home.join(".pi").join("agent");
+            std::fs::create_dir_all(&dir)?;
+            std::fs::write(dir.join("settings.json"), pi_settings(false))?;
+            std::fs::write(dir.join("models.json"), pi_models(mock_url, None))?;
+            env.push(("ANTHROPIC_API_KEY".into(), "sk-ant-mock-key".into()));
+            // No catalog refresh from pi.dev, no version check, no telemetry.
+            for quiet in ["PI_OFFLINE", "PI_SKIP_VERSION_CHECK"] {
+                env.push((quiet.into(), "1".into()));
+            }
+            env.push(("PI_TELEMETRY".into(), "0".into()));
+        }
     }
     if agent == Agent::Vibe {
         // The venv's bin first, as an activated venv has it.
@@ -520,6 +550,36 @@ pub fn cline_providers(mock_url: &str) -> String {
         }},
     });
     serde_json::to_string_pretty(&providers).unwrap_or_default()
+}
+
+/// `~/.pi/agent/settings.json`: Sonnet 4.5 on the Anthropic provider, no startup text. Cache
+/// warming (a side call with the last request, `max_tokens: 1`, while idle) is off unless
+/// `warming`, which also turns thinking off (pi warms only requests it can replay).
+pub fn pi_settings(warming: bool) -> String {
+    let (provider, model) = PI_MODEL.split_once('/').unwrap_or(("anthropic", PI_MODEL));
+    let mut settings = json!({
+        "defaultProvider": provider,
+        "defaultModel": model,
+        "enableInstallTelemetry": false,
+        "quietStartup": true,
+        "cacheWarming": "off",
+    });
+    if warming {
+        settings["cacheWarming"] = json!("idle");
+        settings["defaultThinkingLevel"] = json!("off");
+    }
+    serde_json::to_string_pretty(&settings).unwrap_or_default()
+}
+
+/// `~/.pi/agent/models.json`: the Anthropic provider's base URL is the mock's (no `/v1`: the
+/// SDK appends `/v1/messages`); `overrides` for the model, when given (`modelOverrides`).
+pub fn pi_models(mock_url: &str, overrides: Option<serde_json::Value>) -> String {
+    let model = PI_MODEL.split_once('/').map_or(PI_MODEL, |(_, model)| model);
+    let mut provider = json!({"baseUrl": mock_url});
+    if let Some(overrides) = overrides {
+        provider["modelOverrides"] = json!({ model: overrides });
+    }
+    serde_json::to_string_pretty(&json!({"providers": {"anthropic": provider}})).unwrap_or_default()
 }
 
 /// `$GEMINI_CLI_HOME/.gemini/settings.json`: API-key auth (0.61 asks to authenticate without a

@@ -12,6 +12,7 @@ pub mod cline;
 pub mod codex;
 pub mod copilot;
 pub mod gemini;
+pub mod pi;
 pub mod qwen;
 
 use crate::tokens::TokenRecord;

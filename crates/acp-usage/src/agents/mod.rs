@@ -45,6 +45,7 @@ agents! {
     cline::Cline,
     kilo::Kilo,
     vibe::Vibe,
+    pi::Pi,
     generic::Generic,
 }
 
