@@ -269,9 +269,7 @@ fn vibe_relay_names_the_title_it_cannot_see() {
         }
         std::thread::sleep(std::time::Duration::from_millis(1500));
         let before = support::usage_update_before_result(&client).unwrap_or_default();
-        // (The README calls it `unrecordedSideCalls`; the schema's `CostFigure` spells its
-        // fields in snake case.)
-        let unrecorded = &before["_meta"]["acpUsage"]["cost"]["unrecorded_side_calls"];
+        let unrecorded = &before["_meta"]["acpUsage"]["cost"]["unrecordedSideCalls"];
         let phase = if tap { "tapped" } else { "untapped" };
         let calls = lab.mock.calls_since(mark);
         let billed: Vec<&Call> = calls.iter().filter(|c| c.kind.is_billed()).collect();

@@ -75,6 +75,7 @@ pub struct UsedSplit {
 
 /// Provenance of the cumulative cost.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 #[schemars(rename = "AcpUsageCostFigure")]
 pub struct CostFigure {
     /// Where the cost came from (`agent` when the agent stated it, `catalog` when priced from
