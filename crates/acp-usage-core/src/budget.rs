@@ -1,5 +1,5 @@
 //! Budgets and context thresholds: when a figure crosses a line the user drew, and whether a
-//! new turn may start. Pure: the relay tells it what was spent (its session ledger's cost, the
+//! new turn may start. Pure: the relay tells it what was spent (its session's account's cost, the
 //! ledger file's day and month) and sends the notices and refusals it decides.
 
 /// What a budget covers.

@@ -2,17 +2,17 @@
 //!
 //! Everything here is plain data in, plain data out: no I/O, no async runtime, no JSON in the
 //! API (transcript parsers read JSON lines, but hand back typed events). The binary crate observes ACP traffic, turns what it sees into [`tokens::TokenRecord`]s and
-//! ledger events, and renders what the [`ledger::Ledger`] answers back into ACP messages.
+//! account events, and renders what the [`account::Account`] answers back into ACP messages.
 
+pub mod account;
 pub mod api;
 pub mod budget;
 pub mod catalog;
 pub mod estimate;
-pub mod ledger;
 pub mod pricing;
 pub mod tokens;
 pub mod transcript;
 
+pub use account::{Account, AccountedCall, Carried, Role, Snapshot, TurnUsage};
 pub use catalog::{Catalog, ModelInfo, Prices, Tier};
-pub use ledger::{AccountedCall, Carried, Ledger, Role, Snapshot, TurnUsage};
 pub use tokens::{Source, TokenRecord, TokenTotals};

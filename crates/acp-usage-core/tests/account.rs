@@ -1,10 +1,10 @@
-//! Data-driven tests of the per-session ledger: event scripts in, usage/size/cost tables out.
+//! Data-driven tests of the per-session's account: event scripts in, usage/size/cost tables out.
 //!
 //! Each script line is one event the relay would feed (see `check`); `end` prints the resolved
 //! turn, `snap` prints the session snapshot. Expectations are snapshots: run with
 //! `UPDATE_EXPECT=1` to bless a deliberate change, then read the diff.
 
-use acp_usage_core::ledger::{Context, Ledger, Role, TurnReport};
+use acp_usage_core::account::{Account, Context, Role, TurnReport};
 use acp_usage_core::{Catalog, Source, TokenRecord};
 use expect_test::{Expect, expect};
 
@@ -41,7 +41,7 @@ fn usd(c: Option<f64>) -> String {
 fn check(window_percent: u64, script: &str, expect: Expect) {
     let catalog = Catalog::embedded();
     let cx = Context { catalog, default_window: 200_000, window_percent, remembered_size: None };
-    let mut ledger = Ledger::new();
+    let mut account = Account::new();
     let mut out = String::new();
     // Transcript calls gathered for `tturn`/`thistory`.
     let mut tcalls: Vec<(TokenRecord, bool)> = Vec::new();
@@ -51,27 +51,27 @@ fn check(window_percent: u64, script: &str, expect: Expect) {
         let mut it = line.split_whitespace();
         let cmd = it.next().unwrap();
         match cmd {
-            "restored" => ledger = Ledger::restored(),
+            "restored" => account = Account::restored(),
             // A new process reopens the session with what this one would save.
-            "reopen" => ledger = Ledger::carried_over(ledger.carry(&cx)),
+            "reopen" => account = Account::carried_over(account.carry(&cx)),
             "select" => {
                 let model = it.next().map(str::to_string).filter(|m| m != "-");
                 let window = it.next().map(|w| w.parse().unwrap());
-                ledger.select_model(model, window);
+                account.select_model(model, window);
             }
-            "seen" => ledger.model_seen(it.next().unwrap()),
-            "turn" => ledger.begin_turn(),
-            "prompt" => ledger.prompt_tokens(n(&mut it)),
-            "out" => ledger.output_tokens(n(&mut it), false),
-            "thought" => ledger.output_tokens(n(&mut it), true),
-            "tool" => ledger.tool_call(n(&mut it)),
-            "toolout" => ledger.tool_output(n(&mut it)),
-            "user" => ledger.user_message_in_turn(),
-            "replayed" => ledger.replayed(n(&mut it)),
-            "call" => ledger.record_call(record(&mut it), Source::Tap, &cx),
+            "seen" => account.model_seen(it.next().unwrap()),
+            "turn" => account.begin_turn(),
+            "prompt" => account.prompt_tokens(n(&mut it)),
+            "out" => account.output_tokens(n(&mut it), false),
+            "thought" => account.output_tokens(n(&mut it), true),
+            "tool" => account.tool_call(n(&mut it)),
+            "toolout" => account.tool_output(n(&mut it)),
+            "user" => account.user_message_in_turn(),
+            "replayed" => account.replayed(n(&mut it)),
+            "call" => account.record_call(record(&mut it), Source::Tap, &cx),
             "agent_used" => {
                 let used = n(&mut it);
-                ledger.agent_used(used, it.next() != Some("inexact"))
+                account.agent_used(used, it.next() != Some("inexact"))
             }
             "tap" => {
                 let role = match it.next() {
@@ -79,32 +79,32 @@ fn check(window_percent: u64, script: &str, expect: Expect) {
                     Some("subagent") => Role::Subagent,
                     _ => Role::Side,
                 };
-                ledger.tap_call(record(&mut it), None, role, &cx)
+                account.tap_call(record(&mut it), None, role, &cx)
             }
-            "follow" => ledger.follow_transcript(),
+            "follow" => account.follow_transcript(),
             "tcall" => {
                 let main = it.next() == Some("main");
                 tcalls.push((record(&mut it), main));
             }
-            "tturn" => ledger.transcript_turn(std::mem::take(&mut tcalls)),
-            "thistory" => ledger.transcript_history(&std::mem::take(&mut tcalls), &cx),
+            "tturn" => account.transcript_turn(std::mem::take(&mut tcalls)),
+            "thistory" => account.transcript_history(&std::mem::take(&mut tcalls), &cx),
             "outside" => {
                 let main = it.next() == Some("main");
-                ledger.record_outside_turn(record(&mut it), Source::Transcript, main, &cx)
+                account.record_outside_turn(record(&mut it), Source::Transcript, main, &cx)
             }
-            "baseline" => ledger.set_baseline(n(&mut it)),
-            "agent_window" => ledger.agent_window(n(&mut it)),
-            "reported_window" => ledger.reported_window(n(&mut it)),
+            "baseline" => account.set_baseline(n(&mut it)),
+            "agent_window" => account.agent_window(n(&mut it)),
+            "reported_window" => account.reported_window(n(&mut it)),
             "agent_model" => models.push(record(&mut it)),
-            "models" => ledger.agent_turn_models(std::mem::take(&mut models)),
-            "agent_cost" => ledger.agent_cost(it.next().unwrap().parse().unwrap()),
-            "agent_turn" => ledger.agent_turn(record(&mut it), TurnReport::Complete, None),
+            "models" => account.agent_turn_models(std::mem::take(&mut models)),
+            "agent_cost" => account.agent_cost(it.next().unwrap().parse().unwrap()),
+            "agent_turn" => account.agent_turn(record(&mut it), TurnReport::Complete, None),
             "agent_quota" => {
-                ledger.agent_turn(record(&mut it), TurnReport::WithoutCacheAndThoughts, None)
+                account.agent_turn(record(&mut it), TurnReport::WithoutCacheAndThoughts, None)
             }
             "end" => {
-                let t = ledger.end_turn(&cx).expect("a turn was open");
-                if let Some(b) = ledger.take_learned_baseline() {
+                let t = account.end_turn(&cx).expect("a turn was open");
+                if let Some(b) = account.take_learned_baseline() {
                     out += &format!("learned baseline={b}\n");
                 }
                 let x = &t.totals;
@@ -126,7 +126,7 @@ fn check(window_percent: u64, script: &str, expect: Expect) {
                 );
             }
             "snap" => {
-                let s = ledger.snapshot(&cx);
+                let s = account.snapshot(&cx);
                 let unpriced = match s.unpriced_calls {
                     0 => String::new(),
                     k => format!(" unpriced={k}"),

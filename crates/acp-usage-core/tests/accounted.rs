@@ -1,8 +1,8 @@
-//! What a session's ledger settles for the sinks: every call once, with its role, source, key
+//! What a session's account settles for the sinks: every call once, with its role, source, key
 //! and cost; calls of a turn in progress kept provisionally; history never settled again.
 
-use acp_usage_core::ledger::{Context, Role};
-use acp_usage_core::{Catalog, Ledger, Source, TokenRecord};
+use acp_usage_core::account::{Context, Role};
+use acp_usage_core::{Account, Catalog, Source, TokenRecord};
 
 const MODEL: &str = "claude-sonnet-4-5";
 
@@ -18,7 +18,7 @@ fn rec(input: u64, output: u64) -> TokenRecord {
 fn a_tapped_turn_settles_each_call_once_with_the_transcripts_role_and_the_providers_id() {
     let catalog = Catalog::embedded().clone();
     let cx = cx(&catalog);
-    let mut l = Ledger::new();
+    let mut l = Account::new();
     l.begin_turn();
     l.tap_call(rec(1000, 50), Some("msg_a".into()), Role::Main, &cx);
     l.tap_call(rec(300, 20), Some("msg_b".into()), Role::Main, &cx);
@@ -52,7 +52,7 @@ fn a_tapped_turn_settles_each_call_once_with_the_transcripts_role_and_the_provid
 fn a_call_between_turns_is_settled_at_once_and_history_never() {
     let catalog = Catalog::embedded().clone();
     let cx = cx(&catalog);
-    let mut l = Ledger::restored();
+    let mut l = Account::restored();
     l.transcript_history(&[(rec(5000, 100), true)], &cx);
     assert!(l.take_accounted().is_empty(), "history is what an earlier run or import recorded");
     l.record_outside_turn(rec(200, 10), Source::Transcript, false, &cx);
@@ -65,10 +65,10 @@ fn a_call_between_turns_is_settled_at_once_and_history_never() {
 fn an_agents_stated_turn_cost_is_what_its_settled_calls_add_up_to() {
     let catalog = Catalog::embedded().clone();
     let cx = cx(&catalog);
-    let mut l = Ledger::new();
+    let mut l = Account::new();
     l.begin_turn();
     l.agent_cost(0.5);
-    l.agent_turn(rec(1000, 50), acp_usage_core::ledger::TurnReport::Complete, Some(2));
+    l.agent_turn(rec(1000, 50), acp_usage_core::account::TurnReport::Complete, Some(2));
     let turn = l.end_turn(&cx).expect("a turn");
     let settled = l.take_accounted();
     assert_eq!(settled.len(), 1);
@@ -82,7 +82,7 @@ fn an_agents_stated_turn_cost_is_what_its_settled_calls_add_up_to() {
 fn a_fork_takes_none_of_its_parents_unsettled_calls() {
     let catalog = Catalog::embedded().clone();
     let cx = cx(&catalog);
-    let mut parent = Ledger::new();
+    let mut parent = Account::new();
     parent.record_outside_turn(rec(100, 5), Source::Tap, false, &cx);
     let mut fork = parent.fork();
     assert!(fork.take_accounted().is_empty());

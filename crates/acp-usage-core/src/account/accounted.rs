@@ -1,12 +1,12 @@
 //! How a session folds calls into its figures, and the calls it settled, one by one, for the
-//! sinks that remember them (the SQLite ledger): what was counted, who made it, where the
+//! sinks that remember them (the SQLite ledger file): what was counted, who made it, where the
 //! counts came from and what it cost.
 //!
 //! A sink never prices or merges: it stores what [`AccountedCall`] says. [`price_call`] is the
-//! one pricing rule, shared by the session ledger and by `acp-usage import` (calls read from
+//! one pricing rule, shared by the session's account and by `acp-usage import` (calls read from
 //! transcripts on disk, outside any session this run accounts).
 
-use super::{Context, Ledger, Origin, Role};
+use super::{Account, Context, Origin, Role};
 use crate::catalog::Catalog;
 use crate::pricing;
 use crate::tokens::{Source, TokenRecord};
@@ -85,8 +85,8 @@ pub(super) fn scale_to(calls: &mut [AccountedCall], turn_cost: f64) {
     }
 }
 
-/// The ledger's side of the sinks: what it settled and has not handed over yet.
-impl Ledger {
+/// The account's side of the sinks: what it settled and has not handed over yet.
+impl Account {
     /// Keeps an exact call of the turn in progress for the sinks, as it was seen: a process
     /// killed before the turn ends then loses at most the call in flight. The turn's settled
     /// calls replace these at its end.
@@ -141,8 +141,8 @@ impl Ledger {
 
     /// A fork of this session (`session/fork`): its context and cost so far, but none of the
     /// calls still waiting for the sinks (they are this session's, not the fork's).
-    pub fn fork(&self) -> Ledger {
-        Ledger { accounted: Vec::new(), provisional: Vec::new(), ..self.clone() }
+    pub fn fork(&self) -> Account {
+        Account { accounted: Vec::new(), provisional: Vec::new(), ..self.clone() }
     }
 
     /// The calls settled since the last call, for the sinks: a turn's at its end, a call made

@@ -1,7 +1,7 @@
 //! Per-session accounting: what each source said, resolved into one `used`, `size`, `cost` and
 //! per-turn usage.
 //!
-//! A [`Ledger`] is fed events by the relay (through the agent's profile, which has already
+//! A [`Account`] is fed events by the relay (through the agent's profile, which has already
 //! normalised the agent's conventions) and answers [`Snapshot`]s and [`TurnUsage`]s. Sources rank
 //! as DESIGN.md says: exact per-call records (tap, transcript) beat what the agent reports over
 //! ACP, which beats estimates from the visible content. Within a turn the visible content is
@@ -22,7 +22,7 @@ pub use types::{Carried, Role, RoleTotals, Snapshot, TurnReport, TurnUsage};
 use crate::catalog::Catalog;
 use crate::tokens::{Source, TokenRecord, TokenTotals};
 
-/// Everything the ledger needs from outside to price and size a session.
+/// Everything the account needs from outside to price and size a session.
 #[derive(Debug, Clone, Copy)]
 pub struct Context<'a> {
     /// The model catalog.
@@ -37,7 +37,7 @@ pub struct Context<'a> {
 
 /// One session's accounting.
 #[derive(Debug, Default, Clone)]
-pub struct Ledger {
+pub struct Account {
     selected_model: Option<String>,
     selected_window: Option<u64>,
     seen_model: Option<String>,
@@ -77,10 +77,10 @@ pub struct Ledger {
     /// The LLM-API tap has seen this session's calls: it sees every billed call, so neither the
     /// agent's stated cost nor its `used` is needed, and the cost floor does not apply.
     tap: bool,
-    /// Calls settled since the sinks last took them (see [`Ledger::take_accounted`]).
+    /// Calls settled since the sinks last took them (see [`Account::take_accounted`]).
     accounted: Vec<AccountedCall>,
     /// Exact calls of the turn in progress, as a source saw them, not yet taken by the sinks
-    /// (see [`Ledger::take_provisional`]).
+    /// (see [`Account::take_provisional`]).
     provisional: Vec<AccountedCall>,
 }
 
@@ -138,10 +138,10 @@ struct Turn {
     prompt: u64,
 }
 
-impl Ledger {
+impl Account {
     /// A new, empty session.
-    pub fn new() -> Ledger {
-        Ledger { priced_exact: true, ..Ledger::default() }
+    pub fn new() -> Account {
+        Account { priced_exact: true, ..Account::default() }
     }
 
     /// The session turned out to be new (its `session/new` response came after notifications
@@ -154,20 +154,20 @@ impl Ledger {
 
     /// A session acp-usage did not see from the start (`session/load`, `session/resume`): its
     /// earlier cost is unknown until a source reports it.
-    pub fn restored() -> Ledger {
-        Ledger { history_unseen: true, ..Ledger::new() }
+    pub fn restored() -> Account {
+        Account { history_unseen: true, ..Account::new() }
     }
 
     /// A session an earlier run of acp-usage accounted (`session/load`, `session/resume` in a new
     /// process): its cost and totals continue from there.
-    pub fn carried_over(carried: Carried) -> Ledger {
+    pub fn carried_over(carried: Carried) -> Account {
         let used = carried.used.map(|(prompt, output, source, exact)| Used {
             prompt,
             output,
             source,
             exact,
         });
-        Ledger { used, carried: Some(carried), ..Ledger::new() }
+        Account { used, carried: Some(carried), ..Account::new() }
     }
 
     /// What to keep of this session for a later run.
@@ -235,7 +235,7 @@ impl Ledger {
     /// A cost the agent states for the whole session, its history included, priced by its own
     /// table (Mistral Vibe prices its cumulative counters): only a floor. This run's calls and
     /// what an earlier run carried already cover what it covers, so it never replaces them (as
-    /// [`Ledger::agent_cost`] would, adding it to the carried cost).
+    /// [`Account::agent_cost`] would, adding it to the carried cost).
     pub fn agent_cost_floor(&mut self, amount: f64) {
         if amount.is_finite() && amount >= 0.0 {
             self.stated_floor = Some(self.stated_floor.map_or(amount, |f| f.max(amount)));
@@ -507,7 +507,7 @@ impl Ledger {
         }
     }
 
-    /// [`Ledger::transcript_turn`] with each call's key in the transcript: where it is the
+    /// [`Account::transcript_turn`] with each call's key in the transcript: where it is the
     /// provider's message id (Claude Code's), a call the tap also saw is matched by it.
     pub fn transcript_turn_keyed(&mut self, calls: Vec<(TokenRecord, bool, String)>) {
         let keys = calls.iter().map(|(_, _, k)| Some(k.clone())).collect();
@@ -522,7 +522,7 @@ impl Ledger {
     /// earlier run of acp-usage accounted more of it.
     pub fn transcript_history(&mut self, calls: &[(TokenRecord, bool)], cx: &Context<'_>) {
         let carried = self.carried.take();
-        let fresh = Ledger {
+        let fresh = Account {
             selected_model: self.selected_model.take(),
             selected_window: self.selected_window.take(),
             seen_model: self.seen_model.take(),
@@ -533,7 +533,7 @@ impl Ledger {
             turns_ended: self.turns_ended,
             transcript: true,
             tap: self.tap,
-            ..Ledger::new()
+            ..Account::new()
         };
         *self = fresh;
         let records: Vec<TokenRecord> = calls.iter().map(|(r, _)| r.clone()).collect();

@@ -1,10 +1,10 @@
-//! What a session's ledger answers: the [`Snapshot`] with `size` resolved by DESIGN.md's
+//! What a session's account answers: the [`Snapshot`] with `size` resolved by DESIGN.md's
 //! precedence and the cost rules applied.
 
-use super::{Context, Ledger, Snapshot};
+use super::{Account, Context, Snapshot};
 use crate::tokens::Source;
 
-impl Ledger {
+impl Account {
     /// The session as it stands.
     pub fn snapshot(&self, cx: &Context<'_>) -> Snapshot {
         let (size, size_source) = self.size(cx);

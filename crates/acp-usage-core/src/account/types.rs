@@ -1,4 +1,4 @@
-//! What the ledger answers: per-turn usage, session snapshots, and what a session carries
+//! What the account answers: per-turn usage, session snapshots, and what a session carries
 //! across runs.
 
 use crate::tokens::{Source, TokenRecord, TokenTotals};
@@ -113,7 +113,7 @@ pub struct Snapshot {
     pub totals_exact: bool,
 }
 
-/// What a session's ledger keeps across runs of acp-usage, so that reloading a session an
+/// What a session's account keeps across runs of acp-usage, so that reloading a session an
 /// earlier run accounted continues its cost and totals instead of starting over.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Carried {

@@ -1,10 +1,10 @@
 //! The ACP fields agents report usage in, and the readings several agents share: the generic
 //! reading of `usage_update` and of a prompt result's `usage` and `_meta.quota`.
 //!
-//! A profile turns what an agent reports into ledger events; it never reads the wire itself.
+//! A profile turns what an agent reports into events of the session's account; it never reads the wire itself.
 
 use acp_usage_core::TokenRecord;
-use acp_usage_core::ledger::{Ledger, TurnReport};
+use acp_usage_core::account::{Account, TurnReport};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -92,33 +92,33 @@ impl AcpUsage {
 /// The generic reading of an agent's `usage_update`: `used` as the agent's figure (not claimed
 /// exact: agents define it differently), `size` as a window the agent reports (or, with
 /// `enforced`, one it enforces), `cost` as the agent's stated cost.
-pub fn plain_usage_update(ledger: &mut Ledger, update: &AgentUpdate, enforced: bool) {
+pub fn plain_usage_update(account: &mut Account, update: &AgentUpdate, enforced: bool) {
     if let Some(used) = update.used {
-        ledger.agent_used(used, false);
+        account.agent_used(used, false);
     }
     match update.size {
-        Some(size) if enforced => ledger.agent_window(size),
-        Some(size) => ledger.reported_window(size),
+        Some(size) if enforced => account.agent_window(size),
+        Some(size) => account.reported_window(size),
         None => {}
     }
     if let Some(amount) = update.usd() {
-        ledger.agent_cost(amount);
+        account.agent_cost(amount);
     }
 }
 
 /// Reads a prompt result's per-turn `usage` as the turn's complete usage; false when it has
 /// none.
-pub fn prompt_usage(ledger: &mut Ledger, result: &Value) -> bool {
+pub fn prompt_usage(account: &mut Account, result: &Value) -> bool {
     let Some(rec) = AcpUsage::of_result(result).as_ref().and_then(acp_usage_record) else {
         return false;
     };
-    ledger.agent_turn(rec, TurnReport::Complete, None);
+    account.agent_turn(rec, TurnReport::Complete, None);
     true
 }
 
 /// gemini-cli's (and codex-acp TS's) `_meta.quota`: per-turn input (cache included) and
 /// output without thoughts.
-pub fn quota(ledger: &mut Ledger, result: &Value) {
+pub fn quota(account: &mut Account, result: &Value) {
     let Some(quota) = result.pointer("/_meta/quota") else { return };
     let count = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64);
     let Some(tc) = quota.get("token_count") else { return };
@@ -138,7 +138,7 @@ pub fn quota(ledger: &mut Ledger, result: &Value) {
         // Local slash commands report zeros: no model call happened.
         return;
     }
-    ledger.agent_turn(rec, TurnReport::WithoutCacheAndThoughts, None);
+    account.agent_turn(rec, TurnReport::WithoutCacheAndThoughts, None);
 }
 
 /// The windows a `session/new`-like result gives per model in `models.availableModels[]`'s

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use acp_usage_core::TokenRecord;
 use acp_usage_core::estimate::Family;
-use acp_usage_core::ledger::Ledger;
+use acp_usage_core::account::Account;
 use acp_usage_core::transcript::claude::ClaudeParser;
 use serde_json::Value;
 
@@ -93,39 +93,39 @@ impl Agent for Claude {
         &["Reply with ONLY the suggestion"]
     }
 
-    fn on_usage_update(&self, ledger: &mut Ledger, update: &AgentUpdate) {
+    fn on_usage_update(&self, account: &mut Account, update: &AgentUpdate) {
         // Only the update after the SDK's `result` carries cost, and only its size is the
         // window Claude Code enforces (`modelUsage.contextWindow`); the streamed ones report a
         // window it seeded from a cache, `getContextUsage` or the model name: a report, which
         // beats acp-usage's guesses but not the catalog entry of the concrete model the update
         // names.
         if let Some(used) = update.used {
-            ledger.agent_used(used, true);
+            account.agent_used(used, true);
         }
         if let Some(model) = update.meta.as_ref().and_then(|m| m.claude_model.as_deref()) {
-            ledger.model_seen(split_bracket(model).0);
+            account.model_seen(split_bracket(model).0);
         }
         match (update.usd(), update.size) {
             (Some(amount), size) => {
-                ledger.agent_cost(amount);
+                account.agent_cost(amount);
                 if let Some(size) = size {
-                    ledger.agent_window(size);
+                    account.agent_window(size);
                 }
             }
-            (None, Some(size)) => ledger.reported_window(size),
+            (None, Some(size)) => account.reported_window(size),
             (None, None) => {}
         }
     }
 
-    fn on_prompt_result(&self, ledger: &mut Ledger, result: &Value) {
+    fn on_prompt_result(&self, account: &mut Account, result: &Value) {
         if let Some(rows) = result.pointer("/_meta/quota/model_usage").and_then(Value::as_array) {
             // Claude Code's `modelUsage` increment of the turn, by model: every call of the
             // turn, its title and suggestion calls included, which its transcript leaves out.
-            ledger.agent_turn_models(rows.iter().filter_map(claude_model_row).collect());
+            account.agent_turn_models(rows.iter().filter_map(claude_model_row).collect());
         }
         // Its per-turn usage is the main loop's sum.
-        if !acp::prompt_usage(ledger, result) {
-            acp::quota(ledger, result);
+        if !acp::prompt_usage(account, result) {
+            acp::quota(account, result);
         }
     }
 

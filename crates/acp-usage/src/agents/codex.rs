@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use acp_usage_core::estimate::Family;
-use acp_usage_core::ledger::Ledger;
+use acp_usage_core::account::Account;
 use acp_usage_core::transcript::codex::CodexParser;
 use serde_json::{Map, Value};
 
@@ -91,11 +91,11 @@ impl Agent for Codex {
         }
     }
 
-    fn on_usage_update(&self, ledger: &mut Ledger, update: &AgentUpdate) {
+    fn on_usage_update(&self, account: &mut Account, update: &AgentUpdate) {
         // `used` is the call's total, hidden reasoning included, which later requests drop: the
         // agent's figure, not claimed exact. `model_context_window` is the share of the window
         // it lets the model fill: enforced.
-        acp::plain_usage_update(ledger, update, true);
+        acp::plain_usage_update(account, update, true);
     }
 
     fn point(&self, p: &mut Pointing, env: &Env) {

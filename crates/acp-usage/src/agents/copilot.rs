@@ -10,7 +10,7 @@
 
 use std::path::Path;
 
-use acp_usage_core::ledger::Ledger;
+use acp_usage_core::account::Account;
 use acp_usage_core::transcript::copilot::CopilotParser;
 use serde_json::Value;
 
@@ -62,24 +62,24 @@ impl Agent for Copilot {
         word.contains("copilot")
     }
 
-    fn on_usage_update(&self, ledger: &mut Ledger, update: &AgentUpdate) {
+    fn on_usage_update(&self, account: &mut Account, update: &AgentUpdate) {
         // `used` is its own estimate of the prompt it is about to send; inside a turn the
         // calls' own records give the exact figure, so only a stray update is read. `size` is
         // the prompt limit it applies to the model.
-        if let Some(used) = update.used.filter(|_| !ledger.in_turn()) {
-            ledger.agent_used(used, false);
+        if let Some(used) = update.used.filter(|_| !account.in_turn()) {
+            account.agent_used(used, false);
         }
         if let Some(size) = update.size {
-            ledger.agent_window(size);
+            account.agent_window(size);
         }
     }
 
-    fn on_prompt_result(&self, ledger: &mut Ledger, result: &Value) {
+    fn on_prompt_result(&self, account: &mut Account, result: &Value) {
         // Its `usage` counts everything since the session was opened in the process: the turn
         // is what it grew by.
         match AcpUsage::of_result(result).as_ref().and_then(acp_usage_record) {
-            Some(rec) => ledger.agent_cumulative_turn(rec),
-            None => acp::quota(ledger, result),
+            Some(rec) => account.agent_cumulative_turn(rec),
+            None => acp::quota(account, result),
         }
     }
 

@@ -14,7 +14,7 @@
 
 use std::path::PathBuf;
 
-use acp_usage_core::ledger::Ledger;
+use acp_usage_core::account::Account;
 use serde_json::Value;
 
 use super::Agent;
@@ -69,12 +69,12 @@ impl Agent for Kilo {
         &["session title"]
     }
 
-    fn on_usage_update(&self, ledger: &mut Ledger, update: &AgentUpdate) {
-        opencode::usage_update(ledger, update);
+    fn on_usage_update(&self, account: &mut Account, update: &AgentUpdate) {
+        opencode::usage_update(account, update);
     }
 
-    fn on_prompt_result(&self, ledger: &mut Ledger, result: &Value) {
-        opencode::prompt_result(ledger, result);
+    fn on_prompt_result(&self, account: &mut Account, result: &Value) {
+        opencode::prompt_result(account, result);
     }
 
     fn point(&self, p: &mut Pointing, env: &Env) {

@@ -14,8 +14,8 @@
 pub mod acp;
 
 use acp_usage_core::TokenRecord;
+use acp_usage_core::account::{Account, Role};
 use acp_usage_core::estimate::Family;
-use acp_usage_core::ledger::{Ledger, Role};
 use serde_json::Value;
 
 pub use acp::{AgentUpdate, CostView, UpdateMeta};
@@ -119,15 +119,15 @@ pub trait Agent: Sync + 'static {
         &[]
     }
 
-    /// Reads the agent's own `usage_update` into the ledger.
-    fn on_usage_update(&self, ledger: &mut Ledger, update: &AgentUpdate) {
-        acp::plain_usage_update(ledger, update, false);
+    /// Reads the agent's own `usage_update` into the account.
+    fn on_usage_update(&self, account: &mut Account, update: &AgentUpdate) {
+        acp::plain_usage_update(account, update, false);
     }
 
     /// Reads the agent's per-turn report from a `session/prompt` result.
-    fn on_prompt_result(&self, ledger: &mut Ledger, result: &Value) {
-        if !acp::prompt_usage(ledger, result) {
-            acp::quota(ledger, result);
+    fn on_prompt_result(&self, account: &mut Account, result: &Value) {
+        if !acp::prompt_usage(account, result) {
+            acp::quota(account, result);
         }
     }
 

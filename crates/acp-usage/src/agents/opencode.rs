@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use acp_usage_core::TokenRecord;
-use acp_usage_core::ledger::{Ledger, TurnReport};
+use acp_usage_core::account::{Account, TurnReport};
 use serde_json::Value;
 
 use super::Agent;
@@ -58,12 +58,12 @@ impl Agent for Opencode {
         &["session title"]
     }
 
-    fn on_usage_update(&self, ledger: &mut Ledger, update: &AgentUpdate) {
-        usage_update(ledger, update);
+    fn on_usage_update(&self, account: &mut Account, update: &AgentUpdate) {
+        usage_update(account, update);
     }
 
-    fn on_prompt_result(&self, ledger: &mut Ledger, result: &Value) {
-        prompt_result(ledger, result);
+    fn on_prompt_result(&self, account: &mut Account, result: &Value) {
+        prompt_result(account, result);
     }
 
     fn point(&self, p: &mut Pointing, env: &Env) {
@@ -103,12 +103,12 @@ pub(super) fn db_path(
 /// prompt result follows at once with that call's counts, which give the exact figure, so only
 /// a stray update outside a turn is read (and marked inexact). `cost` covers the session's
 /// stored main-agent messages (a reloaded session included), priced by opencode's table.
-pub(super) fn usage_update(ledger: &mut Ledger, update: &AgentUpdate) {
-    if let Some(used) = update.used.filter(|_| !ledger.in_turn()) {
-        ledger.agent_used(used, false);
+pub(super) fn usage_update(account: &mut Account, update: &AgentUpdate) {
+    if let Some(used) = update.used.filter(|_| !account.in_turn()) {
+        account.agent_used(used, false);
     }
     if let Some(amount) = update.usd() {
-        ledger.agent_cost(amount);
+        account.agent_cost(amount);
     }
 }
 
@@ -165,7 +165,7 @@ pub(super) fn model_id(value: &str) -> &str {
 /// (Anthropic-style: input without the cache, output without reasoning). That call tells the
 /// exact `used`; it is the turn's usage only when the turn made one call, which the visible
 /// content tells (a tool call means another model call followed).
-pub(super) fn prompt_result(ledger: &mut Ledger, result: &Value) {
+pub(super) fn prompt_result(account: &mut Account, result: &Value) {
     let Some(u) = AcpUsage::of_result(result) else { return };
     let (Some(input), Some(output)) = (u.input_tokens, u.output_tokens) else { return };
     let thought = u.thought_tokens.unwrap_or(0);
@@ -177,21 +177,21 @@ pub(super) fn prompt_result(ledger: &mut Ledger, result: &Value) {
         // A cancelled turn or a local command: no model call finished.
         return;
     }
-    if estimated_calls(ledger) == Some(1) {
-        ledger.agent_used(rec.context_after(), true);
-        ledger.agent_turn(rec, TurnReport::Complete, Some(1));
+    if estimated_calls(account) == Some(1) {
+        account.agent_used(rec.context_after(), true);
+        account.agent_turn(rec, TurnReport::Complete, Some(1));
     }
     // Several calls: the last one alone is not the turn; the turn stays estimated until the
     // transcript (opencode's database) gives every call.
 }
 
 /// How many model calls the turn in progress made, by the shape of its visible content.
-fn estimated_calls(ledger: &Ledger) -> Option<u64> {
-    // The ledger keeps that shape to itself; ending a copy of the turn with nothing but the
+fn estimated_calls(account: &Account) -> Option<u64> {
+    // The account keeps that shape to itself; ending a copy of the turn with nothing but the
     // visible content reports it.
-    let mut probe = ledger.clone();
+    let mut probe = account.clone();
     let catalog = acp_usage_core::Catalog::new();
-    let cx = acp_usage_core::ledger::Context {
+    let cx = acp_usage_core::account::Context {
         catalog: &catalog,
         default_window: 1,
         window_percent: 100,

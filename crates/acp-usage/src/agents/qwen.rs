@@ -13,7 +13,7 @@ use std::path::Path;
 
 use acp_usage_core::TokenRecord;
 use acp_usage_core::estimate::Family;
-use acp_usage_core::ledger::{Ledger, Role};
+use acp_usage_core::account::{Account, Role};
 use acp_usage_core::transcript::qwen::QwenParser;
 use serde::Deserialize;
 use serde_json::Value;
@@ -125,15 +125,15 @@ impl Agent for Qwen {
         &["[SUGGESTION MODE", "memory extraction subagent"]
     }
 
-    fn on_usage_update(&self, ledger: &mut Ledger, update: &AgentUpdate) {
+    fn on_usage_update(&self, account: &mut Account, update: &AgentUpdate) {
         // `used` is the call's prompt without its output; inside a turn the calls' own records
         // give the exact figure, so only a stray update is read. `size` is the model's
         // `contextLimit`.
-        if let Some(used) = update.used.filter(|_| !ledger.in_turn()) {
-            ledger.agent_used(used, false);
+        if let Some(used) = update.used.filter(|_| !account.in_turn()) {
+            account.agent_used(used, false);
         }
         if let Some(size) = update.size {
-            ledger.reported_window(size);
+            account.reported_window(size);
         }
     }
 

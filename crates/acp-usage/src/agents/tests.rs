@@ -129,37 +129,37 @@ fn model_aliases() {
     }
 }
 
-fn opencode_turn(tool: bool) -> (Ledger, acp_usage_core::Snapshot) {
+fn opencode_turn(tool: bool) -> (Account, acp_usage_core::Snapshot) {
     let catalog = acp_usage_core::Catalog::embedded();
-    let cx = acp_usage_core::ledger::Context {
+    let cx = acp_usage_core::account::Context {
         catalog,
         default_window: 1,
         window_percent: 100,
         remembered_size: None,
     };
-    let mut ledger = Ledger::new();
-    ledger.select_model(profile("opencode").resolve_model("anthropic/claude-sonnet-4-5").0, None);
-    ledger.begin_turn();
-    ledger.prompt_tokens(10);
-    ledger.output_tokens(20, false);
+    let mut account = Account::new();
+    account.select_model(profile("opencode").resolve_model("anthropic/claude-sonnet-4-5").0, None);
+    account.begin_turn();
+    account.prompt_tokens(10);
+    account.output_tokens(20, false);
     if tool {
-        ledger.tool_call(5);
-        ledger.tool_output(30);
-        ledger.output_tokens(8, false);
+        account.tool_call(5);
+        account.tool_output(30);
+        account.output_tokens(8, false);
     }
     // opencode 1.18.33 against the mock: the update before the result, then the result.
     let update: AgentUpdate = serde_json::from_value(serde_json::json!({
         "used": 12520, "size": 1_000_000, "cost": {"amount": 0.009615, "currency": "USD"}
     }))
     .unwrap();
-    profile("opencode").on_usage_update(&mut ledger, &update);
+    profile("opencode").on_usage_update(&mut account, &update);
     let result = serde_json::json!({"stopReason": "end_turn", "usage": {
         "inputTokens": 20, "outputTokens": 42, "totalTokens": 12562,
         "cachedReadTokens": 11000, "cachedWriteTokens": 1500}, "_meta": {}});
-    profile("opencode").on_prompt_result(&mut ledger, &result);
-    let turn = ledger.end_turn(&cx).unwrap();
+    profile("opencode").on_prompt_result(&mut account, &result);
+    let turn = account.end_turn(&cx).unwrap();
     assert_eq!(turn.calls, Some(if tool { 2 } else { 1 }));
-    (ledger.clone(), ledger.snapshot(&cx))
+    (account.clone(), account.snapshot(&cx))
 }
 
 #[test]
@@ -236,27 +236,27 @@ fn vibe_update(used: u64, cost: f64, prompt: u64, completion: u64, cached: u64) 
 /// A Vibe turn: the updates it repeats as the turn starts, one per call, then the result's
 /// cumulative `usage`; the turn's usage.
 fn vibe_turn(
-    ledger: &mut Ledger,
+    account: &mut Account,
     before: AgentUpdate,
     calls: &[AgentUpdate],
     result: serde_json::Value,
-) -> acp_usage_core::ledger::TurnUsage {
+) -> acp_usage_core::account::TurnUsage {
     let vibe = profile("vibe");
-    let cx = acp_usage_core::ledger::Context {
+    let cx = acp_usage_core::account::Context {
         catalog: acp_usage_core::Catalog::embedded(),
         default_window: 1,
         window_percent: 100,
         remembered_size: None,
     };
-    ledger.begin_turn();
-    ledger.prompt_tokens(10);
-    vibe.on_usage_update(ledger, &before);
-    vibe.on_usage_update(ledger, &before);
+    account.begin_turn();
+    account.prompt_tokens(10);
+    vibe.on_usage_update(account, &before);
+    vibe.on_usage_update(account, &before);
     for call in calls {
-        vibe.on_usage_update(ledger, call);
+        vibe.on_usage_update(account, call);
     }
-    vibe.on_prompt_result(ledger, &serde_json::json!({"stopReason": "end_turn", "usage": result}));
-    ledger.end_turn(&cx).unwrap()
+    vibe.on_prompt_result(account, &serde_json::json!({"stopReason": "end_turn", "usage": result}));
+    account.end_turn(&cx).unwrap()
 }
 
 #[test]
@@ -285,7 +285,7 @@ fn vibe_reports() {
 #[test]
 fn vibe_numbers_new_then_reload() {
     let vibe = profile("vibe");
-    let cx = acp_usage_core::ledger::Context {
+    let cx = acp_usage_core::account::Context {
         catalog: acp_usage_core::Catalog::embedded(),
         default_window: 1,
         window_percent: 100,
@@ -294,20 +294,20 @@ fn vibe_numbers_new_then_reload() {
     let option = serde_json::json!({"options": [{"value": "mistral-medium-3.5",
         "description": "mistral-vibe-cli-latest"}]});
     // The figures of a run against the mock (docs of tests/e2e/vibe.rs).
-    let mut ledger = Ledger::new();
+    let mut account = Account::new();
     let (model, window) = vibe.resolve_option("mistral-medium-3.5", &option);
-    ledger.select_model(model, window);
-    vibe.on_usage_update(&mut ledger, &vibe_update(0, 0.0, 0, 0, 0));
-    assert_eq!(ledger.snapshot(&cx).size, 262_144);
+    account.select_model(model, window);
+    vibe.on_usage_update(&mut account, &vibe_update(0, 0.0, 0, 0, 0));
+    assert_eq!(account.snapshot(&cx).size, 262_144);
     let turn = vibe_turn(
-        &mut ledger,
+        &mut account,
         vibe_update(0, 0.0, 0, 0, 0),
         &[vibe_update(5040, 0.0078, 5000, 40, 0)],
         serde_json::json!({"totalTokens": 5040, "inputTokens": 5000, "outputTokens": 40}),
     );
     assert_eq!((turn.totals.input, turn.totals.output, turn.totals.cache_read), (5000, 40, 0));
     let turn = vibe_turn(
-        &mut ledger,
+        &mut account,
         vibe_update(5040, 0.0078, 5000, 40, 0),
         &[
             vibe_update(6030, 0.0114954, 11000, 70, 4096),
@@ -317,19 +317,19 @@ fn vibe_numbers_new_then_reload() {
             "cachedReadTokens": 9216}),
     );
     assert_eq!((turn.totals.input, turn.totals.output, turn.totals.cache_read), (13000, 55, 9216));
-    let snap = ledger.snapshot(&cx);
+    let snap = account.snapshot(&cx);
     // Never Vibe's 202,144 (its compaction threshold): the catalog's window of the model.
     assert_eq!((snap.used, snap.used_exact, snap.size), (7025, true, 262_144));
     assert!((snap.cost.unwrap() - 0.0152709).abs() < 1e-9, "{snap:?}");
 
     // Reloaded in a new process: the restored counters come before the load response (which
     // resets the base), then again as the turn starts; the turn is only its own call.
-    let mut ledger = Ledger::restored();
-    ledger.select_model(Some("mistral-vibe-cli-latest".into()), None);
-    vibe.on_usage_update(&mut ledger, &vibe_update(8050, 0.0193515, 26000, 145, 15360));
-    ledger.reset_agent_cumulative();
+    let mut account = Account::restored();
+    account.select_model(Some("mistral-vibe-cli-latest".into()), None);
+    vibe.on_usage_update(&mut account, &vibe_update(8050, 0.0193515, 26000, 145, 15360));
+    account.reset_agent_cumulative();
     let turn = vibe_turn(
-        &mut ledger,
+        &mut account,
         vibe_update(8050, 0.0193515, 26000, 145, 15360),
         &[vibe_update(9010, 0.0329265, 35000, 155, 15360)],
         serde_json::json!({"totalTokens": 35155, "inputTokens": 35000, "outputTokens": 155,
@@ -337,17 +337,17 @@ fn vibe_numbers_new_then_reload() {
     );
     assert_eq!((turn.totals.input, turn.totals.output, turn.totals.cache_read), (9000, 10, 0));
     // Resumed: the response resets the base, the restored counters follow it.
-    let mut ledger = Ledger::restored();
-    ledger.reset_agent_cumulative();
-    vibe.on_usage_update(&mut ledger, &vibe_update(9010, 0.0329265, 35000, 155, 15360));
+    let mut account = Account::restored();
+    account.reset_agent_cumulative();
+    vibe.on_usage_update(&mut account, &vibe_update(9010, 0.0329265, 35000, 155, 15360));
     let turn = vibe_turn(
-        &mut ledger,
+        &mut account,
         vibe_update(9010, 0.0329265, 35000, 155, 15360),
         &[vibe_update(9010, 0.0465015, 44000, 165, 15360)],
         serde_json::json!({"totalTokens": 44165, "inputTokens": 44000, "outputTokens": 165,
             "cachedReadTokens": 15360}),
     );
     assert_eq!((turn.totals.input, turn.totals.output, turn.totals.cache_read), (9000, 10, 0));
-    let snap = ledger.snapshot(&cx);
+    let snap = account.snapshot(&cx);
     assert!((snap.cost.unwrap() - 0.0465015).abs() < 1e-9, "{snap:?}");
 }

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use acp_usage_core::TokenRecord;
-use acp_usage_core::ledger::Ledger;
+use acp_usage_core::account::Account;
 use serde_json::{Value, json};
 
 use super::Agent;
@@ -78,21 +78,21 @@ impl Agent for Vibe {
         &["session title"]
     }
 
-    fn on_usage_update(&self, ledger: &mut Ledger, update: &AgentUpdate) {
+    fn on_usage_update(&self, account: &mut Account, update: &AgentUpdate) {
         // `used`: the last main call's prompt + completion, exact. `size`: its compaction
         // threshold, not the window: the catalog's window of the model decides. `cost`: its
         // pricing of the session's main calls. `_meta`: the session's counters.
         // A 0 is no figure: no call made yet (its update before the `session/new` response,
         // which must not make the new session look like one with history).
         if let Some(used) = update.used.filter(|used| *used > 0) {
-            ledger.agent_used(used, true);
+            account.agent_used(used, true);
         }
         if let Some(amount) = update.usd() {
             // The whole session's, history included: a floor, never added to carried figures.
-            ledger.agent_cost_floor(amount);
+            account.agent_cost_floor(amount);
         }
         if let Some(rec) = update.meta.as_ref().and_then(counters) {
-            ledger.agent_cumulative_base(rec);
+            account.agent_cumulative_base(rec);
         }
     }
 
@@ -109,11 +109,11 @@ impl Agent for Vibe {
         Some(model.clone())
     }
 
-    fn on_prompt_result(&self, ledger: &mut Ledger, result: &Value) {
+    fn on_prompt_result(&self, account: &mut Account, result: &Value) {
         // Cumulative over the session, reloads included: the turn is what it grew by.
         match AcpUsage::of_result(result).as_ref().and_then(acp_usage_record) {
-            Some(rec) => ledger.agent_cumulative_turn(rec),
-            None => acp::quota(ledger, result),
+            Some(rec) => account.agent_cumulative_turn(rec),
+            None => acp::quota(account, result),
         }
     }
 

@@ -6,7 +6,7 @@
 //! ([`super::splice`]), so the agent's other fields and `_meta` keys keep their exact text.
 
 use acp_usage_core::Source;
-use acp_usage_core::ledger::{Snapshot, TurnUsage};
+use acp_usage_core::account::{Snapshot, TurnUsage};
 use acp_usage_schema::{
     CostFigure, Figure, META_KEY, META_VERSION, SourceName, TurnUsageMeta, UsageBreakdown,
     UsageUpdateMeta, UsedSplit,

@@ -21,7 +21,7 @@
 //! Sessions are keyed by the agent's session id, which is the ACP session id the relay records,
 //! and filed under the relay's profile name (`claude`, `codex`, ...). Their project, title and
 //! model fill what the ledger lacks; first and last seen stretch to the calls' times. Calls are
-//! priced with [`acp_usage_core::ledger::price_call`], the relay's rule, and stamped with their
+//! priced with [`acp_usage_core::account::price_call`], the relay's rule, and stamped with their
 //! own time. No turn rows are written for imported calls (transcripts do not delimit turns the
 //! same way in every format; reports count calls, tokens and cost), so an imported session
 //! shows zero turns.
@@ -36,7 +36,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use acp_usage_core::ledger::price_call;
+use acp_usage_core::account::price_call;
 use acp_usage_core::{AccountedCall, Catalog, Source, TokenTotals};
 use anyhow::Context as _;
 use rusqlite::params;

@@ -45,7 +45,7 @@ impl Observer {
                         _ => None,
                     })
                     .sum::<f64>()
-                    + self.sessions.values().map(|s| s.ledger.accounted_cost()).sum::<f64>();
+                    + self.sessions.values().map(|s| s.account.accounted_cost()).sum::<f64>();
                 let stored = match self.settings.ledger.as_deref() {
                     Some(path) => match Store::open_read(path).and_then(|s| s.spent_since(since)) {
                         Ok(v) => v,

@@ -8,8 +8,8 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use acp_usage_core::account::{Account, Context, Role};
 use acp_usage_core::estimate::Family;
-use acp_usage_core::ledger::{Context, Ledger, Role};
 use acp_usage_core::{Catalog, Source, TokenRecord};
 use serde_json::Value;
 
@@ -60,7 +60,7 @@ pub struct Settings {
     pub budgets: crate::config::Budgets,
 }
 
-/// What a ledger needs from outside, for a session whose agent's parts are `(window percent,
+/// What an account needs from outside, for a session whose agent's parts are `(window percent,
 /// remembered size)` (see `Observer::context_parts`). A free function, so that it borrows only
 /// the settings while a session is borrowed mutably.
 fn ledger_context(
@@ -150,7 +150,7 @@ struct Pending {
 
 #[derive(Debug)]
 struct Session {
-    ledger: Ledger,
+    account: Account,
     /// A `session/load` is replaying history: its updates are not new usage.
     loading: bool,
     /// The selected model option value, to notice real changes.
@@ -181,9 +181,9 @@ struct Session {
 }
 
 impl Session {
-    fn new(ledger: Ledger) -> Session {
+    fn new(account: Account) -> Session {
         Session {
-            ledger,
+            account,
             loading: false,
             model_value: None,
             compaction_summary: 0,
@@ -213,8 +213,8 @@ impl Session {
 
     fn begin_turn(&mut self, tokens: u64) {
         self.turn_started = Some(now_ms());
-        self.ledger.begin_turn();
-        self.ledger.prompt_tokens(tokens);
+        self.account.begin_turn();
+        self.account.prompt_tokens(tokens);
         if let Some(f) = &mut self.follow {
             f.begin_turn(now_ms());
         }
@@ -373,13 +373,13 @@ impl Observer {
                     .collect();
                 let newly_found = found && !f.found;
                 for o in f.events(events, found, at_end, settled) {
-                    s.ledger.record_outside_turn(o.record, Source::Transcript, o.main, &cx);
+                    s.account.record_outside_turn(o.record, Source::Transcript, o.main, &cx);
                 }
                 if newly_found {
-                    s.ledger.follow_transcript();
+                    s.account.follow_transcript();
                 }
                 for w in windows {
-                    s.ledger.agent_window(w);
+                    s.account.agent_window(w);
                 }
             }
         }
@@ -487,10 +487,10 @@ impl Observer {
     /// its transcript is growing, so a read is asked for, now and then.
     fn updated_session(&mut self, id: &str) -> &mut Session {
         if !self.sessions.contains_key(id) {
-            self.sessions.insert(id.to_string(), Session::new(Ledger::restored()));
+            self.sessions.insert(id.to_string(), Session::new(Account::restored()));
         }
         let s = self.sessions.get_mut(id).expect("just made");
-        if s.ledger.in_turn() && s.follow.as_mut().is_some_and(Follow::poll_due) {
+        if s.account.in_turn() && s.follow.as_mut().is_some_and(Follow::poll_due) {
             self.commands.push(Command::Poll(id.to_string()));
         }
         s
@@ -571,23 +571,23 @@ impl Observer {
         let tokens = acp_usage_core::estimate::by_bytes(text_bytes, family);
         let content_kind = is_content_kind(kind);
         if s.loading && content_kind {
-            if !s.ledger.has_turns() {
-                s.ledger.replayed(tokens);
+            if !s.account.has_turns() {
+                s.account.replayed(tokens);
             }
             return;
         }
-        if content_kind && !s.ledger.in_turn() {
+        if content_kind && !s.account.in_turn() {
             return;
         }
         match kind {
-            "user_message_chunk" => s.ledger.user_message_in_turn(),
-            "agent_message_chunk" => s.ledger.output_tokens(tokens, false),
-            "agent_thought_chunk" => s.ledger.output_tokens(tokens, true),
+            "user_message_chunk" => s.account.user_message_in_turn(),
+            "agent_message_chunk" => s.account.output_tokens(tokens, false),
+            "agent_thought_chunk" => s.account.output_tokens(tokens, true),
             "tool_call" => {
-                s.ledger.tool_call(0);
-                s.ledger.tool_output(tokens);
+                s.account.tool_call(0);
+                s.account.tool_output(tokens);
             }
-            "tool_call_update" => s.ledger.tool_output(tokens),
+            "tool_call_update" => s.account.tool_output(tokens),
             "compaction_summary_chunk" => s.compaction_summary += tokens,
             _ => {}
         }
@@ -657,7 +657,7 @@ impl Observer {
     }
 
     /// A session being reopened: the one this run knows, else what an earlier run carried, else a
-    /// restored ledger whose history is unknown.
+    /// restored account whose history is unknown.
     fn reopened(&mut self, id: &str) -> &mut Session {
         let carried = match self.sessions.contains_key(id) {
             true => None,
@@ -666,9 +666,9 @@ impl Observer {
         self.sessions.entry(id.to_string()).or_insert_with(|| match carried {
             Some(c) => {
                 tracing::info!(session = id, "continuing the accounting of an earlier run");
-                Session::new(Ledger::carried_over(c))
+                Session::new(Account::carried_over(c))
             }
-            None => Session::new(Ledger::restored()),
+            None => Session::new(Account::restored()),
         })
     }
 
@@ -676,18 +676,19 @@ impl Observer {
     /// carries its cost, as agents do. An agent that replays the parent's history under the new
     /// id before its response (kilo) made the session known already, with nothing in it.
     fn forked_session(&mut self, parent: Option<&str>, id: &str) -> &mut Session {
-        let ledger = match parent.and_then(|parent| self.sessions.get(parent)) {
-            Some(parent) => parent.ledger.fork(),
-            None => Ledger::restored(),
+        let account = match parent.and_then(|parent| self.sessions.get(parent)) {
+            Some(parent) => parent.account.fork(),
+            None => Account::restored(),
         };
-        let s = self.sessions.entry(id.to_string()).or_insert_with(|| Session::new(ledger.clone()));
-        if !s.ledger.has_turns() && !s.ledger.in_turn() {
-            s.ledger = ledger;
+        let s =
+            self.sessions.entry(id.to_string()).or_insert_with(|| Session::new(account.clone()));
+        if !s.account.has_turns() && !s.account.in_turn() {
+            s.account = account;
         }
         s
     }
 
-    fn session(&mut self, id: &str, make: fn() -> Ledger) -> &mut Session {
+    fn session(&mut self, id: &str, make: fn() -> Account) -> &mut Session {
         self.sessions.entry(id.to_string()).or_insert_with(|| Session::new(make()))
     }
 
@@ -714,7 +715,7 @@ impl Observer {
     fn sync_baseline(&mut self, id: &str) {
         let baseline = self.learned.agents.get(&self.learned_key(id)).and_then(|e| e.baseline);
         if let (Some(b), Some(s)) = (baseline, self.sessions.get_mut(id)) {
-            s.ledger.set_baseline(b);
+            s.account.set_baseline(b);
         }
     }
 
@@ -722,7 +723,7 @@ impl Observer {
         self.sync_baseline(id);
         let cx = ledger_context(&self.settings, self.context_parts(id));
         let s = self.sessions.get(id).expect("session exists");
-        let snap = s.ledger.snapshot(&cx);
+        let snap = s.account.snapshot(&cx);
         if matches!(snap.size_source, Source::Agent | Source::Catalog) && s.model_value.is_some() {
             let key = self.learned_key(id);
             let entry = self.learned.agents.entry(key.clone()).or_default();

@@ -19,7 +19,7 @@ impl Observer {
         let legacy = v.pointer("/models/currentModelId").and_then(Value::as_str);
         let windows = self.profile.reported_windows(v);
         if !windows.is_empty() {
-            self.session(id, Ledger::restored).model_windows.extend(windows);
+            self.session(id, Account::restored).model_windows.extend(windows);
         }
         match (from_options, legacy) {
             (Some(model), _) => {
@@ -50,16 +50,16 @@ impl Observer {
             Some(option) => self.profile.resolve_option(value, option),
             None => self.profile.resolve_model(value),
         };
-        let s = self.session(id, Ledger::restored);
+        let s = self.session(id, Account::restored);
         if s.model_value.as_deref() == Some(value) {
             return false;
         }
         tracing::debug!(session = id, value, ?model, ?window, "model selected");
         s.model_value = Some(value.to_string());
         s.family = None;
-        s.ledger.select_model(model, window);
+        s.account.select_model(model, window);
         if let Some(&reported) = s.model_windows.get(value) {
-            s.ledger.reported_window(reported);
+            s.account.reported_window(reported);
         }
         true
     }

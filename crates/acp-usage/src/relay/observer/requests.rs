@@ -66,7 +66,7 @@ impl Observer {
             Method::Load => {
                 if let Some(id) = &session {
                     // What the agent replays is history, not usage. A session this relay already
-                    // accounted for keeps its ledger; an unknown one starts from the replay.
+                    // accounted for keeps its account; an unknown one starts from the replay.
                     self.reopened(id).loading = true;
                     self.follow(id, true);
                 }
@@ -107,12 +107,12 @@ impl Observer {
             // Claude Code starts a new inner transcript for the same ACP session.
             self.commands.push(Command::Restarted(id.to_string(), now_ms()));
         }
-        self.session(id, Ledger::restored);
+        self.session(id, Account::restored);
         self.sync_baseline(id);
         if self.settings.tap {
             self.tap_prompt(id, first_text);
         }
-        let s = self.session(id, Ledger::restored);
+        let s = self.session(id, Account::restored);
         if s.turn_owner.is_none() {
             s.turn_owner = Some(key.to_string());
             s.begin_turn(tokens);

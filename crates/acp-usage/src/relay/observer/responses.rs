@@ -2,7 +2,7 @@
 //! reopened or forked, a turn's result, a model changed, a session closed.
 
 use super::*;
-use acp_usage_core::ledger::TurnUsage;
+use acp_usage_core::account::TurnUsage;
 
 use crate::sinks::ledger::TurnRow;
 
@@ -79,7 +79,7 @@ impl Observer {
             // Keep what a pipelining client already started in the session, or an agent's
             // notifications before its response (Copilot sends some): a new session has no
             // unseen history either way.
-            self.session(id, Ledger::new).ledger.mark_new();
+            self.session(id, Account::new).account.mark_new();
         }
         self.read_models(id, r);
         if p.method == Method::New {
@@ -104,7 +104,7 @@ impl Observer {
         }
         let s = self.reopened(id);
         s.loading = false;
-        s.ledger.reset_agent_cumulative();
+        s.account.reset_agent_cumulative();
         if let Some(r) = result {
             self.read_models(id, r);
         }
@@ -132,7 +132,7 @@ impl Observer {
     ) -> Outcome {
         let mut out = Outcome::default();
         let (turn, started) = self.end_prompt_turn(id, key, result);
-        if let Some(b) = self.session(id, Ledger::restored).ledger.take_learned_baseline() {
+        if let Some(b) = self.session(id, Account::restored).account.take_learned_baseline() {
             let key = self.learned_key(id);
             tracing::debug!(key, baseline = b, "learned the agent's hidden context");
             self.learned.agents.entry(key.clone()).or_default().baseline = Some(b);
@@ -166,18 +166,20 @@ impl Observer {
     ) -> (Option<TurnUsage>, Option<i64>) {
         let profile = self.profile;
         let cx_owned = self.context_parts(id);
-        let s =
-            self.sessions.entry(id.to_string()).or_insert_with(|| Session::new(Ledger::restored()));
+        let s = self
+            .sessions
+            .entry(id.to_string())
+            .or_insert_with(|| Session::new(Account::restored()));
         if let Some(r) = result {
-            profile.on_prompt_result(&mut s.ledger, r);
+            profile.on_prompt_result(&mut s.account, r);
         }
         let cx = ledger_context(&self.settings, cx_owned);
         let owns_turn = s.turn_owner.as_deref() == Some(key);
         if owns_turn && let Some(calls) = s.follow.as_mut().and_then(|f| f.end_turn_keyed(now_ms()))
         {
-            s.ledger.transcript_turn_keyed(calls);
+            s.account.transcript_turn_keyed(calls);
         }
-        let turn = if owns_turn { s.ledger.end_turn(&cx) } else { None };
+        let turn = if owns_turn { s.account.end_turn(&cx) } else { None };
         if owns_turn {
             s.turn_owner = None;
         } else {

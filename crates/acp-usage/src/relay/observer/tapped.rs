@@ -7,9 +7,9 @@
 //! suggestion), is a side call; a call with the session's main system prompt is the main
 //! agent's; other tool-using calls are subagents'. The first tool-using call that carries the
 //! session's prompt tells which system prompt is the main one. When the transcript (or the
-//! agent's per-call reports) covered the turn, the ledger corrects these guesses.
+//! agent's per-call reports) covered the turn, the account corrects these guesses.
 
-use acp_usage_core::ledger::Role;
+use acp_usage_core::account::Role;
 
 use super::{Observer, Session, ledger_context};
 use crate::sources::tap::TapCall;
@@ -129,16 +129,16 @@ impl Observer {
         if role == Role::Main
             && let Some(model) = &call.record.model
         {
-            s.ledger.model_seen(model);
+            s.account.model_seen(model);
         }
         if early {
-            s.ledger.record_outside_turn(call.record, acp_usage_core::Source::Tap, false, &cx);
+            s.account.record_outside_turn(call.record, acp_usage_core::Source::Tap, false, &cx);
             return;
         }
         // Between turns it is counted at once, and kept at once (the ledger's writes are taken
         // after each batch): a reload must not lose a call made after the last result (a
         // title, a memory extraction).
-        s.ledger.tap_call(call.record, call.id, role, &cx);
+        s.account.tap_call(call.record, call.id, role, &cx);
     }
 }
 

@@ -6,7 +6,7 @@ use super::*;
 impl Observer {
     /// The hot path: every chunk of every stream comes through here, so it reads the update
     /// from the view parsed with the envelope (no second pass), looks its session up once,
-    /// uses the session's cached family, and counts tokens only when the ledger will use them.
+    /// uses the session's cached family, and counts tokens only when the account will use them.
     pub(super) fn on_session_update(&mut self, line: &[u8], env: &Envelope<'_>) -> Outcome {
         let (Some(params), Some(n)) = (env.params, env.update.as_ref()) else {
             return Outcome::default();
@@ -22,36 +22,38 @@ impl Observer {
             if let Some((rec, role)) = profile.call_in_chunk(params.get()) {
                 s.replayed_calls.push((rec, role == Role::Main));
             }
-            // Replayed history fills the context but is not new usage; a ledger that saw the
+            // Replayed history fills the context but is not new usage; an account that saw the
             // session's turns already knows that context.
-            if !s.ledger.has_turns() {
-                s.ledger.replayed(content::update_tokens(update, family));
+            if !s.account.has_turns() {
+                s.account.replayed(content::update_tokens(update, family));
             }
             return Outcome::default();
         }
-        if content_kind && !s.ledger.in_turn() {
-            // Outside a turn the ledger ignores content (and a user message resets nothing):
+        if content_kind && !s.account.in_turn() {
+            // Outside a turn the account ignores content (and a user message resets nothing):
             // nothing to count.
             return Outcome::default();
         }
         match kind {
-            "user_message_chunk" => s.ledger.user_message_in_turn(),
+            "user_message_chunk" => s.account.user_message_in_turn(),
             "agent_message_chunk" => {
-                s.ledger.output_tokens(content::update_tokens(update, family), false);
+                s.account.output_tokens(content::update_tokens(update, family), false);
                 if let Some((rec, role)) = profile.call_in_chunk(params.get()) {
                     let cx = ledger_context(&self.settings, self.context_parts(id));
                     let s = self.sessions.get_mut(id).expect("the session exists");
-                    s.ledger.record_call_as(rec, Source::Agent, role, &cx);
+                    s.account.record_call_as(rec, Source::Agent, role, &cx);
                 }
             }
             "agent_thought_chunk" => {
-                s.ledger.output_tokens(content::update_tokens(update, family), true)
+                s.account.output_tokens(content::update_tokens(update, family), true)
             }
             "tool_call" => {
-                s.ledger.tool_call(content::tool_input_tokens(update, family));
-                s.ledger.tool_output(content::tool_output_tokens(update, family));
+                s.account.tool_call(content::tool_input_tokens(update, family));
+                s.account.tool_output(content::tool_output_tokens(update, family));
             }
-            "tool_call_update" => s.ledger.tool_output(content::tool_output_tokens(update, family)),
+            "tool_call_update" => {
+                s.account.tool_output(content::tool_output_tokens(update, family))
+            }
             "usage_update" => {
                 // One typed pass over the params, no intermediate `Value`.
                 #[derive(serde::Deserialize)]
@@ -62,7 +64,7 @@ impl Observer {
                 let agent = serde_json::from_str::<Params>(params.get())
                     .map(|p| p.update)
                     .unwrap_or_default();
-                profile.on_usage_update(&mut s.ledger, &agent);
+                profile.on_usage_update(&mut s.account, &agent);
                 if self.settings.keep_agent_usage {
                     return Outcome::default();
                 }
@@ -82,7 +84,7 @@ impl Observer {
                 }
                 if update.status.as_deref() == Some("completed") {
                     let tokens = std::mem::take(&mut s.compaction_summary);
-                    s.ledger.compacted(tokens);
+                    s.account.compacted(tokens);
                     return Outcome {
                         after: vec![self.update_line(id, Trigger::Compaction)],
                         ..Outcome::default()
@@ -110,7 +112,7 @@ impl Observer {
         let Some(s) = self.sessions.get_mut(id) else { return };
         let replayed = std::mem::take(&mut s.replayed_calls);
         // An empty history says nothing (a fork's transcript holds only its parent's calls,
-        // which the fork inherits): the ledger keeps what it has.
+        // which the fork inherits): the account keeps what it has.
         if let Some(calls) = s
             .follow
             .as_mut()
@@ -123,7 +125,7 @@ impl Observer {
                 calls = calls.len(),
                 "the session's history read from its transcript"
             );
-            s.ledger.transcript_history(&calls, &cx);
+            s.account.transcript_history(&calls, &cx);
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The observer's side of the ledger: what it hands the ledger's writer thread, as
 //! [`Write`]s the relay takes after each batch of lines. Nothing here computes a figure: the
-//! calls are the session ledger's settled ones, the figures its snapshot.
+//! calls are the session account's settled ones, the figures its snapshot.
 
 use super::*;
 use crate::sinks::ledger::{Figures, SessionInfo, SessionRef, TurnRow, Write, now_ms};
@@ -31,10 +31,10 @@ impl Observer {
     pub(super) fn record_settled(&mut self, id: &str, turn: Option<TurnRow>) {
         let cx = ledger_context(&self.settings, self.context_parts(id));
         let Some(s) = self.sessions.get_mut(id) else { return };
-        let provisional = s.ledger.take_provisional();
-        let calls = s.ledger.take_accounted();
-        let snap = s.ledger.snapshot(&cx);
-        let carried = SessionEntry::from_carried(&s.ledger.carry(&cx), now_ms() as u64 / 1000);
+        let provisional = s.account.take_provisional();
+        let calls = s.account.take_accounted();
+        let snap = s.account.snapshot(&cx);
+        let carried = SessionEntry::from_carried(&s.account.carry(&cx), now_ms() as u64 / 1000);
         let key = format!("{}/{id}", self.profile.name());
         self.learned.sessions.insert(key, carried.clone());
         if self.settings.ledger.is_none() {
@@ -68,7 +68,7 @@ impl Observer {
         let between: Vec<String> = self
             .sessions
             .iter()
-            .filter(|(_, s)| s.ledger.has_accounted())
+            .filter(|(_, s)| s.account.has_accounted())
             .map(|(id, _)| id.clone())
             .collect();
         for id in between {
