@@ -83,12 +83,18 @@ fn check_agent_turn(checks: &mut Checks, phase: &str, turn: &Turn, main_so_far: 
 
 #[test]
 fn opencode_direct() {
-    let _lock = support::agent_lock(AGENT);
-    let history = flows::direct_history(AGENT).expect("direct opencode session");
-    let mut checks = Checks::new(AGENT);
+    direct(AGENT, "OpenCode", "1.18.33");
+}
+
+/// What opencode, or a fork of it that kept its ACP code (kilo), sends by itself, as its
+/// `initialize` names it (`name`, `version`).
+pub(crate) fn direct(agent: Agent, name: &str, version: &str) {
+    let _lock = support::agent_lock(agent);
+    let history = flows::direct_history(agent).expect("direct session");
+    let mut checks = Checks::new(agent);
     let History { init, turns, lab, updates_after_new, session_id, .. } = &history;
-    checks.check(init["agentInfo"]["name"] == "OpenCode", || format!("agentInfo: {init}"));
-    checks.check(init["agentInfo"]["version"] == "1.18.33", || format!("agentInfo: {init}"));
+    checks.check(init["agentInfo"]["name"] == name, || format!("agentInfo: {init}"));
+    checks.check(init["agentInfo"]["version"] == version, || format!("agentInfo: {init}"));
     let caps = &init["agentCapabilities"];
     checks.check(
         caps["loadSession"] == true && caps["sessionCapabilities"]["resume"].is_object(),
@@ -121,10 +127,11 @@ fn opencode_direct() {
         fixtures.push(transcript);
     }
 
-    support::save_fixture("opencode-direct.jsonl", &history.transcript);
-    support::save_fixture("opencode-direct-load.jsonl", &fixtures[0]);
-    support::save_fixture("opencode-direct-resume.jsonl", &fixtures[1]);
-    support::save_fixture("opencode-direct.mock.jsonl", &support::calls_jsonl(&lab.mock.calls()));
+    let fixture = |suffix: &str| format!("{}-direct{suffix}", agent.name());
+    support::save_fixture(&fixture(".jsonl"), &history.transcript);
+    support::save_fixture(&fixture("-load.jsonl"), &fixtures[0]);
+    support::save_fixture(&fixture("-resume.jsonl"), &fixtures[1]);
+    support::save_fixture(&fixture(".mock.jsonl"), &support::calls_jsonl(&lab.mock.calls()));
     checks.finish();
 }
 
@@ -133,10 +140,15 @@ fn opencode_direct() {
 /// window (not opencode's 1,000,000) on every update, and an exact `used` after a one-call turn.
 #[test]
 fn opencode_relay_basics() {
-    let _lock = support::agent_lock(AGENT);
-    let lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
+    relay_basics(AGENT);
+}
+
+/// [`opencode_relay_basics`] for opencode or a fork of it.
+pub(crate) fn relay_basics(agent: Agent) {
+    let _lock = support::agent_lock(agent);
+    let lab = Lab::new(agent, support::script(agent)).expect("lab");
     let client = lab.relayed().expect("start the relay");
-    let mut checks = Checks::new(AGENT);
+    let mut checks = Checks::new(agent);
     client.initialize().expect("initialize through the relay");
     let new_result = client.new_session(&lab.scratch.work()).expect("session/new");
     let model = new_result["configOptions"]
@@ -218,8 +230,13 @@ fn opencode_relay_reopen_unseen() {
 /// session); its calls are in the database under that child, and count in the turn and the cost.
 #[test]
 fn opencode_relay_subagent() {
+    relay_subagent(EXPECT);
+}
+
+/// [`opencode_relay_subagent`] for opencode or a fork of it.
+pub(crate) fn relay_subagent(expect: Expect) {
     use acp_usage_tests::mock_llm::{Script, Step, ToolCall, Usage};
-    let _lock = support::agent_lock(AGENT);
+    let _lock = support::agent_lock(expect.agent);
     let task = ToolCall::named(
         "task",
         json!({"description": "look", "prompt": "Say hi", "subagent_type": "general"}),
@@ -231,7 +248,7 @@ fn opencode_relay_subagent() {
     ]);
     script.auxiliary = Usage::anthropic(150, 0, 0, 12);
     flows::relay_subagent_turn(
-        EXPECT,
+        expect,
         flows::SubagentTurn {
             script,
             prepare: flows::nothing,
