@@ -28,10 +28,10 @@
 use std::cell::RefCell;
 use std::collections::HashSet;
 
+use acp_usage::agents::Profile;
 use acp_usage::relay::envelope::{Envelope, Kind};
 use acp_usage::relay::lines::{Line, LineReader, Read};
 use acp_usage::relay::observer::{Observer, Outcome, Settings};
-use acp_usage::relay::profiles::Profile;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
@@ -49,9 +49,9 @@ fuzz_target!(|data: &[u8]| {
     }
     let (header, wire) = data.split_at(HEADER);
     let profile = match header[0] & 3 {
-        0 => Some(Profile::Claude),
-        1 => Some(Profile::Codex),
-        2 => Some(Profile::Gemini),
+        0 => Profile::named("claude"),
+        1 => Profile::named("codex"),
+        2 => Profile::named("gemini"),
         _ => None,
     };
     let keep_agent_usage = header[0] & 4 != 0;
