@@ -36,7 +36,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
-use super::{Call, Event, FileRole, FormatError, Parser, json_record, parse_timestamp};
+use super::{Block, Call, Event, FileRole, FormatError, Parser, json_record, parse_timestamp};
 use crate::tokens::TokenRecord;
 
 /// Parses one Claude Code session's transcripts (the main file and its subagents' files).
@@ -151,14 +151,6 @@ struct CacheCreation {
 struct UserMessage<'a> {
     #[serde(borrow, default)]
     content: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize)]
-struct Block<'a> {
-    #[serde(rename = "type", borrow, default)]
-    kind: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    text: Option<Cow<'a, str>>,
 }
 
 /// Stop reasons after which the model does not continue by itself.

@@ -53,7 +53,7 @@ use serde::Deserialize;
 use serde_json::Number;
 use serde_json::value::RawValue;
 
-use super::{Call, Event, FileRole, FormatError, Parser};
+use super::{Block, Call, Event, FileRole, FormatError, Parser};
 use crate::tokens::TokenRecord;
 
 /// Parses one cline session's `<id>.messages.json`, fed whole each time it changed.
@@ -122,15 +122,6 @@ struct Metadata {
     display_only: Option<bool>,
 }
 
-/// A content block; tool results and inputs are skipped unread.
-#[derive(Deserialize)]
-struct Block<'a> {
-    #[serde(rename = "type", borrow, default)]
-    kind: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    text: Option<Cow<'a, str>>,
-}
-
 /// What a message's content holds, as far as turns go.
 enum Content<'a> {
     Text(Cow<'a, str>),
@@ -148,11 +139,7 @@ impl Content<'_> {
     fn texts(&self) -> Vec<&str> {
         match self {
             Content::Text(text) => vec![text.as_ref()],
-            Content::Blocks(blocks) => blocks
-                .iter()
-                .filter(|b| b.kind.as_deref() == Some("text"))
-                .filter_map(|b| b.text.as_deref())
-                .collect(),
+            Content::Blocks(blocks) => blocks.iter().filter_map(Block::text).collect(),
         }
     }
 }

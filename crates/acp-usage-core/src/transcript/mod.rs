@@ -102,6 +102,26 @@ pub trait Parser: std::fmt::Debug + Send {
     }
 }
 
+/// A content block of a message (Anthropic-shaped: `{"type", "text"}`); what else a block holds
+/// (tool inputs and results) is skipped unread.
+#[derive(serde::Deserialize)]
+pub(crate) struct Block<'a> {
+    #[serde(rename = "type", borrow, default)]
+    pub kind: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub text: Option<std::borrow::Cow<'a, str>>,
+}
+
+impl Block<'_> {
+    /// The block's text, when it is a text block.
+    pub fn text(&self) -> Option<&str> {
+        match self.kind.as_deref() {
+            Some("text") => self.text.as_deref(),
+            _ => None,
+        }
+    }
+}
+
 /// Parses a JSONL line that must hold one JSON object of `format`'s records (`what` names them
 /// in errors); `Ok(None)` for a blank line.
 pub(crate) fn json_record<'a, T: serde::Deserialize<'a>>(

@@ -40,7 +40,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{Call, Event, FileRole, FormatError, Parser, json_record, parse_timestamp};
+use super::{Block, Call, Event, FileRole, FormatError, Parser, json_record, parse_timestamp};
 use crate::tokens::TokenRecord;
 
 /// Parses one pi session file.
@@ -117,15 +117,6 @@ struct Cost {
     total_from_provider: Option<bool>,
 }
 
-/// A text block of a user message.
-#[derive(Deserialize)]
-struct Block<'a> {
-    #[serde(rename = "type", borrow, default)]
-    kind: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    text: Option<Cow<'a, str>>,
-}
-
 /// `usage` as a record; `model` names the call's model.
 fn record(raw: &RawValue, model: Option<&str>) -> Result<TokenRecord, FormatError> {
     let usage: Usage = serde_json::from_str(raw.get())
@@ -154,11 +145,7 @@ fn prompt_text(content: Option<&RawValue>) -> Option<String> {
         return Some(text);
     }
     let blocks: Vec<Block<'_>> = serde_json::from_str(raw).ok()?;
-    let texts: Vec<&str> = blocks
-        .iter()
-        .filter(|b| b.kind.as_deref() == Some("text"))
-        .filter_map(|b| b.text.as_deref())
-        .collect();
+    let texts: Vec<&str> = blocks.iter().filter_map(Block::text).collect();
     (!texts.is_empty()).then(|| texts.join("\n"))
 }
 
