@@ -116,6 +116,16 @@ pub fn prompt_usage(account: &mut Account, result: &Value) -> bool {
     true
 }
 
+/// Reads a prompt result's `usage` as the agent's cumulative count (Copilot's since the session
+/// was opened in its process, Mistral Vibe's over the session): the turn is what it grew by.
+/// Without one, `_meta.quota`.
+pub fn cumulative_prompt_usage(account: &mut Account, result: &Value) {
+    match AcpUsage::of_result(result).as_ref().and_then(acp_usage_record) {
+        Some(rec) => account.agent_cumulative_turn(rec),
+        None => quota(account, result),
+    }
+}
+
 /// gemini-cli's (and codex-acp TS's) `_meta.quota`: per-turn input (cache included) and
 /// output without thoughts.
 pub fn quota(account: &mut Account, result: &Value) {

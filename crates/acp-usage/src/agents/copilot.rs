@@ -15,7 +15,7 @@ use acp_usage_core::transcript::copilot::CopilotParser;
 use serde_json::Value;
 
 use super::Agent;
-use super::acp::{self, AcpUsage, AgentUpdate, acp_usage_record};
+use super::acp::{self, AgentUpdate};
 use crate::sources::tap::point::{Env, Pointing};
 use crate::sources::transcripts::locate::{Locator, dirs, one_file, only};
 use crate::sources::transcripts::{Files, Format, Store, string_at, var_or_home};
@@ -77,10 +77,7 @@ impl Agent for Copilot {
     fn on_prompt_result(&self, account: &mut Account, result: &Value) {
         // Its `usage` counts everything since the session was opened in the process: the turn
         // is what it grew by.
-        match AcpUsage::of_result(result).as_ref().and_then(acp_usage_record) {
-            Some(rec) => account.agent_cumulative_turn(rec),
-            None => acp::quota(account, result),
-        }
+        acp::cumulative_prompt_usage(account, result);
     }
 
     fn point(&self, p: &mut Pointing, env: &Env) {

@@ -26,7 +26,7 @@ use acp_usage_core::account::Account;
 use serde_json::{Value, json};
 
 use super::Agent;
-use super::acp::{self, AcpUsage, AgentUpdate, acp_usage_record};
+use super::acp::{self, AgentUpdate};
 use crate::sources::tap::point::{Env, Pointing, sanitize};
 
 pub struct Vibe;
@@ -111,10 +111,7 @@ impl Agent for Vibe {
 
     fn on_prompt_result(&self, account: &mut Account, result: &Value) {
         // Cumulative over the session, reloads included: the turn is what it grew by.
-        match AcpUsage::of_result(result).as_ref().and_then(acp_usage_record) {
-            Some(rec) => account.agent_cumulative_turn(rec),
-            None => acp::quota(account, result),
-        }
+        acp::cumulative_prompt_usage(account, result);
     }
 
     fn point(&self, p: &mut Pointing, env: &Env) {
@@ -133,10 +130,7 @@ fn counters(meta: &acp::UpdateMeta) -> Option<TokenRecord> {
 /// user's `[[models]]` entry it names by alias, if one does (else as it is: a built-in alias is
 /// [`Agent::resolve_model`]'s).
 fn configured_model(env: &Env) -> String {
-    let config: toml::Table = vibe_home(env)
-        .and_then(|h| (env.read_file)(&h.join("config.toml")))
-        .and_then(|text| toml::from_str(&text).ok())
-        .unwrap_or_default();
+    let config = user_config(env).unwrap_or_default();
     let active = env
         .set("VIBE_ACTIVE_MODEL")
         .or_else(|| config.get("active_model").and_then(|v| v.as_str()).map(str::to_owned))
@@ -169,6 +163,12 @@ fn vibe_home(env: &Env) -> Option<PathBuf> {
         .or_else(|| env.set("HOME").map(|h| Path::new(&h).join(".vibe")))
 }
 
+/// The user's `$VIBE_HOME/config.toml`, when it exists and parses.
+fn user_config(env: &Env) -> Option<toml::Table> {
+    let text = (env.read_file)(&vibe_home(env)?.join("config.toml"))?;
+    toml::from_str(&text).ok()
+}
+
 /// The providers Vibe will use, each entry whole: its defaults, replaced by name by the user's
 /// `$VIBE_HOME/config.toml` `[[providers]]`, replaced in turn by a `VIBE_PROVIDERS` variable (a
 /// JSON list), as Vibe layers them (a higher layer replaces a provider's whole entry).
@@ -185,9 +185,7 @@ fn effective_providers(env: &Env) -> Vec<Value> {
             }
         }
     };
-    let config: Option<toml::Table> = vibe_home(env)
-        .and_then(|h| (env.read_file)(&h.join("config.toml")))
-        .and_then(|text| toml::from_str(&text).ok());
+    let config = user_config(env);
     if let Some(entries) = config.as_ref().and_then(|c| c.get("providers")) {
         let entries = serde_json::to_value(entries).unwrap_or_default();
         overlay(entries.as_array().cloned().unwrap_or_default());
