@@ -29,73 +29,12 @@ use anyhow::{Context as _, bail};
 use crate::relay::{target_dir, workspace_root};
 use crate::scratch::Scratch;
 
-#[path = "../sdk-client/src/transcript.rs"]
-mod transcript;
-pub use transcript::{SdkResponse, SdkTranscript, SdkUpdate};
+#[path = "../sdk-client/src/run.rs"]
+mod run;
+pub use run::{SdkResponse, SdkScript, SdkTranscript, SdkUpdate};
 
 /// The SDK client's manifest, relative to the workspace root.
 pub const SDK_CLIENT_MANIFEST: &str = "tests/sdk-client/Cargo.toml";
-
-/// What the client does after `initialize` and `session/new`.
-#[derive(Debug, Clone)]
-pub struct SdkScript {
-    /// Prompts sent in order, each as one `session/prompt` with a single text block.
-    pub prompts: Vec<String>,
-    /// After the prompts, `session/load` the same session if the agent advertises `loadSession`.
-    pub load: bool,
-    /// Limit for the whole run; the agent is killed and an error returned when it passes.
-    pub timeout: Duration,
-    /// How long to keep listening after the last response, for notifications sent after it
-    /// (a relay's `usage_update` after `session/load`, say).
-    pub linger: Duration,
-}
-
-impl Default for SdkScript {
-    fn default() -> Self {
-        Self {
-            prompts: Vec::new(),
-            load: false,
-            timeout: Duration::from_secs(60),
-            linger: Duration::from_millis(250),
-        }
-    }
-}
-
-impl SdkScript {
-    /// An empty script: `initialize` and `session/new` only.
-    #[must_use]
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Adds a prompt.
-    #[must_use]
-    pub fn prompt(mut self, text: impl Into<String>) -> Self {
-        self.prompts.push(text.into());
-        self
-    }
-
-    /// Sets whether to `session/load` at the end.
-    #[must_use]
-    pub fn load(mut self, load: bool) -> Self {
-        self.load = load;
-        self
-    }
-
-    /// Sets the time limit of the run.
-    #[must_use]
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// Sets how long to listen after the last response.
-    #[must_use]
-    pub fn linger(mut self, linger: Duration) -> Self {
-        self.linger = linger;
-        self
-    }
-}
 
 /// The `sdk-client` binary, built if needed; the build happens once per test process.
 pub fn sdk_client_binary() -> anyhow::Result<PathBuf> {

@@ -42,85 +42,14 @@ use agent_client_protocol::v1::schema::{
 use agent_client_protocol::{Agent, Client, JsonRpcMessage as _, Lines, UntypedMessage};
 use anyhow::{Context as _, anyhow, bail};
 use serde::Serialize;
-
-mod transcript;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
-pub use transcript::{SdkResponse, SdkTranscript, SdkUpdate};
+
+mod run;
+pub use run::{SdkResponse, SdkScript, SdkTranscript, SdkUpdate};
 
 /// The `clientInfo.name` this client sends in `initialize`.
 pub const CLIENT_NAME: &str = "acp-usage-sdk-client";
-
-/// What the client does after `initialize` and `session/new`.
-#[derive(Debug, Clone)]
-pub struct SdkScript {
-    /// Prompts sent in order, each as one `session/prompt` with a single text block.
-    pub prompts: Vec<String>,
-    /// After the prompts, `session/load` the same session if the agent advertises `loadSession`.
-    pub load: bool,
-    /// Limit for the whole run; the agent is killed and an error returned when it passes.
-    pub timeout: Duration,
-    /// Let the agent's stderr through to ours instead of capturing it into the transcript.
-    pub inherit_stderr: bool,
-    /// How long to keep listening after the last response, for notifications sent after it
-    /// (a relay's `usage_update` after `session/load`, say).
-    pub linger: Duration,
-}
-
-impl Default for SdkScript {
-    fn default() -> Self {
-        Self {
-            prompts: Vec::new(),
-            load: false,
-            timeout: Duration::from_secs(60),
-            inherit_stderr: false,
-            linger: Duration::from_millis(250),
-        }
-    }
-}
-
-impl SdkScript {
-    /// An empty script: `initialize` and `session/new` only.
-    #[must_use]
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Adds a prompt.
-    #[must_use]
-    pub fn prompt(mut self, text: impl Into<String>) -> Self {
-        self.prompts.push(text.into());
-        self
-    }
-
-    /// Sets whether to `session/load` at the end.
-    #[must_use]
-    pub fn load(mut self, load: bool) -> Self {
-        self.load = load;
-        self
-    }
-
-    /// Sets the time limit of the run.
-    #[must_use]
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// Sets how long to listen after the last response.
-    #[must_use]
-    pub fn linger(mut self, linger: Duration) -> Self {
-        self.linger = linger;
-        self
-    }
-
-    /// Sets whether the agent's stderr goes straight to ours.
-    #[must_use]
-    pub fn inherit_stderr(mut self, inherit: bool) -> Self {
-        self.inherit_stderr = inherit;
-        self
-    }
-}
 
 /// Lists what `typed` (a value parsed by the SDK and serialised again) lacks or changed compared
 /// with `raw` (the wire JSON), as JSON paths with a short reason. Keys whose raw value is `null`

@@ -1,9 +1,83 @@
-//! What one run of the SDK client saw: the types it writes as JSON (`--transcript`) and the tests
-//! read back. One file for both sides: the client's crate has it as a module, and the tests crate
-//! (another workspace) includes the same file by path. Only serde and serde_json here.
+//! One run of the SDK client: the script it follows and what it saw, the types it writes as JSON
+//! (`--transcript`) and the tests read back. One file for both sides: the client's crate has it
+//! as a module, and the tests crate (another workspace) includes the same file by path. Only std,
+//! serde and serde_json here.
+
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+/// What the client does after `initialize` and `session/new`.
+#[derive(Debug, Clone)]
+pub struct SdkScript {
+    /// Prompts sent in order, each as one `session/prompt` with a single text block.
+    pub prompts: Vec<String>,
+    /// After the prompts, `session/load` the same session if the agent advertises `loadSession`.
+    pub load: bool,
+    /// Limit for the whole run; the agent is killed and an error returned when it passes.
+    pub timeout: Duration,
+    /// Let the agent's stderr through to ours instead of capturing it into the transcript.
+    pub inherit_stderr: bool,
+    /// How long to keep listening after the last response, for notifications sent after it
+    /// (a relay's `usage_update` after `session/load`, say).
+    pub linger: Duration,
+}
+
+impl Default for SdkScript {
+    fn default() -> Self {
+        Self {
+            prompts: Vec::new(),
+            load: false,
+            timeout: Duration::from_secs(60),
+            inherit_stderr: false,
+            linger: Duration::from_millis(250),
+        }
+    }
+}
+
+impl SdkScript {
+    /// An empty script: `initialize` and `session/new` only.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a prompt.
+    #[must_use]
+    pub fn prompt(mut self, text: impl Into<String>) -> Self {
+        self.prompts.push(text.into());
+        self
+    }
+
+    /// Sets whether to `session/load` at the end.
+    #[must_use]
+    pub fn load(mut self, load: bool) -> Self {
+        self.load = load;
+        self
+    }
+
+    /// Sets the time limit of the run.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sets how long to listen after the last response.
+    #[must_use]
+    pub fn linger(mut self, linger: Duration) -> Self {
+        self.linger = linger;
+        self
+    }
+
+    /// Sets whether the agent's stderr goes straight to ours.
+    #[must_use]
+    pub fn inherit_stderr(mut self, inherit: bool) -> Self {
+        self.inherit_stderr = inherit;
+        self
+    }
+}
 
 /// One `session/update` notification.
 #[derive(Debug, Clone, Serialize, Deserialize)]
