@@ -5,8 +5,8 @@
 //! - the ledger's totals after import (as `acp-usage report --json` reads them, and as the
 //!   ledger holds them) equal what the mock served for every call the agent records on disk
 //!   (every call but the few auxiliary ones an agent keeps no record of: Claude Code's and
-//!   opencode's and kilo's titles, qwen-code's prompt suggestions), each counted once, priced to the
-//!   catalog;
+//!   opencode's and kilo's titles, qwen-code's prompt suggestions), each counted once, priced to
+//!   the catalog;
 //! - a second import adds nothing;
 //! - a session the relay already recorded (through `acp-usage` with the ledger on) gains
 //!   nothing from an import of its transcript but the calls the relay could not see (Codex and

@@ -317,8 +317,8 @@ impl Catalog {
     /// lower case. A bare `gemini-…` id prefers the AI Studio entry `gemini/gemini-…` over
     /// LiteLLM's Vertex entry of the same name, as the first-party API, and falls back to
     /// `vertex_ai/gemini-…`. A bare id that is no key prefers Mistral's first-party entry
-    /// `mistral/…` (LiteLLM keys Mistral's API only that way). Nothing is ever matched by prefix, so `claude-opus-4-1` never
-    /// resolves to `claude-opus-4`.
+    /// `mistral/…` (LiteLLM keys Mistral's API only that way). Nothing is ever matched by
+    /// prefix, so `claude-opus-4-1` never resolves to `claude-opus-4`.
     pub fn lookup(&self, model: &str) -> Option<&ModelInfo> {
         let model = model.trim();
         if model.is_empty() {

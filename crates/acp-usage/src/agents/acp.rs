@@ -1,7 +1,8 @@
 //! The ACP fields agents report usage in, and the readings several agents share: the generic
 //! reading of `usage_update` and of a prompt result's `usage` and `_meta.quota`.
 //!
-//! A profile turns what an agent reports into events of the session's account; it never reads the wire itself.
+//! A profile turns what an agent reports into events of the session's account; it never reads
+//! the wire itself.
 
 use acp_usage_core::TokenRecord;
 use acp_usage_core::account::{Account, TurnReport};

@@ -2,8 +2,9 @@
 //! the usage read from a copy of each response.
 //!
 //! acp-usage starts the agent with its base-URL settings pointed at
-//! `http://127.0.0.1:PORT/<secret>/<route>` (each agent's file in `agents/` says which settings; `point.rs` holds what they share). Each
-//! route stands for one upstream: the base URL the agent had, or the provider's public endpoint.
+//! `http://127.0.0.1:PORT/<secret>/<route>` (each agent's file in `agents/` says which settings;
+//! `point.rs` holds what they share). Each route stands for one upstream: the base URL the agent
+//! had, or the provider's public endpoint.
 //! A request is forwarded unchanged (`proxy.rs`); its response streams back as the upstream sends
 //! it while `watch.rs` reads the usage from a copy (`acp_usage_core::api`), and every billed call
 //! becomes a [`TapCall`] on a channel the relay reads. The tap runs on its own thread and runtime
