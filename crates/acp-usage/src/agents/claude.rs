@@ -17,7 +17,7 @@ use acp_usage_core::account::Account;
 use acp_usage_core::transcript::claude::ClaudeParser;
 use serde_json::Value;
 
-use super::Agent;
+use super::{Agent, Launch, Package};
 use super::acp::{self, AgentUpdate, split_bracket};
 use crate::sources::tap::point::{ANTHROPIC, Env, Pointing};
 use crate::sources::transcripts::locate::{Found, dirs, files, jsonl_files};
@@ -149,6 +149,26 @@ impl Agent for Claude {
 
     fn transcripts(&self) -> Option<&'static Format> {
         Some(&FORMAT)
+    }
+
+    fn launches(&self) -> &'static [Launch] {
+        &[
+            Launch {
+                title: "Claude Agent",
+                program: "claude-agent-acp",
+                args: &[],
+                package: Package::Npm("@agentclientprotocol/claude-agent-acp"),
+                registry_id: Some("claude-acp"),
+            },
+            // The adapter's name before it moved to the ACP organisation.
+            Launch {
+                title: "Claude Code",
+                program: "claude-code-acp",
+                args: &[],
+                package: Package::Npm("@zed-industries/claude-code-acp"),
+                registry_id: None,
+            },
+        ]
     }
 }
 

@@ -10,7 +10,7 @@ use std::path::Path;
 use acp_usage_core::transcript::cline::ClineParser;
 use serde_json::Value;
 
-use super::Agent;
+use super::{Agent, Launch, Package};
 use crate::sources::transcripts::locate::{Found, Locator, dirs, one_file, only};
 use crate::sources::transcripts::{Facts, Files, Format, Store, var_or_home};
 
@@ -56,6 +56,16 @@ impl Agent for Cline {
 
     fn transcripts(&self) -> Option<&'static Format> {
         Some(&FORMAT)
+    }
+
+    fn launches(&self) -> &'static [Launch] {
+        &[Launch {
+            title: "Cline",
+            program: "cline",
+            args: &["--acp"],
+            package: Package::Npm("cline"),
+            registry_id: Some("cline"),
+        }]
     }
 }
 

@@ -17,7 +17,7 @@ use acp_usage_core::account::Account;
 use acp_usage_core::transcript::codex::CodexParser;
 use serde_json::{Map, Value};
 
-use super::Agent;
+use super::{Agent, Launch, Package};
 use super::acp::{self, AgentUpdate, split_bracket};
 use crate::sources::tap::point::{Alternate, Env, OPENAI, Pointing, Resolved, sanitize};
 use crate::sources::transcripts::locate::{Found, Locator, day_dirs, files, first_line};
@@ -108,6 +108,26 @@ impl Agent for Codex {
 
     fn transcripts(&self) -> Option<&'static Format> {
         Some(&FORMAT)
+    }
+
+    fn launches(&self) -> &'static [Launch] {
+        &[
+            Launch {
+                title: "Codex",
+                program: "codex-acp",
+                args: &[],
+                package: Package::Npm("@agentclientprotocol/codex-acp"),
+                registry_id: Some("codex-acp"),
+            },
+            // The Zed adapter (0.x), same program name.
+            Launch {
+                title: "Codex",
+                program: "codex-acp",
+                args: &[],
+                package: Package::Npm("@zed-industries/codex-acp"),
+                registry_id: None,
+            },
+        ]
     }
 }
 

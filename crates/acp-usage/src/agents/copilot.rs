@@ -14,7 +14,7 @@ use acp_usage_core::account::Account;
 use acp_usage_core::transcript::copilot::CopilotParser;
 use serde_json::Value;
 
-use super::Agent;
+use super::{Agent, Launch, Package};
 use super::acp::{self, AgentUpdate};
 use crate::sources::tap::point::{Env, Pointing};
 use crate::sources::transcripts::locate::{Locator, dirs, one_file, only};
@@ -90,5 +90,15 @@ impl Agent for Copilot {
 
     fn transcripts(&self) -> Option<&'static Format> {
         Some(&FORMAT)
+    }
+
+    fn launches(&self) -> &'static [Launch] {
+        &[Launch {
+            title: "GitHub Copilot",
+            program: "copilot",
+            args: &["--acp"],
+            package: Package::Npm("@github/copilot"),
+            registry_id: Some("github-copilot-cli"),
+        }]
     }
 }

@@ -15,7 +15,7 @@ use acp_usage_core::estimate::Family;
 use acp_usage_core::transcript::gemini::{GeminiParser, session_id_of_first_line};
 use serde_json::Value;
 
-use super::Agent;
+use super::{Agent, Launch, Package};
 use super::acp::split_bracket;
 use crate::sources::tap::point::{CODE_ASSIST, Env, GEMINI, Pointing};
 use crate::sources::transcripts::locate::{Found, Locator, dirs, files, first_line, jsonl_files};
@@ -83,6 +83,16 @@ impl Agent for Gemini {
 
     fn transcripts(&self) -> Option<&'static Format> {
         Some(&FORMAT)
+    }
+
+    fn launches(&self) -> &'static [Launch] {
+        &[Launch {
+            title: "Gemini CLI",
+            program: "gemini",
+            args: &["--acp"],
+            package: Package::Npm("@google/gemini-cli"),
+            registry_id: Some("gemini"),
+        }]
     }
 }
 

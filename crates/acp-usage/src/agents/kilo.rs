@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use acp_usage_core::account::Account;
 use serde_json::Value;
 
-use super::Agent;
+use super::{Agent, Launch, Package};
 use super::acp::{AgentUpdate, split_bracket};
 use super::opencode;
 use crate::sources::tap::point::{ANTHROPIC_V1, Env, OPENAI, Pointing};
@@ -90,5 +90,15 @@ impl Agent for Kilo {
 
     fn transcripts(&self) -> Option<&'static Format> {
         Some(&FORMAT)
+    }
+
+    fn launches(&self) -> &'static [Launch] {
+        &[Launch {
+            title: "Kilo",
+            program: "kilo",
+            args: &["acp"],
+            package: Package::Npm("@kilocode/cli"),
+            registry_id: Some("kilo"),
+        }]
     }
 }

@@ -20,6 +20,8 @@ use serde_json::Value;
 
 pub use acp::{AgentUpdate, CostView, UpdateMeta};
 
+pub mod installed;
+
 use crate::sources::tap::point::{Env, Pointing};
 use crate::sources::transcripts::Format;
 
@@ -163,6 +165,46 @@ pub trait Agent: Sync + 'static {
     /// The records `import` reads (by default the ones the relay follows).
     fn import_format(&self) -> Option<&'static Format> {
         self.transcripts()
+    }
+
+    /// How the agent is started as an ACP server, for `setup` and `doctor` to find it: one
+    /// entry per program that serves it (an agent may have had more than one adapter).
+    fn launches(&self) -> &'static [Launch] {
+        &[]
+    }
+}
+
+/// One way an agent is started as an ACP server: the program, its arguments, and where it is
+/// installed from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Launch {
+    /// What the editor's entry is called ("Claude Agent" becomes "Claude Agent (metered)").
+    pub title: &'static str,
+    /// The program, as installed on PATH (npm's `bin`, a Python entry point).
+    pub program: &'static str,
+    /// The arguments that make it speak ACP on stdio.
+    pub args: &'static [&'static str],
+    /// Where it is installed from.
+    pub package: Package,
+    /// Its id in the ACP registry, when it is listed there.
+    pub registry_id: Option<&'static str>,
+}
+
+/// The package an agent's program comes with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Package {
+    /// An npm package (its `bin` has the program).
+    Npm(&'static str),
+    /// A PyPI package (an entry point of a pipx / uv tool install).
+    PyPi(&'static str),
+}
+
+impl Package {
+    /// The package's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Package::Npm(name) | Package::PyPi(name) => name,
+        }
     }
 }
 

@@ -19,7 +19,7 @@ use acp_usage_core::TokenRecord;
 use acp_usage_core::account::{Account, TurnReport};
 use serde_json::Value;
 
-use super::Agent;
+use super::{Agent, Launch, Package};
 use super::acp::{AcpUsage, AgentUpdate, split_bracket};
 use crate::sources::tap::point::{ANTHROPIC_V1, Env, OPENAI, Pointing, sanitize};
 use crate::sources::transcripts::{Format, Store};
@@ -79,6 +79,16 @@ impl Agent for Opencode {
 
     fn transcripts(&self) -> Option<&'static Format> {
         Some(&FORMAT)
+    }
+
+    fn launches(&self) -> &'static [Launch] {
+        &[Launch {
+            title: "OpenCode",
+            program: "opencode",
+            args: &["acp"],
+            package: Package::Npm("opencode-ai"),
+            registry_id: Some("opencode"),
+        }]
     }
 }
 

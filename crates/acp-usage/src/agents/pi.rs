@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use acp_usage_core::transcript::pi::PiParser;
 
-use super::Agent;
+use super::{Agent, Launch, Package};
 use crate::sources::transcripts::locate::{Found, dirs, jsonl_files};
 use crate::sources::transcripts::{Facts, Files, Format, Store, string_at};
 
@@ -67,6 +67,16 @@ impl Agent for Pi {
 
     fn transcripts(&self) -> Option<&'static Format> {
         Some(&FORMAT)
+    }
+
+    fn launches(&self) -> &'static [Launch] {
+        &[Launch {
+            title: "pi",
+            program: "pi-acp",
+            args: &[],
+            package: Package::Npm("pi-acp"),
+            registry_id: Some("pi-acp"),
+        }]
     }
 }
 

@@ -18,7 +18,7 @@ use acp_usage_core::transcript::qwen::QwenParser;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::Agent;
+use super::{Agent, Launch, Package};
 use super::acp::{self, AcpUsage, AgentUpdate, split_bracket};
 use crate::sources::tap::point::{ANTHROPIC, Env, OPENAI, Pointing};
 use crate::sources::transcripts::locate::{Found, Locator, only, sorted_entries};
@@ -145,6 +145,16 @@ impl Agent for Qwen {
     fn import_format(&self) -> Option<&'static Format> {
         // The relay has qwen's own per-call reports; its chat files are read by import alone.
         Some(&FORMAT)
+    }
+
+    fn launches(&self) -> &'static [Launch] {
+        &[Launch {
+            title: "Qwen Code",
+            program: "qwen",
+            args: &["--acp"],
+            package: Package::Npm("@qwen-code/qwen-code"),
+            registry_id: Some("qwen-code"),
+        }]
     }
 }
 

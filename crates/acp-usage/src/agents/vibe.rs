@@ -25,7 +25,7 @@ use acp_usage_core::TokenRecord;
 use acp_usage_core::account::Account;
 use serde_json::{Value, json};
 
-use super::Agent;
+use super::{Agent, Launch, Package};
 use super::acp::{self, AgentUpdate};
 use crate::sources::tap::point::{Env, Pointing, sanitize};
 
@@ -116,6 +116,16 @@ impl Agent for Vibe {
 
     fn point(&self, p: &mut Pointing, env: &Env) {
         point_vibe(p, env);
+    }
+
+    fn launches(&self) -> &'static [Launch] {
+        &[Launch {
+            title: "Mistral Vibe",
+            program: "vibe-acp",
+            args: &[],
+            package: Package::PyPi("mistral-vibe"),
+            registry_id: Some("mistral-vibe"),
+        }]
     }
 }
 
