@@ -18,6 +18,7 @@ use acp_usage::sinks::ledger::Store;
 use acp_usage_tests::agents::Agent;
 use acp_usage_tests::client::AcpClient;
 use acp_usage_tests::lab::{Lab, run_turn};
+use acp_usage_tests::procs;
 use acp_usage_tests::relay::relay_binary;
 use acp_usage_tests::scratch::Scratch;
 use serde_json::{Value, json};
@@ -104,9 +105,19 @@ fn ledger_concurrent_relays_and_a_killed_one() {
     while ledger_totals(&ledger).0 < before + third.len() as u64 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
+    // Its agent's whole tree (the guard, the launcher and the native binary), before the kill.
+    let tree = procs::descendants(client.pid());
+    assert!(tree.len() >= 2, "the relay runs its agent under a guard: {tree:?}");
     // SAFETY: kill(2) has no memory-safety preconditions.
     unsafe { libc::kill(client.pid() as i32, libc::SIGKILL) };
     drop(client);
+    // Nothing the killed relay started outlives it.
+    let left = procs::wait_gone(&tree, Duration::from_secs(5));
+    let named: Vec<String> = left.iter().map(|p| format!("{p} {}", procs::cmdline(*p))).collect();
+    assert!(
+        left.is_empty(),
+        "5 s after the relay's SIGKILL its agent's tree is still running: {named:?}"
+    );
 
     let all: Vec<&acp_usage_tests::mock_llm::Call> =
         served.iter().flatten().chain(third.iter()).collect();

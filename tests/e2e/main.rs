@@ -36,6 +36,7 @@ mod opencode;
 mod otlp;
 mod otlp_infra;
 mod pi;
+mod process_tree;
 mod qwen;
 mod relay_fake;
 mod sdk_client;

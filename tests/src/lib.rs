@@ -17,6 +17,7 @@ pub mod client;
 pub mod lab;
 pub mod mock_llm;
 pub mod otlp;
+pub mod procs;
 pub mod raw_http;
 pub mod relay;
 pub mod scratch;

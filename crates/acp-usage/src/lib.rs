@@ -21,5 +21,10 @@ pub mod sources;
 
 /// Entry point shared by `main.rs`.
 pub fn main() -> std::process::ExitCode {
+    // The guard between a relay and its agent is this same executable (see relay::guard).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if let Some(code) = relay::guard::run_if_asked(&args) {
+        return code;
+    }
     cli::main()
 }

@@ -2,7 +2,8 @@
 //!
 //! Agents are often launched through wrappers (`npx`, `sh -c`, node shims that start a native
 //! binary), so killing only the direct child would leave the real agent running. The child gets
-//! its own process group; signals and the final kill go to the whole group.
+//! its own process group; signals and the final kill go to the whole group. Where it can, the
+//! group's leader is a guard ([`super::guard`]) that ends the group if acp-usage itself dies.
 
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -30,20 +31,40 @@ pub struct Pipes {
 
 /// Starts `argv` with piped stdin/stdout; its stderr is acp-usage's stderr.
 pub fn spawn(argv: &[String]) -> anyhow::Result<(Agent, Pipes)> {
-    spawn_with(argv, &[])
+    spawn_with(argv, &[], false)
 }
 
-/// [`spawn`] with variables added to the agent's environment.
-pub fn spawn_with(argv: &[String], env: &[(String, String)]) -> anyhow::Result<(Agent, Pipes)> {
+/// [`spawn`] with variables added to the agent's environment, and under a guard when `guard`.
+pub fn spawn_with(
+    argv: &[String],
+    env: &[(String, String)],
+    guard: bool,
+) -> anyhow::Result<(Agent, Pipes)> {
     let (program, args) = argv.split_first().context("no agent command given")?;
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .envs(env.iter().map(|(k, v)| (k, v)))
+    let mut cmd = if guard {
+        // The guard starts the agent itself, so a missing program must be found missing here
+        // to keep the error the same.
+        if find_program(program).is_none() {
+            return Err(std::io::Error::from_raw_os_error(libc::ENOENT))
+                .with_context(|| format!("cannot start the agent `{program}`"));
+        }
+        let wrapped = super::guard::wrap(argv).context("cannot find acp-usage's own executable")?;
+        let mut cmd = Command::new(&wrapped[0]);
+        cmd.args(&wrapped[1..]);
+        cmd
+    } else {
+        let mut cmd = Command::new(program);
+        cmd.args(args);
+        cmd
+    };
+    cmd.envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .process_group(0)
-        .kill_on_drop(true);
+        // A guard is never killed on its own: it ends with the agent, or ends the agent's
+        // tree when this process goes. Without one, the direct child at least goes.
+        .kill_on_drop(!guard);
     let mut child = cmd.spawn().with_context(|| format!("cannot start the agent `{program}`"))?;
     let pgid = child.id().context("the agent exited at once")? as i32;
     let stdin = child.stdin.take().context("agent stdin")?;
@@ -53,6 +74,22 @@ pub fn spawn_with(argv: &[String], env: &[(String, String)]) -> anyhow::Result<(
         let _ = tx.send(child.wait().await);
     });
     Ok((Agent { pgid, exited }, Pipes { stdin, stdout }))
+}
+
+/// Where `program` would be started from: itself when it names a path, else the first
+/// executable of that name on `PATH`.
+fn find_program(program: &str) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        // The guard reports why an existing file does not start.
+        let p = std::path::PathBuf::from(program);
+        return p.exists().then_some(p);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(program)).find(|p| runnable(p))
 }
 
 impl Agent {

@@ -50,6 +50,7 @@ mod editor_pump;
 pub mod emit;
 pub mod envelope;
 pub mod follow;
+pub mod guard;
 mod io;
 pub mod json;
 pub mod lines;
@@ -89,7 +90,8 @@ const INTERNAL_ERROR: i32 = -32603;
 
 /// Runs the relay on this process's stdin/stdout until the agent exits or the editor goes away.
 pub fn run(args: RelayOptions) -> anyhow::Result<ExitCode> {
-    let opts = Options::resolve(&args)?;
+    let mut opts = Options::resolve(&args)?;
+    opts.guard = guard::enabled();
     // Created before anything starts, so a bad path is a clear error and not a silent gap.
     let recorder = args.record.as_deref().map(Recorder::create).transpose()?;
     let validator = if args.validate { Some(Live::start()?) } else { None };
@@ -208,7 +210,7 @@ where
     O: AsyncWrite + Unpin + Send + 'static,
 {
     let tap = start_tap(&mut opts);
-    let (agent, pipes) = agent::spawn_with(&tap.argv, &tap.env)?;
+    let (agent, pipes) = agent::spawn_with(&tap.argv, &tap.env, opts.guard)?;
     // Larger pipes to and from the agent: fewer wake-ups of either side per long line.
     lines::grow_pipe(std::os::fd::AsRawFd::as_raw_fd(&pipes.stdout));
     lines::grow_pipe(std::os::fd::AsRawFd::as_raw_fd(&pipes.stdin));

@@ -84,6 +84,9 @@ pub struct Options {
     pub transcripts: Option<Locations>,
     /// Longest a turn's result waits for the transcript to catch up.
     pub transcript_wait: Duration,
+    /// Start the agent under a guard that ends its tree if acp-usage dies ([`super::guard`]):
+    /// only where this process is acp-usage itself (not a test harness relaying in-process).
+    pub guard: bool,
 }
 
 impl RelayOptions {
@@ -143,6 +146,7 @@ impl Options {
             ledger,
             transcripts: transcripts.then(Locations::from_process),
             transcript_wait: args.transcript_wait,
+            guard: false,
         })
     }
 }

@@ -63,6 +63,7 @@ pub fn options<S: AsRef<str>>(argv: &[S]) -> Options {
         otlp: None,
         transcripts: None,
         transcript_wait: Duration::from_millis(500),
+        guard: false,
     }
 }
 
