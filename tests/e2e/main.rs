@@ -16,6 +16,8 @@
 //!   (a real collector) decode at the tests' receiver unchanged; rotel stopped and started again
 //!   on its port (a stop flushes, a 503 downstream is retried); the receiver's gzip decoding and
 //!   error-status switch.
+//! - `doctor`: `acp-usage doctor` on a scratch machine: a Claude Code settings override fails
+//!   (exit 1, the file named), a clean machine passes, `--json` parses, nothing is written.
 //! - `validation`: real sessions recorded with `--record` and checked with `acp-usage validate`
 //!   and live `--validate` against schema/schema.json.
 //!
@@ -27,6 +29,7 @@ mod cline;
 mod codex;
 mod codex_ts;
 mod copilot;
+mod doctor;
 mod flows;
 mod gemini;
 mod import;

@@ -17,6 +17,10 @@ use serde_json::{Map, Value};
 /// The LiteLLM file the embedded catalog is compiled from, relative to the workspace root.
 pub const EMBEDDED_LITELLM_FILE: &str = "data/litellm-model_prices_and_context_window-1.109.1.json";
 
+/// The day the LiteLLM copy in [`EMBEDDED_LITELLM_FILE`] was taken from PyPI (its newest
+/// release then): how old the embedded prices are, for `doctor`. Changes with the file.
+pub const EMBEDDED_TAKEN: &str = "2026-11-22";
+
 /// The generated catalog file, relative to the workspace root.
 pub const EMBEDDED_CATALOG_FILE: &str = "crates/acp-usage-core/src/catalog.tsv";
 

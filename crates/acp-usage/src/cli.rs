@@ -1,5 +1,5 @@
 //! Command line: `acp-usage [OPTIONS] -- AGENT [ARGS...]`, plus the `demo`, `models`, `validate`,
-//! `schema`, `report`, `import`, `export`, `watch` and `status` commands.
+//! `schema`, `report`, `import`, `export`, `watch`, `status` and `doctor` commands.
 //!
 //! The one module that knows clap: it parses the arguments into its own types and hands the
 //! relay and the commands plain values ([`RelayOptions`] and the like), so nothing else depends
@@ -140,6 +140,27 @@ pub enum Command {
     /// Send what the ledger holds that the OpenTelemetry collector has not acknowledged
     /// (OTEL_EXPORTER_OTLP_ENDPOINT or the config's [otlp]), once, and exit.
     Export(ExportArgs),
+    /// Check what acp-usage will do for each agent installed here, and what stands in the way.
+    ///
+    /// For every agent found (on PATH, in npm's global prefix, in ~/.local/bin): the profile
+    /// it gets, where its transcripts are, whether the LLM-API tap can point it and what
+    /// defeats it (a base URL in the agent's own settings, a login whose URL is fixed in the
+    /// agent); then the config file, the ledger (path, writable, size), the OTLP collector
+    /// (reachable within 1 s) and the catalog's age (old after 90 days). One line per finding:
+    /// `ok`, `info` (neutral), `warn` (works, with less than it could) or `FAIL` (will not work
+    /// as expected), then the agent (or `acp-usage`), the check and what was found. A setting
+    /// that sends an agent's calls past the tap (a base URL in Claude Code's settings files or
+    /// in qwen-code's modelProviders) is FAIL whether the tap is on here or not. It only looks:
+    /// it creates no file and runs no agent.
+    ///
+    /// Exit status: 0 when nothing will fail (warnings allowed), 1 when any finding is FAIL,
+    /// 2 when doctor itself could not run.
+    ///
+    /// --json prints one JSON document: `agents` (profile names found), `findings` (each with
+    /// `agent` (a profile name, or null for acp-usage's own), `check` (found, transcripts, tap,
+    /// agents, config, ledger, otlp, catalog), `status` (ok, info, warn, fail), `message` and
+    /// `path` (or null)), `summary` (counts per status) and `exit`.
+    Doctor(DoctorArgs),
     /// Internal: the scripted agent that `demo` wraps.
     #[command(hide = true)]
     DemoAgent,
@@ -187,6 +208,14 @@ pub struct ExportArgs {
     /// The ledger to export (default: $ACP_USAGE_LEDGER, else the data directory's).
     #[arg(long, value_name = "FILE")]
     pub ledger: Option<PathBuf>,
+}
+
+/// Options of `acp-usage doctor`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DoctorArgs {
+    /// Print one JSON document instead of lines (fields in `acp-usage doctor --help`).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Options of `acp-usage import`.
@@ -450,6 +479,12 @@ pub fn main() -> ExitCode {
             &commands::export::ExportOptions { otlp: e.otlp, ledger: e.ledger },
         ),
         Some(Command::Report(r)) => commands::report::run(&r.into()),
+        Some(Command::Doctor(d)) => commands::doctor::run(&commands::doctor::Options {
+            json: d.json,
+            config: options.config.clone(),
+            catalog: options.catalog.clone(),
+            tap: options.tap,
+        }),
         None => {
             if options.agent.is_empty() {
                 eprintln!(

@@ -60,6 +60,9 @@ pub struct Config {
     pub default_window: u64,
     /// The config file that was read, if any.
     pub config_file: Option<PathBuf>,
+    /// The catalog files layered over the embedded catalog, in order (the config's `catalog`,
+    /// then `--catalog`).
+    pub catalog_files: Vec<PathBuf>,
     /// `tap = true`: the LLM-API tap is on.
     pub tap: bool,
     /// `[budget]` and `[context]`.
@@ -124,10 +127,19 @@ struct ConfigFile {
 
 /// Where the config file is, and whether the user named it (then it must exist).
 pub fn config_path(explicit: Option<&Path>) -> Option<(PathBuf, bool)> {
+    config_path_in(explicit, &|name| std::env::var_os(name))
+}
+
+/// [`config_path`] in the environment `env` reads (`doctor` asks it of the environment it
+/// checks).
+pub fn config_path_in(
+    explicit: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+) -> Option<(PathBuf, bool)> {
     if let Some(path) = explicit {
         return Some((path.to_owned(), true));
     }
-    let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let env = |name: &str| env(name).filter(|v| !v.is_empty()).map(PathBuf::from);
     if let Some(path) = env(CONFIG_ENV) {
         return Some((path, true));
     }
@@ -149,6 +161,7 @@ pub fn load_from(
     let mut catalog = Catalog::embedded().clone();
     let mut default_window = DEFAULT_WINDOW;
     let mut config_file = None;
+    let mut catalog_files = Vec::new();
     let mut tap = false;
     let mut budgets = Budgets::default();
     let mut otlp = None;
@@ -161,7 +174,7 @@ pub fn load_from(
                 tap = file.tap.unwrap_or(false);
                 budgets = read_budgets(&path, file.budget.as_ref(), file.context.as_ref())?;
                 otlp = file.otlp.clone();
-                apply_config(&path, file, &mut catalog, &mut default_window)?;
+                catalog_files.extend(apply_config(&path, file, &mut catalog, &mut default_window)?);
                 config_file = Some(path);
             }
             Err(err) if err.kind() == std::io::ErrorKind::NotFound && !explicit => {
@@ -175,9 +188,10 @@ pub fn load_from(
 
     if let Some(path) = catalog_arg {
         apply_catalog_file(path, &mut catalog)?;
+        catalog_files.push(path.to_owned());
     }
     tracing::info!("catalog: {} models from {}", catalog.len(), catalog.source());
-    Ok(Config { catalog, default_window, config_file, tap, budgets, otlp })
+    Ok(Config { catalog, default_window, config_file, catalog_files, tap, budgets, otlp })
 }
 
 /// The `[budget]` and `[context]` tables, checked: amounts positive, fractions in (0, 1].
@@ -228,13 +242,13 @@ fn read_budgets(
     Ok(b)
 }
 
-/// Puts one config file's settings in place, in layering order.
+/// Puts one config file's settings in place, in layering order; the catalog file it named.
 fn apply_config(
     path: &Path,
     file: ConfigFile,
     catalog: &mut Catalog,
     default_window: &mut u64,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<PathBuf>> {
     for key in file.unknown.keys() {
         tracing::warn!("config file {}: ignoring unknown key `{key}`", path.display());
     }
@@ -244,11 +258,13 @@ fn apply_config(
         }
         *default_window = window;
     }
+    let mut catalog_file = None;
     if let Some(rel) = &file.catalog {
         let dir = path.parent().unwrap_or(Path::new("."));
         let resolved = dir.join(expand_home(rel));
         apply_catalog_file(&resolved, catalog)
             .with_context(|| format!("the `catalog` of config file {}", path.display()))?;
+        catalog_file = Some(resolved);
     }
     if !file.models.is_empty() {
         let overrides =
@@ -261,7 +277,7 @@ fn apply_config(
         );
     }
     tracing::info!("read config file {}", path.display());
-    Ok(())
+    Ok(catalog_file)
 }
 
 /// Layers one catalog file over `catalog`.

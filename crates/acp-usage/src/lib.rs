@@ -4,8 +4,8 @@
 //! `main` parses the command line ([`cli`], the one module that knows clap) and runs one of: the
 //! relay ([`relay`], with [`record`] and live validation, fed by the [`sources`] of exact
 //! numbers, writing to the [`sinks`]: the ledger), or one of the [`commands`]: the demo, the
-//! catalog query, `validate` and `schema`, and the ledger's `report`, `import`, `watch` and
-//! `status`.
+//! catalog query, `validate` and `schema`, the ledger's `report`, `import`, `watch` and
+//! `status`, and `doctor`.
 
 pub mod agents;
 pub mod catalog_file;

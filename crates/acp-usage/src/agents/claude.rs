@@ -17,7 +17,7 @@ use acp_usage_core::account::Account;
 use acp_usage_core::transcript::claude::ClaudeParser;
 use serde_json::Value;
 
-use super::{Agent, Launch, Package};
+use super::{Agent, Launch, Package, Untapped};
 use super::acp::{self, AgentUpdate, split_bracket};
 use crate::sources::tap::point::{ANTHROPIC, Env, Pointing};
 use crate::sources::transcripts::locate::{Found, dirs, files, jsonl_files};
@@ -141,6 +141,25 @@ impl Agent for Claude {
                 "{file} sets ANTHROPIC_BASE_URL, which Claude Code prefers to the tap's: its calls will not be tapped"
             ));
         }
+    }
+
+    fn untapped(&self, env: &Env) -> Vec<Untapped> {
+        // Claude Code on Bedrock or Vertex AI builds those clouds' URLs itself (a Bedrock
+        // request is signed for its host) and reads no ANTHROPIC_BASE_URL; its transcripts and
+        // per-turn `modelUsage` still count every call.
+        let truthy = |name: &str| {
+            env.set(name).is_some_and(|v| {
+                matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on")
+            })
+        };
+        [("CLAUDE_CODE_USE_BEDROCK", "Bedrock"), ("CLAUDE_CODE_USE_VERTEX", "Vertex AI")]
+            .into_iter()
+            .filter(|(var, _)| truthy(var))
+            .map(|(var, cloud)| Untapped {
+                why: format!("{var} is set: Claude Code calls {cloud}, whose URL it builds itself"),
+                recorded: true,
+            })
+            .collect()
     }
 
     fn session_headers(&self) -> &'static [&'static str] {

@@ -10,7 +10,8 @@ use std::path::Path;
 use acp_usage_core::transcript::cline::ClineParser;
 use serde_json::Value;
 
-use super::{Agent, Launch, Package};
+use super::{Agent, Launch, Package, Untapped};
+use crate::sources::tap::point::Env;
 use crate::sources::transcripts::locate::{Found, Locator, dirs, one_file, only};
 use crate::sources::transcripts::{Facts, Files, Format, Store, var_or_home};
 
@@ -52,6 +53,15 @@ impl Agent for Cline {
 
     fn recognises(&self, word: &str) -> bool {
         word == "cline" || word.starts_with("cline-") || word.starts_with("cline ")
+    }
+
+    fn untapped(&self, _: &Env) -> Vec<Untapped> {
+        vec![Untapped {
+            why: "cline reads its base URL only from its providers.json, which acp-usage does not \
+                  rewrite"
+                .into(),
+            recorded: true,
+        }]
     }
 
     fn transcripts(&self) -> Option<&'static Format> {

@@ -14,7 +14,7 @@ use acp_usage_core::account::Account;
 use acp_usage_core::transcript::copilot::CopilotParser;
 use serde_json::Value;
 
-use super::{Agent, Launch, Package};
+use super::{Agent, Launch, Package, Untapped};
 use super::acp::{self, AgentUpdate};
 use crate::sources::tap::point::{Env, Pointing};
 use crate::sources::transcripts::locate::{Locator, dirs, one_file, only};
@@ -86,6 +86,18 @@ impl Agent for Copilot {
             let route = p.route("copilot-provider", &url);
             p.env.push(("COPILOT_PROVIDER_BASE_URL".into(), route, String::new()));
         }
+    }
+
+    fn untapped(&self, env: &Env) -> Vec<Untapped> {
+        if env.set("COPILOT_PROVIDER_BASE_URL").is_some() {
+            return Vec::new();
+        }
+        vec![Untapped {
+            why: "Copilot's GitHub login calls an endpoint fixed in Copilot (a BYOK provider, \
+                  COPILOT_PROVIDER_BASE_URL, can be pointed)"
+                .into(),
+            recorded: true,
+        }]
     }
 
     fn transcripts(&self) -> Option<&'static Format> {

@@ -152,6 +152,15 @@ pub trait Agent: Sync + 'static {
         let _ = (p, env);
     }
 
+    /// What of the agent's calls the tap cannot see however it is pointed, for `doctor`: a
+    /// login whose endpoint is fixed in the agent, a base URL only the agent's own files hold.
+    /// (A setting of the user's that sends calls past the pointed variables is a warning of
+    /// [`Agent::point`].)
+    fn untapped(&self, env: &Env) -> Vec<Untapped> {
+        let _ = env;
+        Vec::new()
+    }
+
     /// Request headers that carry the agent's session id, lowercase.
     fn session_headers(&self) -> &'static [&'static str] {
         &[]
@@ -172,6 +181,16 @@ pub trait Agent: Sync + 'static {
     fn launches(&self) -> &'static [Launch] {
         &[]
     }
+}
+
+/// Calls of an agent that the tap cannot see (see [`Agent::untapped`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Untapped {
+    /// Which calls, and why the tap cannot see them.
+    pub why: String,
+    /// Whether the agent's own records (its transcripts, its ACP reports) still count each of
+    /// them exactly.
+    pub recorded: bool,
 }
 
 /// One way an agent is started as an ACP server: the program, its arguments, and where it is

@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 
 use acp_usage_core::transcript::pi::PiParser;
 
-use super::{Agent, Launch, Package};
+use super::{Agent, Launch, Package, Untapped};
+use crate::sources::tap::point::Env;
 use crate::sources::transcripts::locate::{Found, dirs, jsonl_files};
 use crate::sources::transcripts::{Facts, Files, Format, Store, string_at};
 
@@ -63,6 +64,15 @@ impl Agent for Pi {
         let base = super::acp::split_bracket(value).0;
         let id = base.split_once('/').map_or(base, |(_, model)| model);
         (Some(id.to_string()), None)
+    }
+
+    fn untapped(&self, _: &Env) -> Vec<Untapped> {
+        vec![Untapped {
+            why: "pi passes its catalog's (or models.json's) base URL to its SDKs and reads no \
+                  base-URL variable"
+                .into(),
+            recorded: true,
+        }]
     }
 
     fn transcripts(&self) -> Option<&'static Format> {

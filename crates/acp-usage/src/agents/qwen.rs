@@ -9,7 +9,7 @@
 //! takes the per-call reports; its chat files (`<dir>/projects/<escaped cwd>/chats/<id>.jsonl`,
 //! `ui_telemetry` records) are read by `import` alone.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use acp_usage_core::TokenRecord;
 use acp_usage_core::estimate::Family;
@@ -18,7 +18,7 @@ use acp_usage_core::transcript::qwen::QwenParser;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Agent, Launch, Package};
+use super::{Agent, Launch, Package, Untapped};
 use super::acp::{self, AcpUsage, AgentUpdate, split_bracket};
 use crate::sources::tap::point::{ANTHROPIC, Env, OPENAI, Pointing};
 use crate::sources::transcripts::locate::{Found, Locator, only, sorted_entries};
@@ -140,6 +140,33 @@ impl Agent for Qwen {
     fn point(&self, p: &mut Pointing, env: &Env) {
         p.var(&OPENAI, env);
         p.var(&ANTHROPIC, env);
+        // A model of `modelProviders` carries its own `baseUrl`, which qwen-code takes over
+        // the variables.
+        for (path, settings) in settings_files(env) {
+            let providers = settings.get("modelProviders").and_then(Value::as_object);
+            let models = providers.into_iter().flat_map(|p| p.values()).filter_map(Value::as_array);
+            if models.flatten().any(|m| m.get("baseUrl").is_some_and(Value::is_string)) {
+                p.warnings.push(format!(
+                    "{} sets a baseUrl in modelProviders, which qwen-code prefers to the tap's: \
+                     those models' calls will not be tapped",
+                    path.display()
+                ));
+            }
+        }
+    }
+
+    fn untapped(&self, env: &Env) -> Vec<Untapped> {
+        let oauth = settings_files(env).iter().any(|(_, s)| {
+            s.pointer("/security/auth/selectedType").and_then(Value::as_str) == Some("qwen-oauth")
+        });
+        if !oauth {
+            return Vec::new();
+        }
+        vec![Untapped {
+            why: "the Qwen OAuth login calls an endpoint fixed in qwen-code".into(),
+            // Its memory extraction and prompt suggestions are reported nowhere.
+            recorded: false,
+        }]
     }
 
     fn import_format(&self) -> Option<&'static Format> {
@@ -156,6 +183,27 @@ impl Agent for Qwen {
             registry_id: Some("qwen-code"),
         }]
     }
+}
+
+/// qwen-code's settings files that parse, user first (`$QWEN_HOME`, else `~/.qwen`), then the
+/// project's in the working directory.
+fn settings_files(env: &Env) -> Vec<(PathBuf, Value)> {
+    let user = env
+        .set("QWEN_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env.set("HOME").map(|h| Path::new(&h).join(".qwen")));
+    // In the home directory, the project's settings are the user's.
+    let project =
+        std::env::current_dir().ok().map(|c| c.join(".qwen")).filter(|p| Some(p) != user.as_ref());
+    [user, project]
+        .into_iter()
+        .flatten()
+        .map(|dir| dir.join("settings.json"))
+        .filter_map(|path| {
+            let settings = serde_json::from_str::<Value>(&(env.read_file)(&path)?).ok()?;
+            Some((path, settings))
+        })
+        .collect()
 }
 
 /// qwen-code's model id as a catalog id: `$runtime|openai|gpt-5.2(openai)` and

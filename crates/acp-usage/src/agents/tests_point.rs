@@ -176,3 +176,45 @@ fn vibe_providers_are_copied_whole_with_the_tap_as_api_base() {
     assert!(providers.contains(r#""api_base":"http://tap/vibe-mistral""#), "{providers}");
     assert!(providers.contains(r#""api_key_env_var":"K""#), "{providers}");
 }
+
+#[test]
+fn qwen_model_providers_base_urls_are_said_since_they_win_over_the_tap() {
+    let env = env_of(&[("QWEN_HOME", "/q")]);
+    let settings = |text: &'static str| {
+        move |path: &std::path::Path| {
+            (path == std::path::Path::new("/q/settings.json")).then(|| text.to_owned())
+        }
+    };
+    let with_url = settings(r#"{"modelProviders":{"openai":[{"id":"m","baseUrl":"https://gw"}]}}"#);
+    let p = point(profile("qwen"), &env, &with_url);
+    assert_eq!(p.warnings.len(), 1);
+    assert!(p.warnings[0].starts_with("/q/settings.json sets a baseUrl in modelProviders"));
+    let without = settings(r#"{"modelProviders":{"openai":[{"id":"m"}]}}"#);
+    assert!(point(profile("qwen"), &env, &without).warnings.is_empty());
+}
+
+#[test]
+fn calls_the_tap_cannot_see_are_said_per_agent() {
+    let untapped = |name: &str, vars: &[(&str, &str)], file: Option<&'static str>| {
+        let var = env_of(vars);
+        let read = move |_: &std::path::Path| file.map(str::to_owned);
+        profile(name).untapped(&Env { var: &var, read_file: &read })
+    };
+    assert!(untapped("claude", &[], None).is_empty());
+    let bedrock = untapped("claude", &[("CLAUDE_CODE_USE_BEDROCK", "1")], None);
+    assert_eq!(bedrock.len(), 1);
+    assert!(bedrock[0].why.contains("Bedrock") && bedrock[0].recorded);
+    assert!(untapped("claude", &[("CLAUDE_CODE_USE_BEDROCK", "0")], None).is_empty());
+    // Copilot's GitHub login, unless a BYOK provider is set.
+    assert_eq!(untapped("copilot", &[], None).len(), 1);
+    assert!(untapped("copilot", &[("COPILOT_PROVIDER_BASE_URL", "https://b")], None).is_empty());
+    // Qwen OAuth: its side calls are in no record, so they are lost.
+    let oauth = r#"{"security":{"auth":{"selectedType":"qwen-oauth"}}}"#;
+    let qwen = untapped("qwen", &[("QWEN_HOME", "/q")], Some(oauth));
+    assert_eq!(qwen.len(), 1);
+    assert!(!qwen[0].recorded);
+    for always in ["cline", "pi"] {
+        assert!(untapped(always, &[], None)[0].recorded, "{always}");
+    }
+    assert!(untapped("codex", &[], None).is_empty());
+}

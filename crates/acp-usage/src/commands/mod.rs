@@ -1,7 +1,9 @@
 //! The commands besides the relay: `demo` (with the scripted agent behind it), `models`,
-//! `validate` and `schema`, and the ledger's: `report`, `import`, `export`, `watch` and `status`.
+//! `validate` and `schema`, the ledger's: `report`, `import`, `export`, `watch` and `status`, and
+//! `doctor`, which checks what stands in the way on this machine.
 
 pub mod demo;
+pub mod doctor;
 pub mod export;
 pub mod import;
 pub mod models;

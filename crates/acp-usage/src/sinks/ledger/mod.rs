@@ -28,13 +28,18 @@ pub const LEDGER_ENV: &str = "ACP_USAGE_LEDGER";
 
 /// The ledger's path, `None` when it is turned off or no home is known.
 pub fn path() -> Option<PathBuf> {
-    match std::env::var_os(LEDGER_ENV) {
+    path_in(&|name| std::env::var_os(name))
+}
+
+/// [`path`] in the environment `env` reads (`doctor` asks it of the environment it checks).
+pub fn path_in(env: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> Option<PathBuf> {
+    match env(LEDGER_ENV) {
         Some(p) if p == "off" => None,
         Some(p) if !p.is_empty() => Some(PathBuf::from(p)),
         _ => {
-            let data = match std::env::var_os("XDG_DATA_HOME") {
+            let data = match env("XDG_DATA_HOME") {
                 Some(d) if !d.is_empty() => PathBuf::from(d),
-                _ => PathBuf::from(std::env::var_os("HOME")?).join(".local/share"),
+                _ => PathBuf::from(env("HOME")?).join(".local/share"),
             };
             Some(data.join("acp-usage/ledger.db"))
         }
