@@ -88,8 +88,23 @@ impl Search {
             .map(PathBuf::from)
             .or_else(|| home.as_deref().and_then(npmrc_prefix))
             .or_else(|| node_prefix(path.as_deref()));
-        Search { path, home, npm_prefix, editor_dirs: Vec::new() }
+        let editor_dirs = editor_dirs(home.as_deref(), var("XDG_DATA_HOME").map(PathBuf::from));
+        Search { path, home, npm_prefix, editor_dirs }
     }
+}
+
+/// Where editors install agents as programs: Zed's `external_agents` (binary archives from
+/// the registry under `registry/<id>/v_<version>_…/`, and the npm installs of its older
+/// built-in agents under `<name>/<version>/node_modules/.bin`). Zed runs the registry's npm
+/// agents through `npm exec`, out of npm's cache, and JetBrains does not say where it keeps
+/// its own: neither leaves a program to find.
+fn editor_dirs(home: Option<&Path>, xdg_data: Option<PathBuf>) -> Vec<(String, PathBuf)> {
+    let data = if cfg!(target_os = "macos") {
+        home.map(|h| h.join("Library").join("Application Support").join("Zed"))
+    } else {
+        xdg_data.or_else(|| home.map(|h| h.join(".local").join("share"))).map(|d| d.join("zed"))
+    };
+    data.map(|d| ("Zed".to_owned(), d.join("external_agents"))).into_iter().collect()
 }
 
 /// The `prefix` set in `~/.npmrc`.
