@@ -16,6 +16,9 @@
 //!   (a real collector) decode at the tests' receiver unchanged; rotel stopped and started again
 //!   on its port (a stop flushes, a 503 downstream is retried); the receiver's gzip decoding and
 //!   error-status switch.
+//! - `setup`: `acp-usage setup zed|jetbrains` on the fixture settings files with stand-in agents
+//!   on PATH: entries added, every other byte kept, a second run a no-op, `--remove` restoring
+//!   the file byte for byte.
 //! - `validation`: real sessions recorded with `--record` and checked with `acp-usage validate`
 //!   and live `--validate` against schema/schema.json.
 //!
@@ -39,6 +42,7 @@ mod pi;
 mod qwen;
 mod relay_fake;
 mod sdk_client;
+mod setup;
 mod support;
 mod tap_proxy;
 mod tap_relay;

@@ -1,11 +1,13 @@
 //! The commands besides the relay: `demo` (with the scripted agent behind it), `models`,
-//! `validate` and `schema`, and the ledger's: `report`, `import`, `export`, `watch` and `status`.
+//! `validate` and `schema`, the ledger's: `report`, `import`, `export`, `watch` and `status`, and
+//! `setup`, which adds metered entries to an editor's agent settings.
 
 pub mod demo;
 pub mod export;
 pub mod import;
 pub mod models;
 pub mod report;
+pub mod setup;
 pub mod status;
 pub mod validate;
 pub mod watch;
