@@ -18,6 +18,9 @@
 //!   error-status switch.
 //! - `doctor`: `acp-usage doctor` on a scratch machine: a Claude Code settings override fails
 //!   (exit 1, the file named), a clean machine passes, `--json` parses, nothing is written.
+//! - `setup`: `acp-usage setup zed|jetbrains` on the fixture settings files with stand-in agents
+//!   on PATH: entries added, every other byte kept, a second run a no-op, `--remove` restoring
+//!   the file byte for byte.
 //! - `validation`: real sessions recorded with `--record` and checked with `acp-usage validate`
 //!   and live `--validate` against schema/schema.json.
 //!
@@ -43,6 +46,7 @@ mod process_tree;
 mod qwen;
 mod relay_fake;
 mod sdk_client;
+mod setup;
 mod support;
 mod tap_proxy;
 mod tap_relay;

@@ -1,5 +1,5 @@
 //! Command line: `acp-usage [OPTIONS] -- AGENT [ARGS...]`, plus the `demo`, `models`, `validate`,
-//! `schema`, `report`, `import`, `export`, `watch`, `status` and `doctor` commands.
+//! `schema`, `report`, `import`, `export`, `watch`, `status`, `setup` and `doctor` commands.
 //!
 //! The one module that knows clap: it parses the arguments into its own types and hands the
 //! relay and the commands plain values ([`RelayOptions`] and the like), so nothing else depends
@@ -161,6 +161,20 @@ pub enum Command {
     /// agents, config, ledger, otlp, catalog), `status` (ok, info, warn, fail), `message` and
     /// `path` (or null)), `summary` (counts per status) and `exit`.
     Doctor(DoctorArgs),
+    /// Add a metered entry for each agent installed here to Zed's or JetBrains' agent settings.
+    ///
+    /// Finds the agents on PATH, in npm's global prefix, in ~/.local/bin and where Zed installs
+    /// them, and adds one entry per agent, "<agent> (metered)", that runs the agent through
+    /// acp-usage: `acp-usage` when it is installed on PATH, else `npx -y acp-usage@<version>`
+    /// (JetBrains gets absolute paths). Every other byte of the file stays as it was, comments
+    /// included; a second run changes nothing; --remove takes setup's entries out and gives the
+    /// file back as it was.
+    ///
+    /// On a terminal it shows the change and asks first (--yes applies it without asking); when
+    /// stdin or stdout is not a terminal (a script, `npx acp-usage setup zed` in CI) it applies
+    /// the change. A file that does not parse is left as it is. Exit status: 0 done or nothing
+    /// to do, 1 no agent found or the change declined, 2 an error.
+    Setup(SetupArgs),
     /// Internal: the scripted agent that `demo` wraps.
     #[command(hide = true)]
     DemoAgent,
@@ -182,6 +196,51 @@ pub struct ModelsArgs {
     /// Print JSON lines instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Options of `acp-usage setup`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SetupArgs {
+    /// The editor whose agent settings to change.
+    #[arg(value_enum)]
+    pub editor: SetupEditor,
+    /// The settings file to change (default: Zed's ~/.config/zed/settings.json, on Linux under
+    /// $XDG_CONFIG_HOME when it is set; JetBrains' ~/.jetbrains/acp.json).
+    #[arg(long, value_name = "FILE")]
+    pub settings: Option<PathBuf>,
+    /// Print the change as a diff and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Take out the entries setup added; entries you wrote yourself stay.
+    #[arg(long)]
+    pub remove: bool,
+    /// Apply the change without asking, even on a terminal.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+}
+
+/// `setup` editors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SetupEditor {
+    /// Zed: `agent_servers` in settings.json.
+    Zed,
+    /// JetBrains IDEs (AI Assistant): `agent_servers` in ~/.jetbrains/acp.json.
+    Jetbrains,
+}
+
+impl From<SetupArgs> for commands::setup::Options {
+    fn from(a: SetupArgs) -> commands::setup::Options {
+        commands::setup::Options {
+            editor: match a.editor {
+                SetupEditor::Zed => commands::setup::Editor::Zed,
+                SetupEditor::Jetbrains => commands::setup::Editor::JetBrains,
+            },
+            settings: a.settings,
+            dry_run: a.dry_run,
+            remove: a.remove,
+            yes: a.yes,
+        }
+    }
 }
 
 /// Options of `acp-usage validate`.
@@ -485,6 +544,7 @@ pub fn main() -> ExitCode {
             catalog: options.catalog.clone(),
             tap: options.tap,
         }),
+        Some(Command::Setup(s)) => commands::setup::run(&s.into()),
         None => {
             if options.agent.is_empty() {
                 eprintln!(

@@ -211,7 +211,7 @@ fn which_launch(profile: Profile, program: &str, real: &Path) -> &'static Launch
 }
 
 /// `dir/program` (or its Windows shims) when it is an executable file.
-fn executable_in(dir: &Path, program: &str) -> Option<PathBuf> {
+pub(crate) fn executable_in(dir: &Path, program: &str) -> Option<PathBuf> {
     let names: &[String] = if cfg!(windows) {
         &[format!("{program}.exe"), format!("{program}.cmd"), program.to_owned()]
     } else {

@@ -1,0 +1,150 @@
+//! Setup's plans on the fixture settings files: an entry per agent, everything else kept byte for
+//! byte, a second run a no-op, `--remove` giving the file back.
+
+use std::path::PathBuf;
+
+use super::*;
+
+const ZED_FIXTURE: &str = include_str!("../../../../../tests/fixtures/setup/zed-settings.json");
+const JETBRAINS_FIXTURE: &str =
+    include_str!("../../../../../tests/fixtures/setup/jetbrains-acp.json");
+
+/// Claude's adapter and Codex on PATH, opencode in npm's prefix.
+fn found() -> Vec<Found> {
+    let at = |profile: &str, dir: &str, place: Place| {
+        let profile = Profile::named(profile).unwrap();
+        let launch = &profile.launches()[0];
+        Found { profile, launch, path: PathBuf::from(dir).join(launch.program), place }
+    };
+    vec![
+        at("claude", "/usr/local/bin", Place::Path),
+        at("codex", "/usr/local/bin", Place::Path),
+        at("opencode", "/home/u/.npm-global/bin", Place::NpmGlobal),
+    ]
+}
+
+fn agents(editor: Editor, launcher: &Launcher) -> Vec<Agent> {
+    found().iter().map(|f| Agent::new(editor, f, launcher)).collect()
+}
+
+fn on_path() -> Launcher {
+    Launcher { command: "acp-usage".into(), args: vec![] }
+}
+
+#[test]
+fn zed_gets_an_entry_per_agent_and_keeps_the_rest() {
+    let agents = agents(Editor::Zed, &on_path());
+    let plan = plan_setup(Editor::Zed, Some(ZED_FIXTURE), &agents).unwrap();
+    assert_eq!(
+        plan.report,
+        [
+            "added      Claude Agent (metered): claude-agent-acp on PATH",
+            "added      Codex (metered): codex-acp on PATH",
+            "added      OpenCode (metered): /home/u/.npm-global/bin/opencode in npm's global prefix",
+        ]
+    );
+    assert_eq!(plan.warning, None);
+    let after = plan.after.unwrap();
+    // The entries go first in `agent_servers`; the fixture is otherwise unchanged.
+    let entries = r#"
+    "Claude Agent (metered)": {
+      "type": "custom",
+      "command": "acp-usage",
+      "args": ["--", "claude-agent-acp"]
+    },
+    "Codex (metered)": {
+      "type": "custom",
+      "command": "acp-usage",
+      "args": ["--", "codex-acp"]
+    },
+    "OpenCode (metered)": {
+      "type": "custom",
+      "command": "acp-usage",
+      "args": ["--", "/home/u/.npm-global/bin/opencode", "acp"]
+    },"#;
+    let at = ZED_FIXTURE.find("\"agent_servers\": {").unwrap() + "\"agent_servers\": {".len();
+    assert_eq!(after, format!("{}{entries}{}", &ZED_FIXTURE[..at], &ZED_FIXTURE[at..]));
+
+    let again = plan_setup(Editor::Zed, Some(&after), &agents).unwrap();
+    assert_eq!(again.after.as_deref(), Some(after.as_str()));
+    assert!(again.report.iter().all(|l| l.starts_with("unchanged  ")), "{:?}", again.report);
+
+    let removed = plan_remove(Editor::Zed, Some(&after)).unwrap();
+    assert_eq!(removed.after.as_deref(), Some(ZED_FIXTURE));
+    assert_eq!(removed.report.len(), 3);
+}
+
+#[test]
+fn jetbrains_gets_strict_json_with_absolute_paths() {
+    let npx = Launcher {
+        command: "/usr/bin/npx".into(),
+        args: vec!["-y".into(), "acp-usage@9.9.9".into()],
+    };
+    let agents = agents(Editor::JetBrains, &npx);
+    let after =
+        plan_setup(Editor::JetBrains, Some(JETBRAINS_FIXTURE), &agents).unwrap().after.unwrap();
+    let value: serde_json::Value = serde_json::from_str(&after).expect("strict JSON");
+    let servers = &value["agent_servers"];
+    assert_eq!(
+        servers["Claude Agent (metered)"],
+        serde_json::json!({"command": "/usr/bin/npx",
+            "args": ["-y", "acp-usage@9.9.9", "--", "/usr/local/bin/claude-agent-acp"]})
+    );
+    assert_eq!(servers["OpenCode (metered)"]["args"][4], "acp");
+    // Four spaces, as the file has them.
+    assert!(after.contains("\n        \"Codex (metered)\": {\n            \"command\""), "{after}");
+    assert_eq!(
+        plan_remove(Editor::JetBrains, Some(&after)).unwrap().after.unwrap(),
+        JETBRAINS_FIXTURE
+    );
+}
+
+#[test]
+fn a_file_setup_created_goes_on_remove() {
+    let agents = agents(Editor::JetBrains, &on_path());
+    let created = plan_setup(Editor::JetBrains, None, &agents).unwrap().after.unwrap();
+    assert!(created.starts_with("{\n  \"agent_servers\": {\n"), "{created}");
+    let removed = plan_remove(Editor::JetBrains, Some(&created)).unwrap();
+    assert_eq!(removed.after, None);
+    // No file, or an empty one: nothing to remove, nothing deleted.
+    assert_eq!(plan_remove(Editor::Zed, None).unwrap().after, None);
+    assert_eq!(plan_remove(Editor::Zed, Some("")).unwrap().after.as_deref(), Some(""));
+}
+
+#[cfg(unix)]
+#[test]
+fn writes_replace_the_file_and_keep_its_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("acp-usage-setup-write-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let file = dir.join("zed").join("settings.json");
+    // A missing directory is created.
+    write_atomically(&file, "{}\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    write_atomically(&file, "{\n}\n").unwrap();
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "{\n}\n");
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    // No temporary file is left behind.
+    assert_eq!(std::fs::read_dir(file.parent().unwrap()).unwrap().count(), 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_layout_remove_cannot_restore_is_said() {
+    // `{` and `}` on lines of their own and nothing between: what setup writes into a missing
+    // file looks the same once its entries are gone, so `--remove` deletes the file.
+    let plan = plan_setup(Editor::Zed, Some("{\n}\n"), &agents(Editor::Zed, &on_path())).unwrap();
+    assert!(plan.warning.is_some());
+    let plan = plan_setup(Editor::Zed, Some("{}\n"), &agents(Editor::Zed, &on_path())).unwrap();
+    assert_eq!(plan.warning, None);
+}
+
+#[test]
+fn own_keys_cover_every_launch() {
+    let keys = own_keys();
+    for key in ["Claude Agent (metered)", "Claude Code (metered)", "Codex (metered)"] {
+        assert!(keys.iter().any(|k| k == key), "{key} in {keys:?}");
+    }
+    assert_eq!(keys.iter().filter(|k| *k == "Codex (metered)").count(), 1);
+}

@@ -1,0 +1,203 @@
+//! `acp-usage setup zed|jetbrains`, the built binary on the fixture settings files of
+//! `tests/fixtures/setup/`, with a PATH that holds stand-in agents and a HOME of its own (so
+//! nothing of the machine's is found or written).
+//!
+//! Guarantees checked: an entry per agent on PATH, each running the agent after `--` through
+//! acp-usage (`acp-usage` when it is on PATH, else npx pinned to this version); every other
+//! byte of the file kept; a second run writes nothing (bytes and modification time unchanged);
+//! `--remove` gives the fixture back byte for byte; `--dry-run` writes nothing; a file that does
+//! not parse is left alone with an error naming its line and column; a missing file is created,
+//! and `--remove` deletes it again.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use acp_usage_tests::relay::{relay_binary, workspace_root};
+use acp_usage_tests::scratch::Scratch;
+
+const AGENTS: [&str; 3] = ["claude-agent-acp", "codex-acp", "opencode"];
+
+fn fixture(name: &str) -> String {
+    let path = workspace_root().join("tests/fixtures/setup").join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// An executable shell script that does nothing.
+fn stand_in(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A scratch HOME and a `bin` directory holding the stand-in agents (and `extra` programs).
+fn lab(label: &str, extra: &[&str]) -> (Scratch, PathBuf) {
+    let scratch = Scratch::new(label).unwrap();
+    let bin = scratch.path("bin");
+    for program in AGENTS.iter().chain(extra) {
+        stand_in(&bin.join(program));
+    }
+    (scratch, bin)
+}
+
+/// `acp-usage setup <args>` with only HOME and PATH set, no terminal.
+fn setup(scratch: &Scratch, bin: &Path, args: &[&str]) -> Output {
+    Command::new(relay_binary().unwrap())
+        .arg("setup")
+        .args(args)
+        .env_clear()
+        .env("HOME", scratch.home())
+        .env("PATH", bin)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn ok(out: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn zed_entries_on_a_commented_settings_file_come_and_go_byte_for_byte() {
+    // acp-usage itself is on PATH: the entries run it by name.
+    let (scratch, bin) = lab("setup-zed", &["acp-usage"]);
+    let original = fixture("zed-settings.json");
+    let file = scratch.path("settings.json");
+    std::fs::write(&file, &original).unwrap();
+    let settings = file.to_str().unwrap();
+
+    // --dry-run shows the change and writes nothing.
+    let shown = ok(&setup(&scratch, &bin, &["zed", "--settings", settings, "--dry-run"]));
+    assert!(shown.contains("+    \"Codex (metered)\": {\n"), "{shown}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), original);
+
+    let report = ok(&setup(&scratch, &bin, &["zed", "--settings", settings, "--yes"]));
+    for key in ["Claude Agent (metered)", "Codex (metered)", "OpenCode (metered)"] {
+        assert!(report.contains(&format!("added      {key}")), "{report}");
+    }
+    let written = std::fs::read_to_string(&file).unwrap();
+    let entry = |key: &str, agent: &str| {
+        format!(
+            "\n    \"{key}\": {{\n      \"type\": \"custom\",\n      \"command\": \"acp-usage\",\n      \
+             \"args\": [\"--\", {agent}]\n    }},"
+        )
+    };
+    let entries = [
+        entry("Claude Agent (metered)", "\"claude-agent-acp\""),
+        entry("Codex (metered)", "\"codex-acp\""),
+        entry("OpenCode (metered)", "\"opencode\", \"acp\""),
+    ]
+    .concat();
+    // The entries, first in the existing `agent_servers`; not one other byte changed.
+    let at = original.find("\"agent_servers\": {").unwrap() + "\"agent_servers\": {".len();
+    assert_eq!(written, format!("{}{entries}{}", &original[..at], &original[at..]));
+
+    // A second run finds nothing to do and does not touch the file.
+    let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let again = ok(&setup(&scratch, &bin, &["zed", "--settings", settings, "--yes"]));
+    assert!(again.contains("nothing to change"), "{again}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), written);
+    assert_eq!(std::fs::metadata(&file).unwrap().modified().unwrap(), modified);
+
+    let removed = ok(&setup(&scratch, &bin, &["zed", "--settings", settings, "--remove", "--yes"]));
+    assert_eq!(removed.matches("removed    ").count(), 3, "{removed}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), original);
+}
+
+#[test]
+fn jetbrains_acp_json_in_home_gets_strict_json_with_absolute_paths() {
+    // No acp-usage on PATH: npx, by its absolute path, runs this version.
+    let (scratch, bin) = lab("setup-jetbrains", &["npx"]);
+    let original = fixture("jetbrains-acp.json");
+    let file = scratch.home().join(".jetbrains/acp.json");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, &original).unwrap();
+
+    ok(&setup(&scratch, &bin, &["jetbrains"]));
+    let written = std::fs::read_to_string(&file).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&written).expect("strict JSON");
+    let servers = value["agent_servers"].as_object().unwrap();
+    let npx = bin.join("npx").display().to_string();
+    let pinned = format!("acp-usage@{}", env!("CARGO_PKG_VERSION"));
+    for (key, agent) in [
+        ("Claude Agent (metered)", vec![bin.join("claude-agent-acp")]),
+        ("Codex (metered)", vec![bin.join("codex-acp")]),
+        ("OpenCode (metered)", vec![bin.join("opencode"), PathBuf::from("acp")]),
+    ] {
+        let mut args = vec!["-y".to_owned(), pinned.clone(), "--".to_owned()];
+        args.extend(agent.iter().map(|p| p.display().to_string()));
+        assert_eq!(servers[key], serde_json::json!({"command": npx, "args": args}), "{key}");
+    }
+    // The hand-written entry is there as it was.
+    let mine = &original
+        [original.find("        \"My Agent\"").unwrap()..original.rfind("\n    }").unwrap()];
+    assert!(written.contains(mine), "{written}");
+
+    let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    ok(&setup(&scratch, &bin, &["jetbrains"]));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), written);
+    assert_eq!(std::fs::metadata(&file).unwrap().modified().unwrap(), modified);
+
+    ok(&setup(&scratch, &bin, &["jetbrains", "--remove"]));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), original);
+}
+
+#[test]
+fn a_missing_file_is_created_and_a_broken_one_left_alone() {
+    let (scratch, bin) = lab("setup-files", &[]);
+    // Zed's default place under the scratch HOME, which does not exist yet.
+    let file = scratch.home().join(".config/zed/settings.json");
+    ok(&setup(&scratch, &bin, &["zed", "--yes"]));
+    let created = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        created.starts_with("{\n  \"agent_servers\": {\n    \"Claude Agent (metered)\""),
+        "{created}"
+    );
+    ok(&setup(&scratch, &bin, &["zed", "--remove", "--yes"]));
+    assert!(!file.exists(), "the file setup created goes with its entries");
+
+    let broken = "{\n  \"theme\": \"One Dark\"\n  \"vim_mode\": true\n}\n";
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, broken).unwrap();
+    let out = setup(&scratch, &bin, &["zed", "--yes"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("{}:2:22: Expected comma", file.display())), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), broken);
+
+    // No agent anywhere: exit 1 and the file untouched.
+    let empty = scratch.path("empty-bin");
+    std::fs::create_dir_all(&empty).unwrap();
+    std::fs::write(&file, "{}\n").unwrap();
+    let out = setup(&scratch, &empty, &["zed"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("No agents found"));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "{}\n");
+}
+
+#[test]
+fn a_linked_settings_file_is_edited_where_it_lives() {
+    // Dotfiles repositories link ~/.config/zed/settings.json to their own copy.
+    let (scratch, bin) = lab("setup-link", &[]);
+    let kept = scratch.path("dotfiles/zed-settings.json");
+    std::fs::create_dir_all(kept.parent().unwrap()).unwrap();
+    std::fs::write(&kept, "{\n  \"vim_mode\": true\n}\n").unwrap();
+    let link = scratch.home().join(".config/zed/settings.json");
+    std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&kept, &link).unwrap();
+
+    ok(&setup(&scratch, &bin, &["zed", "--yes"]));
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert!(std::fs::read_to_string(&kept).unwrap().contains("\"Codex (metered)\""));
+    ok(&setup(&scratch, &bin, &["zed", "--remove", "--yes"]));
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), "{\n  \"vim_mode\": true\n}\n");
+}
