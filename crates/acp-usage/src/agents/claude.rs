@@ -12,13 +12,13 @@ use std::io::{BufRead as _, Read as _};
 use std::path::{Path, PathBuf};
 
 use acp_usage_core::TokenRecord;
-use acp_usage_core::estimate::Family;
 use acp_usage_core::account::Account;
+use acp_usage_core::estimate::Family;
 use acp_usage_core::transcript::claude::ClaudeParser;
 use serde_json::Value;
 
-use super::{Agent, Launch, Package, Untapped};
 use super::acp::{self, AgentUpdate, split_bracket};
+use super::{Agent, Launch, Package, Untapped};
 use crate::sources::tap::point::{ANTHROPIC, Env, Pointing};
 use crate::sources::transcripts::locate::{Found, dirs, files, jsonl_files};
 use crate::sources::transcripts::{Facts, Files, Format, Store, string_at, var_or_home};

@@ -12,13 +12,13 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use acp_usage_core::estimate::Family;
 use acp_usage_core::account::Account;
+use acp_usage_core::estimate::Family;
 use acp_usage_core::transcript::codex::CodexParser;
 use serde_json::{Map, Value};
 
-use super::{Agent, Launch, Package};
 use super::acp::{self, AgentUpdate, split_bracket};
+use super::{Agent, Launch, Package};
 use crate::sources::tap::point::{Alternate, Env, OPENAI, Pointing, Resolved, sanitize};
 use crate::sources::transcripts::locate::{Found, Locator, day_dirs, files, first_line};
 use crate::sources::transcripts::{Files, Format, Store, string_at, var_or_home};

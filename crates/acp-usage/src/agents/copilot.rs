@@ -14,8 +14,8 @@ use acp_usage_core::account::Account;
 use acp_usage_core::transcript::copilot::CopilotParser;
 use serde_json::Value;
 
-use super::{Agent, Launch, Package, Untapped};
 use super::acp::{self, AgentUpdate};
+use super::{Agent, Launch, Package, Untapped};
 use crate::sources::tap::point::{Env, Pointing};
 use crate::sources::transcripts::locate::{Locator, dirs, one_file, only};
 use crate::sources::transcripts::{Files, Format, Store, string_at, var_or_home};

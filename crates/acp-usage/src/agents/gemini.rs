@@ -15,8 +15,8 @@ use acp_usage_core::estimate::Family;
 use acp_usage_core::transcript::gemini::{GeminiParser, session_id_of_first_line};
 use serde_json::Value;
 
-use super::{Agent, Launch, Package};
 use super::acp::split_bracket;
+use super::{Agent, Launch, Package};
 use crate::sources::tap::point::{CODE_ASSIST, Env, GEMINI, Pointing};
 use crate::sources::transcripts::locate::{Found, Locator, dirs, files, first_line, jsonl_files};
 use crate::sources::transcripts::{Facts, Files, Format, Store, var_or_home};

@@ -17,9 +17,9 @@ use std::path::PathBuf;
 use acp_usage_core::account::Account;
 use serde_json::Value;
 
-use super::{Agent, Launch, Package};
 use super::acp::{AgentUpdate, split_bracket};
 use super::opencode;
+use super::{Agent, Launch, Package};
 use crate::sources::tap::point::{ANTHROPIC_V1, Env, OPENAI, Pointing};
 use crate::sources::transcripts::{Format, Store};
 

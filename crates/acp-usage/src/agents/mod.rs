@@ -8,8 +8,8 @@
 //! worker and `import` ask the [`Profile`] of the agent at hand; none of them names an agent.
 //! The CLI's `--profile` and `import --agent` choices come from [`ALL`].
 //!
-//! Adding an agent is its file, one line in [`ALL`], and (for a new transcript format) its
-//! parser in the core.
+//! Adding an agent is its file, its `mod` line and one line in [`ALL`], and (for a new
+//! transcript format) its parser in the core.
 
 pub mod acp;
 
@@ -25,18 +25,30 @@ pub mod installed;
 use crate::sources::tap::point::{Env, Pointing};
 use crate::sources::transcripts::Format;
 
-/// Declares each agent's module and [`ALL`] from one list of `module::Agent` entries.
+// Each agent's file. Declared here rather than by the list's macro, so that `cargo fmt` sees
+// them (it does not follow modules a macro declares).
+mod claude;
+mod cline;
+mod codex;
+mod copilot;
+mod gemini;
+mod generic;
+mod kilo;
+mod opencode;
+mod pi;
+mod qwen;
+mod vibe;
+
+/// Builds [`ALL`] from one list of `module::Agent` entries.
 macro_rules! agents {
     ($($module:ident :: $agent:ident,)*) => {
-        $(mod $module;)*
-
         /// Every agent acp-usage has a profile for, in the order `import` reads them and
         /// detection tries them; the generic profile, for any other agent, is last.
         pub static ALL: &[&dyn Agent] = &[$(&$module::$agent),*];
     };
 }
 
-// The one list: adding an agent is one line here (and its file).
+// The one list: adding an agent is one line here, its `mod` line above, and its file.
 agents! {
     claude::Claude,
     codex::Codex,

@@ -19,8 +19,8 @@ use acp_usage_core::TokenRecord;
 use acp_usage_core::account::{Account, TurnReport};
 use serde_json::Value;
 
-use super::{Agent, Launch, Package};
 use super::acp::{AcpUsage, AgentUpdate, split_bracket};
+use super::{Agent, Launch, Package};
 use crate::sources::tap::point::{ANTHROPIC_V1, Env, OPENAI, Pointing, sanitize};
 use crate::sources::transcripts::{Format, Store};
 

@@ -28,7 +28,8 @@ pub static FORMAT: Format = Format {
     location: |env| {
         let set = |name: &str| env(name).filter(|v| !v.is_empty()).map(PathBuf::from);
         set("PI_CODING_AGENT_SESSION_DIR").or_else(|| {
-            let agent = set("PI_CODING_AGENT_DIR").or_else(|| set("HOME").map(|h| h.join(".pi/agent")));
+            let agent =
+                set("PI_CODING_AGENT_DIR").or_else(|| set("HOME").map(|h| h.join(".pi/agent")));
             agent.map(|dir| dir.join("sessions"))
         })
     },
@@ -201,7 +202,11 @@ mod tests {
             Some(PathBuf::from("/a/sessions"))
         );
         assert_eq!(
-            at(&[("HOME", "/h"), ("PI_CODING_AGENT_DIR", "/a"), ("PI_CODING_AGENT_SESSION_DIR", "/s")]),
+            at(&[
+                ("HOME", "/h"),
+                ("PI_CODING_AGENT_DIR", "/a"),
+                ("PI_CODING_AGENT_SESSION_DIR", "/s")
+            ]),
             Some(PathBuf::from("/s"))
         );
     }
@@ -213,7 +218,10 @@ mod tests {
         assert_eq!(Profile::detect(None, &["/x/.bin/pi-acp".into()]).name(), "pi");
         // A user or directory named `pi` is no sign of pi-acp.
         assert!(Profile::detect_before_start(&["/home/pi/bin/some-agent".into()]).is_generic());
-        assert_eq!(p.resolve_model("anthropic/claude-sonnet-4-5").0.as_deref(), Some("claude-sonnet-4-5"));
+        assert_eq!(
+            p.resolve_model("anthropic/claude-sonnet-4-5").0.as_deref(),
+            Some("claude-sonnet-4-5")
+        );
         assert_eq!(
             p.resolve_model("openrouter/anthropic/claude-sonnet-4.5").0.as_deref(),
             Some("anthropic/claude-sonnet-4.5")

@@ -12,14 +12,14 @@
 use std::path::{Path, PathBuf};
 
 use acp_usage_core::TokenRecord;
-use acp_usage_core::estimate::Family;
 use acp_usage_core::account::{Account, Role};
+use acp_usage_core::estimate::Family;
 use acp_usage_core::transcript::qwen::QwenParser;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Agent, Launch, Package, Untapped};
 use super::acp::{self, AcpUsage, AgentUpdate, split_bracket};
+use super::{Agent, Launch, Package, Untapped};
 use crate::sources::tap::point::{ANTHROPIC, Env, OPENAI, Pointing};
 use crate::sources::transcripts::locate::{Found, Locator, only, sorted_entries};
 use crate::sources::transcripts::{Files, Format, Store, var_or_home};

@@ -25,16 +25,18 @@ use acp_usage_core::TokenRecord;
 use acp_usage_core::account::Account;
 use serde_json::{Value, json};
 
-use super::{Agent, Launch, Package};
 use super::acp::{self, AgentUpdate};
+use super::{Agent, Launch, Package};
 use crate::sources::tap::point::{Env, Pointing, sanitize};
 
 pub struct Vibe;
 
 /// Vibe's model aliases as API ids (its built-in models): the default `mistral-medium-3.5` and
 /// the fast model it titles with against Mistral's API.
-const ALIASES: &[(&str, &str)] =
-    &[("mistral-medium-3.5", "mistral-vibe-cli-latest"), ("mistral-small", "mistral-vibe-cli-fast")];
+const ALIASES: &[(&str, &str)] = &[
+    ("mistral-medium-3.5", "mistral-vibe-cli-latest"),
+    ("mistral-small", "mistral-vibe-cli-fast"),
+];
 
 impl Agent for Vibe {
     fn name(&self) -> &'static str {
@@ -240,7 +242,10 @@ fn point_vibe(p: &mut Pointing, env: &Env) {
         let mut entries = providers.clone();
         for (entry, (_, route, suffix)) in entries.iter_mut().zip(&routed) {
             if let Some(obj) = entry.as_object_mut() {
-                obj.insert("api_base".into(), Value::String(format!("{}{suffix}", base_url(route))));
+                obj.insert(
+                    "api_base".into(),
+                    Value::String(format!("{}{suffix}", base_url(route))),
+                );
             }
         }
         out.env.push(("VIBE_PROVIDERS".to_owned(), Value::Array(entries).to_string()));
@@ -266,7 +271,10 @@ mod tests {
     fn the_configured_model() {
         let no_env = |_: &str| None;
         let no_file = |_: &Path| None;
-        assert_eq!(configured_model(&Env { var: &no_env, read_file: &no_file }), "mistral-medium-3.5");
+        assert_eq!(
+            configured_model(&Env { var: &no_env, read_file: &no_file }),
+            "mistral-medium-3.5"
+        );
         let env = |name: &str| (name == "VIBE_HOME").then(|| "/v".to_owned());
         let read = |path: &Path| {
             (path == Path::new("/v/config.toml")).then(|| {
