@@ -336,7 +336,7 @@ fn editor_eof_mid_turn_ends_an_agent_that_ignores_it_with_its_whole_group() {
     let grace_ms = 500;
     let mut relay = start(&dir, &["--grace-ms", &grace_ms.to_string()], &strs(&agent), "warn");
     let (rx, pids) = start_turn(&mut relay, &dir);
-    let pgid = pids[0];
+    let pgid = group_of(pids[0]);
     let members = group_members(pgid);
     assert!(members.len() >= FAMILY, "the agent's group: {members:?}");
 
@@ -361,7 +361,7 @@ fn editor_eof_mid_turn_an_agent_that_exits_leaves_no_grandchild() {
     let agent = family_agent(&dir, "cat > /dev/null\nexit 3");
     let mut relay = start(&dir, &["--grace-ms", "60000"], &strs(&agent), "warn");
     let (rx, pids) = start_turn(&mut relay, &dir);
-    let pgid = pids[0];
+    let pgid = group_of(pids[0]);
     relay.close();
     // The agent's own status, long before the grace period.
     assert_eq!(relay.exit_code(HUNG), 3);

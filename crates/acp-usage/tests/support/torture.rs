@@ -208,6 +208,11 @@ pub fn gone(pid: i32) -> bool {
 }
 
 /// Live processes (not zombies) whose process group is `pgid`.
+/// The process group `pid` is in (the guard's, when the relay runs its agent under one).
+pub fn group_of(pid: i32) -> i32 {
+    stat(pid).map(|(_, pgrp)| pgrp).unwrap_or(pid)
+}
+
 pub fn group_members(pgid: i32) -> Vec<i32> {
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").expect("reading /proc").flatten() {
