@@ -7,7 +7,9 @@
 //! byte of the file kept; a second run writes nothing (bytes and modification time unchanged);
 //! `--remove` gives the fixture back byte for byte; `--dry-run` writes nothing; a file that does
 //! not parse is left alone with an error naming its line and column; a missing file is created,
-//! and `--remove` deletes it again.
+//! and `--remove` deletes it again. Agents added in Zed from the ACP registry, with no program
+//! on PATH, get entries from Zed's settings and its copy of the registry index: npx ones run
+//! as the index pins them, extracted binaries by their path, each with the `env` Zed gives it.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -200,4 +202,78 @@ fn a_linked_settings_file_is_edited_where_it_lives() {
     assert!(std::fs::read_to_string(&kept).unwrap().contains("\"Codex (metered)\""));
     ok(&setup(&scratch, &bin, &["zed", "--remove", "--yes"]));
     assert_eq!(std::fs::read_to_string(&kept).unwrap(), "{\n  \"vim_mode\": true\n}\n");
+}
+
+#[test]
+fn zed_registry_agents_come_from_zeds_settings_and_index() {
+    let scratch = Scratch::new("setup-zed-registry").unwrap();
+    // No agent and no acp-usage on PATH: the entries run acp-usage through npx.
+    let bin = scratch.path("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let (config, data) = (scratch.path("xdg-config"), scratch.path("xdg-data"));
+    let (settings, zed_data) = if cfg!(target_os = "macos") {
+        let home = scratch.home();
+        (home.join(".config/zed/settings.json"), home.join("Library/Application Support/Zed"))
+    } else {
+        (config.join("zed/settings.json"), data.join("zed"))
+    };
+    let original = fixture("zed-registry-settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(&settings, &original).unwrap();
+    let registry = zed_data.join("external_agents/registry");
+    std::fs::create_dir_all(&registry).unwrap();
+    std::fs::write(registry.join("registry.json"), fixture("zed-registry.json")).unwrap();
+    // The binary Zed extracted for codex-acp's 0.14.0 archive.
+    let codex = registry.join("codex-acp/v_0.14.0_9c1e2d3f4a5b6c7d_1a2b3c4d5e6f7a8b/codex-acp");
+    stand_in(&codex);
+
+    let run = |args: &[&str]| {
+        Command::new(relay_binary().unwrap())
+            .arg("setup")
+            .args(args)
+            .env_clear()
+            .env("HOME", scratch.home())
+            .env("PATH", &bin)
+            .env("XDG_CONFIG_HOME", &config)
+            .env("XDG_DATA_HOME", &data)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let report = ok(&run(&["zed", "--yes"]));
+    assert!(
+        report.contains(
+            "added      Claude Agent (metered): claude-acp added in Zed from the ACP registry (npx)"
+        ),
+        "{report}"
+    );
+    assert!(report.contains("note: goose, added in Zed from the ACP registry, is no agent"));
+
+    let pinned = format!("\"acp-usage@{}\"", env!("CARGO_PKG_VERSION"));
+    let entries = format!(
+        r#"
+    "Claude Agent (metered)": {{
+      "type": "custom",
+      "command": "npx",
+      "args": ["-y", {pinned}, "--", "npx", "-y", "@agentclientprotocol/claude-agent-acp@0.33.1"],
+      "env": {{"CLAUDE_CODE_MAX_OUTPUT_TOKENS": "16000", "DISABLE_AUTOUPDATER": "1"}}
+    }},
+    "Codex (metered)": {{
+      "type": "custom",
+      "command": "npx",
+      "args": ["-y", {pinned}, "--", "{}"]
+    }},"#,
+        codex.display()
+    );
+    let written = std::fs::read_to_string(&settings).unwrap();
+    let at = original.find("\"agent_servers\": {").unwrap() + "\"agent_servers\": {".len();
+    assert_eq!(written, format!("{}{entries}{}", &original[..at], &original[at..]));
+
+    let again = ok(&run(&["zed", "--yes"]));
+    assert!(again.contains("nothing to change"), "{again}");
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), written);
+
+    let removed = ok(&run(&["zed", "--remove", "--yes"]));
+    assert_eq!(removed.matches("removed    ").count(), 2, "{removed}");
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), original);
 }

@@ -4,13 +4,20 @@
 //! them where people and editors put them: the directories of `PATH`, npm's global prefix
 //! (which is often not on the PATH an editor started from the desktop sees), the directory
 //! pipx and `uv tool` install Python entry points into, and the places editors install
-//! registry agents into (given by the caller). It only reads the file system: it never runs
+//! registry agents into (given by the caller). Agents added in Zed from the ACP registry that
+//! leave no program to find (npx ones run out of npm's cache) come from Zed's own records of
+//! them ([`zed_registry`](super::zed_registry)). It only reads the file system: it never runs
 //! an agent, npm or a shell, so it is quick and safe to run anywhere.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use super::zed_registry;
 use super::{Launch, Package, Profile};
+
+/// A way to read an environment variable (the process's, or a test's).
+pub type Vars<'a> = &'a dyn Fn(&str) -> Option<OsString>;
 
 /// Where a program was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +30,9 @@ pub enum Place {
     PythonTools,
     /// A directory an editor installs registry agents into; the editor's name.
     Editor(String),
+    /// An entry of the editor's settings that names an ACP registry agent, started the way
+    /// the registry's index says; the editor's name.
+    EditorRegistry(String),
 }
 
 impl Place {
@@ -33,6 +43,7 @@ impl Place {
             Place::NpmGlobal => "in npm's global prefix".to_owned(),
             Place::PythonTools => "in ~/.local/bin (pipx, uv tool)".to_owned(),
             Place::Editor(editor) => format!("installed by {editor}"),
+            Place::EditorRegistry(editor) => format!("added in {editor} from the ACP registry"),
         }
     }
 }
@@ -44,21 +55,93 @@ pub struct Found {
     pub profile: Profile,
     /// The way it is started.
     pub launch: &'static Launch,
-    /// The executable found.
+    /// The executable found; for a registry agent with no program file of its own (npx, uvx),
+    /// the editor's settings file that names it.
     pub path: PathBuf,
     /// Where it was found.
     pub place: Place,
+    /// How the editor starts it, when it was added from the ACP registry.
+    pub registry: Option<Registered>,
+}
+
+/// An agent an editor added from the ACP registry, as the registry's index starts it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registered {
+    /// Its id in the registry (the key of the editor's entry).
+    pub id: String,
+    /// How the index distributes it.
+    pub distribution: Distribution,
+    /// The whole command.
+    pub argv: Vec<String>,
+    /// What the editor adds to its environment: the index's variables, then the entry's own.
+    pub env: BTreeMap<String, String>,
+}
+
+/// How the ACP registry distributes an agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Distribution {
+    /// An npm package, run by `npx`.
+    Npx,
+    /// An archive per platform, which the editor extracts.
+    Binary,
+    /// A PyPI package, run by `uvx`.
+    Uvx,
+}
+
+impl Distribution {
+    /// The index's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Distribution::Npx => "npx",
+            Distribution::Binary => "binary",
+            Distribution::Uvx => "uvx",
+        }
+    }
+}
+
+/// A registry agent the search could not turn into a command, or a file it could not read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    /// The agent's profile, when it has one.
+    pub profile: Option<Profile>,
+    /// The registry id it is about; `None` when it is about a file as a whole.
+    pub id: Option<String>,
+    /// What and why, for a person.
+    pub message: String,
+    /// The file it is about.
+    pub path: Option<PathBuf>,
+}
+
+/// The agents found, and what could not be made into one.
+#[derive(Debug, Clone, Default)]
+pub struct Findings {
+    /// In the order of the profiles, each one's programs (`PATH` first) before its registry
+    /// entries.
+    pub found: Vec<Found>,
+    /// Registry entries that could not be started from here, and files that could not be
+    /// read.
+    pub notes: Vec<Note>,
 }
 
 impl Found {
-    /// The command that starts it as an ACP server: the bare program name when it is on
-    /// `PATH` (so an upgrade that moves it keeps working), else the full path.
+    /// The command that starts it as an ACP server: the registry's command for an agent an
+    /// editor added from there; else the bare program name when it is on `PATH` (so an
+    /// upgrade that moves it keeps working), else the full path.
     pub fn command(&self) -> Vec<String> {
+        if let Some(registered) = &self.registry {
+            return registered.argv.clone();
+        }
         let program = match self.place {
             Place::Path => self.launch.program.to_owned(),
             _ => self.path.display().to_string(),
         };
         std::iter::once(program).chain(self.launch.args.iter().map(|a| (*a).to_owned())).collect()
+    }
+
+    /// The variables the editor sets for it beyond its own environment (a registry entry's
+    /// `env`): an entry that runs it through acp-usage must set them too.
+    pub fn env(&self) -> BTreeMap<String, String> {
+        self.registry.as_ref().map(|r| r.env.clone()).unwrap_or_default()
     }
 }
 
@@ -75,12 +158,15 @@ pub struct Search {
     /// Directories an editor installs agents into, searched recursively (a few levels) for
     /// the agents' programs: the editor's name and the directory.
     pub editor_dirs: Vec<(String, PathBuf)>,
+    /// Zed's settings and data directory, for the agents added in it from the ACP registry.
+    pub zed: Option<zed_registry::Files>,
 }
 
 impl Search {
     /// The places of this process's environment.
     pub fn from_env() -> Search {
-        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        let vars = |name: &str| std::env::var_os(name);
+        let var = |name: &str| vars(name).filter(|v| !v.is_empty());
         let home = var("HOME").map(PathBuf::from);
         let path = var("PATH");
         let npm_prefix = var("NPM_CONFIG_PREFIX")
@@ -88,23 +174,28 @@ impl Search {
             .map(PathBuf::from)
             .or_else(|| home.as_deref().and_then(npmrc_prefix))
             .or_else(|| node_prefix(path.as_deref()));
-        let editor_dirs = editor_dirs(home.as_deref(), var("XDG_DATA_HOME").map(PathBuf::from));
-        Search { path, home, npm_prefix, editor_dirs }
+        // Zed's `external_agents` holds agents as programs: the registry's binary archives
+        // under `registry/<id>/v_<version>_…/`, and its older built-in agents' npm installs
+        // under `<name>/<version>/node_modules/.bin`. JetBrains does not say where it keeps
+        // its own.
+        let editor_dirs = zed_registry::data_dir(&vars)
+            .map(|d| ("Zed".to_owned(), d.join("external_agents")))
+            .into_iter()
+            .collect();
+        Search { path, home, npm_prefix, editor_dirs, zed: zed_registry::Files::locate(&vars) }
     }
 }
 
-/// Where editors install agents as programs: Zed's `external_agents` (binary archives from
-/// the registry under `registry/<id>/v_<version>_…/`, and the npm installs of its older
-/// built-in agents under `<name>/<version>/node_modules/.bin`). Zed runs the registry's npm
-/// agents through `npm exec`, out of npm's cache, and JetBrains does not say where it keeps
-/// its own: neither leaves a program to find.
-fn editor_dirs(home: Option<&Path>, xdg_data: Option<PathBuf>) -> Vec<(String, PathBuf)> {
-    let data = if cfg!(target_os = "macos") {
-        home.map(|h| h.join("Library").join("Application Support").join("Zed"))
-    } else {
-        xdg_data.or_else(|| home.map(|h| h.join(".local").join("share"))).map(|d| d.join("zed"))
-    };
-    data.map(|d| ("Zed".to_owned(), d.join("external_agents"))).into_iter().collect()
+/// A variable that names a directory: set, and absolute (a relative one is ignored, as the
+/// XDG base directory specification says of its variables).
+pub(crate) fn dir_var(vars: Vars, name: &str) -> Option<PathBuf> {
+    vars(name).filter(|v| !v.is_empty()).map(PathBuf::from).filter(|p| p.is_absolute())
+}
+
+/// The home directory (`USERPROFILE` on Windows when `HOME` is not set).
+pub(crate) fn home(vars: Vars) -> Option<PathBuf> {
+    dir_var(vars, "HOME")
+        .or_else(|| if cfg!(windows) { dir_var(vars, "USERPROFILE") } else { None })
 }
 
 /// The `prefix` set in `~/.npmrc`.
@@ -131,9 +222,10 @@ fn node_prefix(path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
 }
 
 /// Every installed program of every profile, in the order of the profiles, then of the places
-/// (`PATH` first). The same file reached twice (a `PATH` entry that is npm's prefix) is listed
-/// once, under the first place.
-pub fn find(search: &Search) -> Vec<Found> {
+/// (`PATH` first), then the profile's agents added in Zed from the registry. The same file
+/// reached twice (a `PATH` entry that is npm's prefix) is listed once, under the first place;
+/// a binary Zed extracted for a registry entry is listed once, as that entry.
+pub fn find(search: &Search) -> Findings {
     let mut dirs: Vec<(Place, PathBuf)> = Vec::new();
     if let Some(path) = &search.path {
         dirs.extend(std::env::split_paths(path).map(|d| (Place::Path, d)));
@@ -152,9 +244,14 @@ pub fn find(search: &Search) -> Vec<Found> {
         }
     }
 
+    let registry = match &search.zed {
+        Some(files) => zed_registry::scan(files, search.path.as_deref()),
+        None => Findings::default(),
+    };
     let mut found: Vec<Found> = Vec::new();
     let mut seen: Vec<PathBuf> = Vec::new();
     for profile in Profile::all() {
+        let first = found.len();
         for (place, dir) in &dirs {
             for program in unique_programs(profile) {
                 let Some(path) = executable_in(dir, program) else { continue };
@@ -164,11 +261,33 @@ pub fn find(search: &Search) -> Vec<Found> {
                 }
                 seen.push(real.clone());
                 let launch = which_launch(profile, program, &real);
-                found.push(Found { profile, launch, path, place: place.clone() });
+                found.push(Found { profile, launch, path, place: place.clone(), registry: None });
+            }
+        }
+        for entry in registry.found.iter().filter(|f| f.profile == profile) {
+            // What the directory scan found in the entry's own directory (`registry/<id>/`) is
+            // the binary Zed extracted for it: the entry says how Zed starts it.
+            let own_dir = search
+                .zed
+                .as_ref()
+                .zip(entry.registry.as_ref())
+                .map(|(files, r)| files.registry_dir().join(&r.id));
+            let is_its_binary = |f: &Found| {
+                f.profile == profile
+                    && f.registry.is_none()
+                    && matches!(f.place, Place::Editor(_))
+                    && own_dir.as_ref().is_some_and(|d| f.path.starts_with(d))
+            };
+            match found[first..].iter().position(is_its_binary) {
+                Some(i) => {
+                    found[first + i] = entry.clone();
+                    found.retain(|f| !is_its_binary(f));
+                }
+                None => found.push(entry.clone()),
             }
         }
     }
-    found
+    Findings { found, notes: registry.notes }
 }
 
 /// The first program found for each agent (by profile and entry title): what `setup` adds.
@@ -311,8 +430,9 @@ mod tests {
             home: Some(home.clone()),
             npm_prefix: Some(prefix.clone()),
             editor_dirs: vec![("Zed".into(), editor.clone())],
+            zed: None,
         };
-        let found = find(&search);
+        let found = find(&search).found;
         let names: Vec<(&str, &str, Place)> =
             found.iter().map(|f| (f.profile.name(), f.launch.program, f.place.clone())).collect();
         assert_eq!(

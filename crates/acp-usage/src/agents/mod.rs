@@ -21,6 +21,7 @@ use serde_json::Value;
 pub use acp::{AgentUpdate, CostView, UpdateMeta};
 
 pub mod installed;
+pub mod zed_registry;
 
 use crate::sources::tap::point::{Env, Pointing};
 use crate::sources::transcripts::Format;

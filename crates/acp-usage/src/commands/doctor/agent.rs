@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::{Finding, Inputs, Status};
-use crate::agents::installed::{Found, Place, Search};
+use crate::agents::installed::{Found, Note, Place, Search};
 use crate::agents::{self, Profile};
 use crate::sources::tap::point::Env;
 use crate::sources::transcripts::{Format, Store};
@@ -29,7 +29,17 @@ pub(super) fn check(
 fn program(profile: Profile, f: &Found) -> Finding {
     let command = f.command();
     let detected = Profile::detect_before_start(&command);
-    let mut message = format!("{} {} ({})", f.launch.program, f.place.describe(), f.path.display());
+    let mut message = match &f.registry {
+        // No env values: they may hold keys.
+        Some(r) => format!(
+            "{} {} ({}), run as `{}`",
+            r.id,
+            f.place.describe(),
+            r.distribution.name(),
+            command.join(" ")
+        ),
+        None => format!("{} {} ({})", f.launch.program, f.place.describe(), f.path.display()),
+    };
     let status = if detected == profile {
         message.push_str(&format!(": profile {}", profile.name()));
         Status::Ok
@@ -44,7 +54,7 @@ fn program(profile: Profile, f: &Found) -> Finding {
         ));
         Status::Warn
     };
-    if f.place != Place::Path {
+    if f.place != Place::Path && f.registry.is_none() {
         message.push_str("; not on PATH, so the editor must be given its full path");
     }
     Finding::new(Some(profile.name()), "found", status, message).at(&f.path)
@@ -179,6 +189,21 @@ pub(super) fn shown_url(url: &str) -> String {
     }
 }
 
+/// A registry entry that could not be made into a command, or a file that could not be read:
+/// neutral, as the agent (if any) still runs in the editor as it did.
+pub(super) fn note(note: &Note) -> Finding {
+    let finding = Finding::new(
+        note.profile.map(|p| p.name()),
+        "registry",
+        Status::Info,
+        note.message.clone(),
+    );
+    match &note.path {
+        Some(path) => finding.at(path),
+        None => finding,
+    }
+}
+
 /// No agent found: where they were looked for.
 pub(super) fn none_found(search: &Search) -> Finding {
     let mut places = Vec::new();
@@ -197,6 +222,9 @@ pub(super) fn none_found(search: &Search) -> Finding {
     }
     for (editor, dir) in &search.editor_dirs {
         places.push(format!("{editor}'s agents in {}", dir.display()));
+    }
+    if let Some(zed) = &search.zed {
+        places.push(format!("the ACP registry agents added in {}", zed.settings.display()));
     }
     let programs: Vec<&str> = Profile::all()
         .flat_map(|p| p.launches().iter().map(|l| l.program))

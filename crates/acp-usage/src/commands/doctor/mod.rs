@@ -2,7 +2,8 @@
 //! stands in the way.
 //!
 //! For every agent found (`agents::installed`): the program and the profile it gets, where its
-//! transcripts are, whether the tap can point it and what defeats it. Then acp-usage's own
+//! transcripts are, whether the tap can point it and what defeats it; then what kept an agent
+//! added in Zed from the ACP registry from being found (`registry`). Then acp-usage's own
 //! parts: the config file, the ledger, the OTLP collector, the catalog's age. One finding per
 //! line, each with a status: `ok`, `info` (neutral: not configured, not applicable), `warn`
 //! (works, with less than it could), `FAIL` (will not work as the user expects). Exit 1 when
@@ -27,7 +28,7 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use crate::agents::Profile;
-use crate::agents::installed::{self, Found, Search};
+use crate::agents::installed::{self, Found, Note, Search};
 
 /// What `doctor` was asked for.
 #[derive(Debug, Clone, Default)]
@@ -73,8 +74,8 @@ impl Status {
 pub struct Finding {
     /// The agent's profile name; `None` for acp-usage's own parts.
     pub agent: Option<&'static str>,
-    /// What was checked: `found`, `transcripts`, `tap`, `agents`, `config`, `ledger`, `otlp`,
-    /// `catalog`.
+    /// What was checked: `found`, `transcripts`, `tap`, `registry`, `agents`, `config`,
+    /// `ledger`, `otlp`, `catalog`.
     pub check: &'static str,
     pub status: Status,
     /// What and where, for a person.
@@ -108,6 +109,9 @@ pub struct Inputs<'a> {
     pub read_file: &'a dyn Fn(&Path) -> Option<String>,
     /// The agents' programs found.
     pub found: Vec<Found>,
+    /// What the search could not make into an agent (a registry entry it cannot start, a file
+    /// it cannot read).
+    pub notes: Vec<Note>,
     /// Where they were looked for (said when none is found).
     pub search: Search,
     /// `--config`.
@@ -126,6 +130,7 @@ impl std::fmt::Debug for Inputs<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Inputs")
             .field("found", &self.found)
+            .field("notes", &self.notes)
             .field("search", &self.search)
             .field("config", &self.config)
             .field("catalog", &self.catalog)
@@ -170,6 +175,7 @@ pub fn gather(inputs: &Inputs) -> Report {
         agents.push(profile.name());
         agent::check(profile, &found, inputs, tap_on, &mut findings);
     }
+    findings.extend(inputs.notes.iter().map(agent::note));
     if agents.is_empty() {
         findings.push(agent::none_found(&inputs.search));
     }
@@ -187,10 +193,12 @@ pub fn run(opts: &Options) -> anyhow::Result<ExitCode> {
     let env = |name: &str| std::env::var(name).ok();
     let read_file = |path: &Path| std::fs::read_to_string(path).ok();
     let search = Search::from_env();
+    let findings = installed::find(&search);
     let inputs = Inputs {
         env: &env,
         read_file: &read_file,
-        found: installed::find(&search),
+        found: findings.found,
+        notes: findings.notes,
         search,
         config: opts.config.clone(),
         catalog: opts.catalog.clone(),

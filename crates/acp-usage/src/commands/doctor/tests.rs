@@ -7,13 +7,14 @@ use std::time::{Duration, SystemTime};
 use serde_json::Value;
 
 use super::*;
-use crate::agents::installed::Place;
+use crate::agents::installed::{Distribution, Place, Registered};
 
 /// A scratch machine: `home/`, `config/`, `data/` under one directory, removed on drop.
 struct Machine {
     root: PathBuf,
     vars: Vec<(String, String)>,
     found: Vec<Found>,
+    notes: Vec<Note>,
     tap: bool,
     now: SystemTime,
 }
@@ -29,7 +30,8 @@ impl Machine {
             ("XDG_CONFIG_HOME".to_owned(), root.join("config").display().to_string()),
             ("XDG_DATA_HOME".to_owned(), root.join("data").display().to_string()),
         ];
-        Machine { root, vars, found: Vec::new(), tap: false, now: SystemTime::now() }
+        let (found, notes) = (Vec::new(), Vec::new());
+        Machine { root, vars, found, notes, tap: false, now: SystemTime::now() }
     }
 
     fn home(&self) -> PathBuf {
@@ -54,7 +56,7 @@ impl Machine {
         let profile = Profile::named(name).unwrap();
         let launch = &profile.launches()[0];
         let path = self.root.join("bin").join(launch.program);
-        self.found.push(Found { profile, launch, path, place: Place::Path });
+        self.found.push(Found { profile, launch, path, place: Place::Path, registry: None });
         self
     }
 
@@ -70,11 +72,13 @@ impl Machine {
             env: &env,
             read_file: &read_file,
             found: self.found.clone(),
+            notes: self.notes.clone(),
             search: Search {
                 path: Some(self.root.join("bin").into()),
                 home: Some(self.home()),
                 npm_prefix: None,
                 editor_dirs: vec![("Zed".into(), self.root.join("zed"))],
+                zed: None,
             },
             config: None,
             catalog: None,
@@ -423,4 +427,48 @@ fn urls_are_shown_without_secrets() {
     assert_eq!(agent::shown_url("nonsense"), "(not a URL)");
     assert_eq!(own::size(512), "512 B");
     assert_eq!(own::size(3 * 1024 * 1024 / 2), "1.5 MiB");
+}
+
+#[test]
+fn a_zed_registry_agent_is_found_by_its_command_and_a_note_is_info() {
+    let mut m = Machine::new("registry");
+    let settings = m.write("config/zed/settings.json", "{}");
+    let claude = Profile::named("claude").unwrap();
+    m.found.push(Found {
+        profile: claude,
+        launch: &claude.launches()[0],
+        path: settings.clone(),
+        place: Place::EditorRegistry("Zed".into()),
+        registry: Some(Registered {
+            id: "claude-acp".into(),
+            distribution: Distribution::Npx,
+            argv: ["npx", "-y", "@agentclientprotocol/claude-agent-acp@0.33.1"]
+                .map(String::from)
+                .to_vec(),
+            env: [("ANTHROPIC_API_KEY".to_owned(), "sk-ant-secret".to_owned())].into(),
+        }),
+    });
+    let codex = Profile::named("codex").unwrap();
+    m.notes.push(Note {
+        profile: Some(codex),
+        id: Some("codex-acp".into()),
+        message: "codex-acp, added in Zed from the ACP registry: not downloaded yet".into(),
+        path: Some(m.root.join("registry.json")),
+    });
+    let report = m.report();
+    assert_eq!(report.agents, ["claude"]);
+    let found = one(&report, Some("claude"), "found");
+    assert_eq!(found.status, Status::Ok);
+    assert_eq!(
+        found.message,
+        "claude-acp added in Zed from the ACP registry (npx), run as \
+         `npx -y @agentclientprotocol/claude-agent-acp@0.33.1`: profile claude"
+    );
+    assert_eq!(found.path.as_deref(), Some(settings.as_path()));
+    let note = one(&report, Some("codex"), "registry");
+    assert_eq!(note.status, Status::Info);
+    assert_eq!(note.path, Some(m.root.join("registry.json")));
+    // The variables Zed gives the agent may hold keys: never shown.
+    assert!(!render::text(&report).contains("sk-ant-secret"));
+    assert!(!render::json(&report).contains("sk-ant-secret"));
 }

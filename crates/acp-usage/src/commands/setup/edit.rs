@@ -8,6 +8,7 @@
 //! the object's `{` (and a comment on that line), each on a line of its own, with a comma after
 //! it when a property follows; taking one out takes its line break, indentation, text and comma.
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 use jsonc_parser::ast::{Object, ObjectProp, Value};
@@ -38,6 +39,9 @@ pub struct Wanted {
     pub command: String,
     /// Its arguments: ending with `--` and the agent's command.
     pub args: Vec<String>,
+    /// The variables the editor gives the agent besides its own environment (a registry
+    /// entry's); written as `env` only when there are any.
+    pub env: BTreeMap<String, String>,
     /// The agent's program name, to recognise an entry the user wrote that already runs it
     /// through acp-usage.
     pub program: String,
@@ -48,7 +52,8 @@ pub struct Wanted {
 pub enum Outcome {
     /// Not there: added.
     Added,
-    /// There with another command: its `command` and `args` replaced.
+    /// There with another command: its `command` and `args` replaced (and its `env`, when
+    /// setup has one for it).
     Updated,
     /// There as wanted.
     Unchanged,
@@ -453,19 +458,43 @@ impl<'t> Doc<'t> {
             }
             let Value::Object(entry) = &prop.value else { return Outcome::Taken };
             let command = entry.get("command").map(|p| &p.value);
-            let args = entry.get("args").map(|p| &p.value);
-            let (Some(command), Some(args)) = (command, args) else { return Outcome::Taken };
+            let args_prop = entry.get("args");
+            let (Some(command), Some(args_prop)) = (command, args_prop) else {
+                return Outcome::Taken;
+            };
+            let args = &args_prop.value;
             let same_args = match args {
                 Value::Array(a) => {
                     a.elements.iter().map(string).eq(w.args.iter().map(|s| Some(s.as_str())))
                 }
                 _ => false,
             };
-            if string(command) == Some(w.command.as_str()) && same_args {
+            // Setup has a say in `env` only when it has variables to give: an `env` the user
+            // added to an entry of setup's for an agent with none stays.
+            let env = entry.get("env");
+            let same_env = w.env.is_empty() || env.is_some_and(|p| same_strings(&p.value, &w.env));
+            if string(command) == Some(w.command.as_str()) && same_args && same_env {
                 return Outcome::Unchanged;
             }
             splices.push((command.range().start..command.range().end, json_string(&w.command)));
             splices.push((args.range().start..args.range().end, json_array(&w.args)));
+            if !same_env {
+                match env {
+                    Some(p) => splices
+                        .push((p.value.range().start..p.value.range().end, json_object(&w.env))),
+                    None => {
+                        // Right after `args`, on a line of its own when `args` has one.
+                        let at = args.range().end;
+                        let start = args_prop.range.start;
+                        let sep = if self.starts_line(start) {
+                            format!(",{}{}", self.newline(), self.line_indent(start))
+                        } else {
+                            ", ".to_owned()
+                        };
+                        splices.push((at..at, format!("{sep}\"env\": {}", json_object(&w.env))));
+                    }
+                }
+            }
             return Outcome::Updated;
         }
         let covering = servers.properties.iter().find(|p| {
@@ -576,12 +605,33 @@ fn entry_text(w: &Wanted, dialect: Dialect, ind: &str, unit: &str, nl: &str) -> 
     }
     members.push(format!("\"command\": {}", json_string(&w.command)));
     members.push(format!("\"args\": {}", json_array(&w.args)));
+    if !w.env.is_empty() {
+        members.push(format!("\"env\": {}", json_object(&w.env)));
+    }
     let members: Vec<String> = members.into_iter().map(|m| format!("{ind}{unit}{m}")).collect();
     format!("{}: {{{nl}{}{nl}{ind}}}", json_string(&w.key), members.join(&format!(",{nl}")))
 }
 
 fn json_string(s: &str) -> String {
     serde_json::Value::from(s).to_string()
+}
+
+/// An object of strings on one line, `{"KEY": "value"}`.
+fn json_object(items: &BTreeMap<String, String>) -> String {
+    let items: Vec<String> =
+        items.iter().map(|(k, v)| format!("{}: {}", json_string(k), json_string(v))).collect();
+    format!("{{{}}}", items.join(", "))
+}
+
+/// Whether `value` is an object of exactly the strings `items`.
+fn same_strings(value: &Value, items: &BTreeMap<String, String>) -> bool {
+    let Value::Object(o) = value else { return false };
+    let mut got = BTreeMap::new();
+    for p in &o.properties {
+        let Some(s) = string(&p.value) else { return false };
+        got.insert(p.name.as_str().to_owned(), s.to_owned());
+    }
+    o.properties.len() == items.len() && got == *items
 }
 
 /// An array of strings on one line, `["--", "codex-acp"]`.

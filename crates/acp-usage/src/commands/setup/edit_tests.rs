@@ -11,6 +11,7 @@ fn want(key: &str, program: &str) -> Wanted {
         key: key.to_owned(),
         command: "acp-usage".to_owned(),
         args: vec!["--".to_owned(), program.to_owned()],
+        env: Default::default(),
         program: program.to_owned(),
     }
 }
@@ -287,4 +288,50 @@ fn strict_entries_have_no_type() {
         serde_json::json!({"agent_servers": {"Claude Agent (metered)": {
             "command": "acp-usage", "args": ["--", "claude-agent-acp"]}}})
     );
+}
+
+#[test]
+fn a_registry_agents_env_is_written_kept_and_updated() {
+    let mut wanted = two();
+    wanted[0].args = ["--", "npx", "-y", "@agentclientprotocol/claude-agent-acp@0.33.1"]
+        .map(String::from)
+        .to_vec();
+    wanted[0].env = [("B".to_owned(), "2".to_owned()), ("A".to_owned(), "1".to_owned())].into();
+    let original = "{\n  \"agent_servers\": {}\n}\n";
+    let text = round_trip(ZED, original, &wanted);
+    // Only the entry with variables gets `env`, after its args, keys in order.
+    assert!(
+        text.contains(concat!(
+            "\"args\": [\"--\", \"npx\", \"-y\", \"@agentclientprotocol/claude-agent-acp@0.33.1\"],\n",
+            "      \"env\": {\"A\": \"1\", \"B\": \"2\"}\n    },"
+        )),
+        "{text}"
+    );
+    assert_eq!(text.matches("\"env\"").count(), 1, "{text}");
+
+    // The user changed the variable in Zed's registry entry: the metered entry follows.
+    let mut changed = wanted.clone();
+    changed[0].env.insert("A".into(), "3".into());
+    let done = setup(Some(&text), ZED, &changed, &own()).unwrap();
+    assert_eq!(done.outcomes, vec![Outcome::Updated, Outcome::Unchanged]);
+    assert_eq!(
+        done.text,
+        text.replace("{\"A\": \"1\", \"B\": \"2\"}", "{\"A\": \"3\", \"B\": \"2\"}")
+    );
+
+    // An entry of setup's from before, without `env`, gets it after its args.
+    let plain = setup(Some(original), ZED, &two(), &own()).unwrap().text;
+    let done = setup(Some(&plain), ZED, &wanted, &own()).unwrap();
+    assert_eq!(done.outcomes, vec![Outcome::Updated, Outcome::Unchanged]);
+    assert_eq!(done.text, text);
+    assert_eq!(remove(&done.text, ZED, &own()).unwrap().text, original);
+
+    // No variables to give: an `env` the user put in setup's entry stays.
+    let theirs = plain.replace(
+        "\"args\": [\"--\", \"claude-agent-acp\"]",
+        "\"args\": [\"--\", \"claude-agent-acp\"], \"env\": {\"MINE\": \"x\"}",
+    );
+    let again = setup(Some(&theirs), ZED, &two(), &own()).unwrap();
+    assert_eq!(again.outcomes, vec![Outcome::Unchanged, Outcome::Unchanged]);
+    assert_eq!(again.text, theirs);
 }

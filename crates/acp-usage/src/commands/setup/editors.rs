@@ -11,11 +11,13 @@
 //! `type`; its documentation asks for absolute paths, as the IDE may not see the shell's `PATH`,
 //! so setup writes absolute paths there.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use super::edit::{Dialect, Wanted};
-use crate::agents::installed::{self, Found};
+pub use crate::agents::installed::Vars as Env;
+use crate::agents::installed::{self, Found, home};
+use crate::agents::zed_registry;
 
 /// An editor `setup` writes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,9 +27,6 @@ pub enum Editor {
     /// JetBrains IDEs' `acp.json` (AI Assistant, Air).
     JetBrains,
 }
-
-/// A way to read an environment variable (the process's, or a test's).
-pub type Env<'a> = &'a dyn Fn(&str) -> Option<OsString>;
 
 impl Editor {
     /// Its name for people.
@@ -50,10 +49,9 @@ impl Editor {
 
     /// Its agent settings file.
     pub fn settings_file(self, env: Env) -> Option<PathBuf> {
-        let home = home(env);
         match self {
-            Editor::Zed => zed_config_dir(env, home).map(|d| d.join("settings.json")),
-            Editor::JetBrains => Some(home?.join(".jetbrains").join("acp.json")),
+            Editor::Zed => zed_registry::settings_file(env),
+            Editor::JetBrains => Some(home(env)?.join(".jetbrains").join("acp.json")),
         }
     }
 
@@ -62,7 +60,7 @@ impl Editor {
         match self {
             // Registry agents that ship a binary, and the agents older releases installed.
             // npx agents run from npm's cache, which is no place to point an entry at.
-            Editor::Zed => zed_data_dir(env, home(env))
+            Editor::Zed => zed_registry::data_dir(env)
                 .map(|d| vec![(self.name().to_owned(), d.join("external_agents"))])
                 .unwrap_or_default(),
             // Where the IDEs keep the registry agents they install is not documented.
@@ -70,10 +68,23 @@ impl Editor {
         }
     }
 
+    /// Its record of the agents added from the ACP registry, when it keeps one: Zed's settings
+    /// (`settings`, the file setup edits) and its copy of the registry's index. JetBrains keeps
+    /// its registry agents out of `acp.json`, and where it does keep them is not documented.
+    pub fn registry_files(self, env: Env, settings: &Path) -> Option<zed_registry::Files> {
+        match self {
+            Editor::Zed => Some(zed_registry::Files {
+                settings: settings.to_path_buf(),
+                data: zed_registry::data_dir(env)?,
+            }),
+            Editor::JetBrains => None,
+        }
+    }
+
     /// The entry for `found`, started through `launcher`.
     pub fn wanted(self, found: &Found, launcher: &Launcher) -> Wanted {
         let mut agent = found.command();
-        if self == Editor::JetBrains {
+        if self == Editor::JetBrains && found.registry.is_none() {
             agent[0] = found.path.display().to_string();
         }
         let mut args = launcher.args.clone();
@@ -83,6 +94,7 @@ impl Editor {
             key: entry_key(found.launch.title),
             command: launcher.command.clone(),
             args,
+            env: found.env(),
             program: found.launch.program.to_owned(),
         }
     }
@@ -141,49 +153,13 @@ fn is_npm_scratch(dir: &Path) -> bool {
         || names.windows(2).any(|w| w[0] == "node_modules" && w[1] == ".bin")
 }
 
-fn var(env: Env, name: &str) -> Option<PathBuf> {
-    env(name).filter(|v| !v.is_empty()).map(PathBuf::from).filter(|p| p.is_absolute())
-}
-
-fn home(env: Env) -> Option<PathBuf> {
-    var(env, "HOME").or_else(|| if cfg!(windows) { var(env, "USERPROFILE") } else { None })
-}
-
-/// Zed's config directory: `~/.config/zed` on macOS, `%APPDATA%\Zed` on Windows, else
-/// `$FLATPAK_XDG_CONFIG_HOME/zed`, `$XDG_CONFIG_HOME/zed` or `~/.config/zed`.
-fn zed_config_dir(env: Env, home: Option<PathBuf>) -> Option<PathBuf> {
-    if cfg!(target_os = "macos") {
-        Some(home?.join(".config").join("zed"))
-    } else if cfg!(windows) {
-        Some(var(env, "APPDATA")?.join("Zed"))
-    } else {
-        let base = var(env, "FLATPAK_XDG_CONFIG_HOME")
-            .or_else(|| var(env, "XDG_CONFIG_HOME"))
-            .or_else(|| Some(home?.join(".config")))?;
-        Some(base.join("zed"))
-    }
-}
-
-/// Zed's data directory: `~/Library/Application Support/Zed` on macOS, `%LOCALAPPDATA%\Zed` on
-/// Windows, else `$FLATPAK_XDG_DATA_HOME/zed`, `$XDG_DATA_HOME/zed` or `~/.local/share/zed`.
-fn zed_data_dir(env: Env, home: Option<PathBuf>) -> Option<PathBuf> {
-    if cfg!(target_os = "macos") {
-        Some(home?.join("Library").join("Application Support").join("Zed"))
-    } else if cfg!(windows) {
-        Some(var(env, "LOCALAPPDATA")?.join("Zed"))
-    } else {
-        let base = var(env, "FLATPAK_XDG_DATA_HOME")
-            .or_else(|| var(env, "XDG_DATA_HOME"))
-            .or_else(|| Some(home?.join(".local").join("share")))?;
-        Some(base.join("zed"))
-    }
-}
-
 #[cfg(all(test, unix))]
 mod tests {
+    use std::ffi::OsString;
+
     use super::*;
     use crate::agents::Profile;
-    use crate::agents::installed::Place;
+    use crate::agents::installed::{Distribution, Place, Registered};
 
     fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<OsString> {
         move |name| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| OsString::from(v))
@@ -260,6 +236,7 @@ mod tests {
             launch: &opencode.launches()[0],
             path: PathBuf::from("/usr/local/bin/opencode"),
             place: Place::Path,
+            registry: None,
         };
         let launcher = Launcher { command: "acp-usage".into(), args: vec![] };
         let zed = Editor::Zed.wanted(&found, &launcher);
@@ -268,5 +245,35 @@ mod tests {
         let jetbrains = Editor::JetBrains.wanted(&found, &launcher);
         assert_eq!(jetbrains.args, ["--", "/usr/local/bin/opencode", "acp"]);
         assert_eq!(jetbrains.program, "opencode");
+        assert!(zed.env.is_empty());
+    }
+
+    #[test]
+    fn a_registry_entry_runs_its_command_with_its_env() {
+        let claude = Profile::named("claude").unwrap();
+        let env: std::collections::BTreeMap<String, String> =
+            [("DISABLE_AUTOUPDATER".to_owned(), "1".to_owned())].into();
+        let found = Found {
+            profile: claude,
+            launch: &claude.launches()[0],
+            path: PathBuf::from("/home/u/.config/zed/settings.json"),
+            place: Place::EditorRegistry("Zed".into()),
+            registry: Some(Registered {
+                id: "claude-acp".into(),
+                distribution: Distribution::Npx,
+                argv: ["npx", "-y", "@agentclientprotocol/claude-agent-acp@0.33.1"]
+                    .map(String::from)
+                    .to_vec(),
+                env: env.clone(),
+            }),
+        };
+        let launcher = Launcher { command: "acp-usage".into(), args: vec![] };
+        let zed = Editor::Zed.wanted(&found, &launcher);
+        assert_eq!(zed.key, "Claude Agent (metered)");
+        assert_eq!(zed.args, ["--", "npx", "-y", "@agentclientprotocol/claude-agent-acp@0.33.1"]);
+        assert_eq!(zed.env, env);
+        // The settings file is where it was found, not a program to run.
+        let jetbrains = Editor::JetBrains.wanted(&found, &launcher);
+        assert_eq!(jetbrains.args[1], "npx");
     }
 }

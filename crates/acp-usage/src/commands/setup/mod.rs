@@ -52,9 +52,15 @@ impl Agent {
     /// The entry `editor` gets for `found`, started through `launcher`.
     pub fn new(editor: Editor, found: &Found, launcher: &Launcher) -> Agent {
         let program = found.launch.program;
-        let found_at = match found.place {
-            Place::Path => format!("{program} {}", found.place.describe()),
-            _ => format!("{} {}", found.path.display(), found.place.describe()),
+        let found_at = match (&found.place, &found.registry) {
+            (place, Some(registered)) => format!(
+                "{} {} ({})",
+                registered.id,
+                place.describe(),
+                registered.distribution.name()
+            ),
+            (Place::Path, None) => format!("{program} {}", found.place.describe()),
+            (place, None) => format!("{} {}", found.path.display(), place.describe()),
         };
         Agent { wanted: editor.wanted(found, launcher), found: found_at }
     }
@@ -161,7 +167,14 @@ pub fn run(opts: &Options) -> anyhow::Result<ExitCode> {
     } else {
         let mut search = Search::from_env();
         search.editor_dirs = editor.agent_dirs(&env);
-        let found = installed::one_per_agent(&installed::find(&search));
+        // The registry agents the file being edited names (`--settings` included).
+        search.zed = editor.registry_files(&env, &file);
+        let findings = installed::find(&search);
+        // What the registry entries lacked; a file's absence is nothing to report here.
+        for note in findings.notes.iter().filter(|n| n.id.is_some()) {
+            writeln!(out, "note: {}", note.message)?;
+        }
+        let found = installed::one_per_agent(&findings.found);
         if found.is_empty() {
             no_agents(&mut out, &search)?;
             return Ok(ExitCode::from(1));
@@ -256,6 +269,9 @@ fn no_agents(out: &mut impl Write, search: &Search) -> io::Result<()> {
         places.push(home.join(".local").join("bin").display().to_string());
     }
     places.extend(search.editor_dirs.iter().map(|(_, d)| d.display().to_string()));
+    if let Some(zed) = &search.zed {
+        places.push(format!("the ACP registry agents added in {}", zed.settings.display()));
+    }
     writeln!(out, "No agents found; nothing changed.")?;
     writeln!(out, "Looked for {} in {}.", programs.join(", "), places.join(", "))?;
     writeln!(

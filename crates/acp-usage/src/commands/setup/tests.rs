@@ -8,13 +8,16 @@ use super::*;
 const ZED_FIXTURE: &str = include_str!("../../../../../tests/fixtures/setup/zed-settings.json");
 const JETBRAINS_FIXTURE: &str =
     include_str!("../../../../../tests/fixtures/setup/jetbrains-acp.json");
+const ZED_REGISTRY_FIXTURE: &str =
+    include_str!("../../../../../tests/fixtures/setup/zed-registry-settings.json");
 
 /// Claude's adapter and Codex on PATH, opencode in npm's prefix.
 fn found() -> Vec<Found> {
     let at = |profile: &str, dir: &str, place: Place| {
         let profile = Profile::named(profile).unwrap();
         let launch = &profile.launches()[0];
-        Found { profile, launch, path: PathBuf::from(dir).join(launch.program), place }
+        let path = PathBuf::from(dir).join(launch.program);
+        Found { profile, launch, path, place, registry: None }
     };
     vec![
         at("claude", "/usr/local/bin", Place::Path),
@@ -147,4 +150,46 @@ fn own_keys_cover_every_launch() {
         assert!(keys.iter().any(|k| k == key), "{key} in {keys:?}");
     }
     assert_eq!(keys.iter().filter(|k| *k == "Codex (metered)").count(), 1);
+}
+
+#[test]
+fn a_zed_registry_agent_gets_its_command_and_env_and_comes_out_again() {
+    use crate::agents::installed::{Distribution, Registered};
+    let claude = Profile::named("claude").unwrap();
+    let found = Found {
+        profile: claude,
+        launch: &claude.launches()[0],
+        path: PathBuf::from("/home/u/.config/zed/settings.json"),
+        place: Place::EditorRegistry("Zed".into()),
+        registry: Some(Registered {
+            id: "claude-acp".into(),
+            distribution: Distribution::Npx,
+            argv: ["npx", "-y", "@agentclientprotocol/claude-agent-acp@0.33.1"]
+                .map(String::from)
+                .to_vec(),
+            env: [("DISABLE_AUTOUPDATER".to_owned(), "1".to_owned())].into(),
+        }),
+    };
+    let agents = [Agent::new(Editor::Zed, &found, &on_path())];
+    let plan = plan_setup(Editor::Zed, Some(ZED_REGISTRY_FIXTURE), &agents).unwrap();
+    assert_eq!(
+        plan.report,
+        ["added      Claude Agent (metered): claude-acp added in Zed from the ACP registry (npx)"]
+    );
+    let after = plan.after.unwrap();
+    let entry = r#"
+    "Claude Agent (metered)": {
+      "type": "custom",
+      "command": "acp-usage",
+      "args": ["--", "npx", "-y", "@agentclientprotocol/claude-agent-acp@0.33.1"],
+      "env": {"DISABLE_AUTOUPDATER": "1"}
+    },"#;
+    let at =
+        ZED_REGISTRY_FIXTURE.find("\"agent_servers\": {").unwrap() + "\"agent_servers\": {".len();
+    assert_eq!(
+        after,
+        format!("{}{entry}{}", &ZED_REGISTRY_FIXTURE[..at], &ZED_REGISTRY_FIXTURE[at..])
+    );
+    let removed = plan_remove(Editor::Zed, Some(&after)).unwrap();
+    assert_eq!(removed.after.as_deref(), Some(ZED_REGISTRY_FIXTURE));
 }
