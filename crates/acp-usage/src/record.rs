@@ -644,6 +644,7 @@ mod tests {
         }
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_writer_that_falls_behind_drops_and_counts_and_one_that_fails_stops() {
         use std::os::fd::FromRawFd;

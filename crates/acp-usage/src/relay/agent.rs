@@ -4,6 +4,10 @@
 //! binary), so killing only the direct child would leave the real agent running. The child gets
 //! its own process group; signals and the final kill go to the whole group. Where it can, the
 //! group's leader is a guard ([`super::guard`]) that ends the group if acp-usage itself dies.
+//!
+//! Windows has no process groups to signal: the agent is put in a job object that kills
+//! everything in it when its last handle closes (acp-usage's, however acp-usage ends: the
+//! guard's work, done by the kernel), and ending the group is terminating the job.
 
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -14,10 +18,25 @@ use tokio::process::{ChildStdin, ChildStdout, Command};
 /// A running agent: its process group, and its exit status once it has exited.
 #[derive(Debug)]
 pub struct Agent {
-    /// Its process group id (= its pid).
+    /// Its process group id (= its pid); on Windows its pid.
     pub pgid: i32,
     /// Resolves when the direct child exits; a task owns the child and waits for it.
     pub exited: tokio::sync::oneshot::Receiver<std::io::Result<ExitStatus>>,
+    /// The job object the agent's tree runs in; dropping it ends the tree.
+    #[cfg(windows)]
+    job: job::Job,
+}
+
+/// What is sent to the agent's group: the signal on Unix; on Windows see
+/// [`Agent::signal_group`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// SIGINT.
+    Interrupt,
+    /// SIGTERM.
+    Terminate,
+    /// SIGKILL.
+    Kill,
 }
 
 /// The agent's pipes, taken out of the child for the relay tasks.
@@ -45,8 +64,7 @@ pub fn spawn_with(
         // The guard starts the agent itself, so a missing program must be found missing here
         // to keep the error the same.
         if find_program(program).is_none() {
-            return Err(std::io::Error::from_raw_os_error(libc::ENOENT))
-                .with_context(|| format!("cannot start the agent `{program}`"));
+            return Err(not_found()).with_context(|| format!("cannot start the agent `{program}`"));
         }
         let wrapped = super::guard::wrap(argv).context("cannot find acp-usage's own executable")?;
         let mut cmd = Command::new(&wrapped[0]);
@@ -61,11 +79,23 @@ pub fn spawn_with(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
-        .process_group(0)
         // A guard is never killed on its own: it ends with the agent, or ends the agent's
         // tree when this process goes. Without one, the direct child at least goes.
         .kill_on_drop(!guard);
+    #[cfg(unix)]
+    cmd.process_group(0);
+    // Made before the spawn, so a failure starts nothing.
+    #[cfg(windows)]
+    let job = job::Job::new().context("cannot make a job object for the agent")?;
     let mut child = cmd.spawn().with_context(|| format!("cannot start the agent `{program}`"))?;
+    // The agent runs for a moment before it is in the job; a child it starts in that moment
+    // (before a node wrapper has even loaded) would be outside. Without the job nothing would
+    // end the agent's tree, so the agent does not run without it.
+    #[cfg(windows)]
+    if let Err(err) = child.raw_handle().map_or(Ok(()), |h| job.assign(h)) {
+        let _ = child.start_kill();
+        return Err(err).context("cannot put the agent in its job object");
+    }
     let pgid = child.id().context("the agent exited at once")? as i32;
     let stdin = child.stdin.take().context("agent stdin")?;
     let stdout = child.stdout.take().context("agent stdout")?;
@@ -73,16 +103,34 @@ pub fn spawn_with(
     tokio::spawn(async move {
         let _ = tx.send(child.wait().await);
     });
-    Ok((Agent { pgid, exited }, Pipes { stdin, stdout }))
+    Ok((
+        Agent {
+            pgid,
+            exited,
+            #[cfg(windows)]
+            job,
+        },
+        Pipes { stdin, stdout },
+    ))
+}
+
+/// The error a spawn of a missing program gives.
+#[cfg(unix)]
+fn not_found() -> std::io::Error {
+    std::io::Error::from_raw_os_error(libc::ENOENT)
+}
+
+/// The error a spawn of a missing program gives (only the guard, Linux-only, asks for it).
+#[cfg(not(unix))]
+fn not_found() -> std::io::Error {
+    std::io::ErrorKind::NotFound.into()
 }
 
 /// Where `program` would be started from: itself when it names a path, else the first
 /// executable of that name on `PATH`.
 fn find_program(program: &str) -> Option<std::path::PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let runnable = |p: &std::path::Path| {
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
+    let runnable =
+        |p: &std::path::Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && executable(&m));
     if program.contains('/') {
         // The guard reports why an existing file does not start.
         let p = std::path::PathBuf::from(program);
@@ -92,9 +140,28 @@ fn find_program(program: &str) -> Option<std::path::PathBuf> {
     std::env::split_paths(&path).map(|d| d.join(program)).find(|p| runnable(p))
 }
 
+/// Whether a file's permissions let it run.
+#[cfg(unix)]
+fn executable(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    meta.permissions().mode() & 0o111 != 0
+}
+
+/// Whether a file's permissions let it run: no such bits off Unix.
+#[cfg(not(unix))]
+fn executable(_meta: &std::fs::Metadata) -> bool {
+    true
+}
+
 impl Agent {
     /// Sends `signal` to the agent's whole process group.
-    pub fn signal_group(&self, signal: i32) {
+    #[cfg(unix)]
+    pub fn signal_group(&self, signal: Signal) {
+        let signal = match signal {
+            Signal::Interrupt => libc::SIGINT,
+            Signal::Terminate => libc::SIGTERM,
+            Signal::Kill => libc::SIGKILL,
+        };
         // SAFETY: killpg has no memory-safety preconditions; a stale group id only fails.
         let rc = unsafe { libc::killpg(self.pgid, signal) };
         if rc != 0 {
@@ -106,15 +173,29 @@ impl Agent {
             );
         }
     }
+
+    /// Windows: an interrupt is left alone (a console's Ctrl-C reaches every process on the
+    /// console, the agent's included, and without a console there is none to pass on);
+    /// terminating and killing are both the job's termination, there being no request to end
+    /// that a console program must see.
+    #[cfg(windows)]
+    pub fn signal_group(&self, signal: Signal) {
+        if signal == Signal::Interrupt {
+            return;
+        }
+        if let Err(err) = self.job.terminate() {
+            tracing::debug!(pid = self.pgid, ?signal, "TerminateJobObject: {err}");
+        }
+    }
 }
 
 /// Ends a process group that did not exit in time: SIGTERM, then SIGKILL after `term_grace`.
 pub async fn end_group(agent: &mut Agent, term_grace: Duration) -> std::io::Result<ExitStatus> {
-    agent.signal_group(libc::SIGTERM);
+    agent.signal_group(Signal::Terminate);
     let res = match tokio::time::timeout(term_grace, &mut agent.exited).await {
         Ok(res) => res,
         Err(_) => {
-            agent.signal_group(libc::SIGKILL);
+            agent.signal_group(Signal::Kill);
             (&mut agent.exited).await
         }
     };
@@ -123,8 +204,7 @@ pub async fn end_group(agent: &mut Agent, term_grace: Duration) -> std::io::Resu
 
 /// The exit code acp-usage ends with for an agent status: its code, or 128 + the signal.
 pub fn exit_code(status: ExitStatus) -> u8 {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
+    match (status.code(), signal_of(status)) {
         (Some(code), _) => code as u8,
         (None, Some(sig)) => 128u8.wrapping_add(sig as u8),
         (None, None) => 1,
@@ -133,10 +213,94 @@ pub fn exit_code(status: ExitStatus) -> u8 {
 
 /// A human description of an exit status, for logs and error messages.
 pub fn describe(status: ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
+    match (status.code(), signal_of(status)) {
         (Some(code), _) => format!("exit status {code}"),
         (None, Some(sig)) => format!("signal {sig}"),
         (None, None) => "an unknown status".to_string(),
+    }
+}
+
+/// The signal that ended a process.
+#[cfg(unix)]
+fn signal_of(status: ExitStatus) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    status.signal()
+}
+
+/// No signals off Unix: a Windows status always has a code (a terminated job's is 1).
+#[cfg(not(unix))]
+fn signal_of(_status: ExitStatus) -> Option<i32> {
+    None
+}
+
+#[cfg(windows)]
+mod job {
+    //! The agent's job object: every process the agent starts is in it too, and all of them
+    //! are killed when its one handle (this process's) closes.
+
+    use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle, RawHandle};
+
+    use windows_sys::Win32::System::JobObjects::{
+        AssignProcessToJobObject, CreateJobObjectW, JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
+        JOBOBJECT_EXTENDED_LIMIT_INFORMATION, JobObjectExtendedLimitInformation,
+        SetInformationJobObject, TerminateJobObject,
+    };
+
+    /// The exit code the agent's processes get when the job is terminated.
+    const TERMINATED: u32 = 1;
+
+    /// A job object that kills its processes when its handle closes.
+    #[derive(Debug)]
+    pub(super) struct Job(OwnedHandle);
+
+    impl Job {
+        pub(super) fn new() -> std::io::Result<Job> {
+            // SAFETY: no security attributes and no name, both of which may be null. The
+            // handle is not inheritable, so the agent cannot keep the job alive.
+            let handle = unsafe { CreateJobObjectW(std::ptr::null(), std::ptr::null()) };
+            if handle.is_null() {
+                return Err(std::io::Error::last_os_error());
+            }
+            // SAFETY: a handle just opened, owned by nothing else.
+            let job = Job(unsafe { OwnedHandle::from_raw_handle(handle) });
+            let mut info = JOBOBJECT_EXTENDED_LIMIT_INFORMATION::default();
+            info.BasicLimitInformation.LimitFlags = JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE;
+            // SAFETY: the structure this information class takes, with its size; it is only
+            // read during the call.
+            let ok = unsafe {
+                SetInformationJobObject(
+                    job.raw(),
+                    JobObjectExtendedLimitInformation,
+                    (&raw const info).cast(),
+                    size_of::<JOBOBJECT_EXTENDED_LIMIT_INFORMATION>() as u32,
+                )
+            };
+            if ok == 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(job)
+        }
+
+        /// Puts a process in the job; what it starts from then on is in it too.
+        pub(super) fn assign(&self, process: RawHandle) -> std::io::Result<()> {
+            // SAFETY: both handles are open for the call (the caller holds the process's).
+            if unsafe { AssignProcessToJobObject(self.raw(), process) } == 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        }
+
+        /// Kills every process in the job.
+        pub(super) fn terminate(&self) -> std::io::Result<()> {
+            // SAFETY: the handle is open while `self` lives.
+            if unsafe { TerminateJobObject(self.raw(), TERMINATED) } == 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        }
+
+        fn raw(&self) -> RawHandle {
+            self.0.as_raw_handle()
+        }
     }
 }

@@ -11,12 +11,17 @@
 //! [`LineReader`] is the same framing as owned lines from an async reader. [`stdin`]/[`stdout`]
 //! give the relay the process's own pipes as non-blocking fds driven by the runtime's poller,
 //! instead of tokio's `Stdin`/`Stdout`, which run every read and write on the blocking pool.
+//! Windows has no such fds (anonymous pipes cannot be polled): there it is tokio's.
 
 use std::ops::Range;
+#[cfg(unix)]
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+#[cfg(unix)]
+use std::task::ready;
+use std::task::{Context, Poll};
 
+#[cfg(unix)]
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, ReadBuf};
 
@@ -193,18 +198,21 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
 }
 
 /// Pipe capacity asked for the relay's pipes (the default unprivileged maximum).
+#[cfg(target_os = "linux")]
 const PIPE_SIZE: libc::c_int = 1 << 20;
 
 /// Asks for a larger capacity of the pipe `fd` is an end of, so a long line crosses it with
 /// fewer wake-ups of the writer and the reader; a refusal (not a pipe, over the system's
-/// maximum) leaves the pipe as it was.
+/// maximum) leaves the pipe as it was. Linux only: other systems size pipes themselves.
+#[cfg(target_os = "linux")]
 pub fn grow_pipe(fd: libc::c_int) {
     // SAFETY: fcntl on an fd the caller holds; F_SETPIPE_SZ fails harmlessly on anything else.
     unsafe { libc::fcntl(fd, libc::F_SETPIPE_SZ, PIPE_SIZE) };
 }
 
 /// The process's stdin for the relay: its fd polled by the runtime when it is a pipe or a
-/// socket, else (a file, a terminal) tokio's `Stdin`.
+/// socket, else (a file, a terminal; always on Windows) tokio's `Stdin`.
+#[cfg(unix)]
 pub fn stdin() -> Input {
     match FdIo::new(0) {
         Some(fd) => Input::Fd(fd),
@@ -212,7 +220,14 @@ pub fn stdin() -> Input {
     }
 }
 
+/// The process's stdin for the relay: tokio's `Stdin`.
+#[cfg(not(unix))]
+pub fn stdin() -> Input {
+    Input::Tokio(tokio::io::stdin())
+}
+
 /// The process's stdout for the relay, as [`stdin`].
+#[cfg(unix)]
 pub fn stdout() -> Output {
     match FdIo::new(1) {
         Some(fd) => Output::Fd(fd),
@@ -220,10 +235,17 @@ pub fn stdout() -> Output {
     }
 }
 
+/// The process's stdout for the relay: tokio's `Stdout`.
+#[cfg(not(unix))]
+pub fn stdout() -> Output {
+    Output::Tokio(tokio::io::stdout())
+}
+
 /// See [`stdin`].
 #[derive(Debug)]
 pub enum Input {
     /// A non-blocking pipe or socket.
+    #[cfg(unix)]
     Fd(FdIo),
     /// Anything else.
     Tokio(tokio::io::Stdin),
@@ -233,6 +255,7 @@ pub enum Input {
 #[derive(Debug)]
 pub enum Output {
     /// A non-blocking pipe or socket.
+    #[cfg(unix)]
     Fd(FdIo),
     /// Anything else.
     Tokio(tokio::io::Stdout),
@@ -240,12 +263,14 @@ pub enum Output {
 
 /// A duplicate of a standard fd, set non-blocking and registered with the runtime's poller;
 /// the original flags are put back when it is dropped (the fd's description may outlive us).
+#[cfg(unix)]
 #[derive(Debug)]
 pub struct FdIo {
     fd: AsyncFd<OwnedFd>,
     flags: libc::c_int,
 }
 
+#[cfg(unix)]
 impl FdIo {
     fn new(std_fd: libc::c_int) -> Option<FdIo> {
         // SAFETY: fds 0 and 1 are open for the life of the process.
@@ -261,6 +286,7 @@ impl FdIo {
             return None;
         }
         let owned = fd.try_clone_to_owned().ok()?;
+        #[cfg(target_os = "linux")]
         if kind == libc::S_IFIFO {
             grow_pipe(owned.as_raw_fd());
         }
@@ -284,6 +310,7 @@ impl FdIo {
     }
 }
 
+#[cfg(unix)]
 impl Drop for FdIo {
     fn drop(&mut self) {
         // SAFETY: fcntl on the fd this owns.
@@ -291,10 +318,12 @@ impl Drop for FdIo {
     }
 }
 
+#[cfg(unix)]
 fn io_result(n: isize) -> std::io::Result<usize> {
     if n < 0 { Err(std::io::Error::last_os_error()) } else { Ok(n as usize) }
 }
 
+#[cfg(unix)]
 impl AsyncRead for FdIo {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -322,6 +351,7 @@ impl AsyncRead for FdIo {
     }
 }
 
+#[cfg(unix)]
 impl AsyncWrite for FdIo {
     fn poll_write(
         self: Pin<&mut Self>,
@@ -358,6 +388,7 @@ impl AsyncRead for Input {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
+            #[cfg(unix)]
             Input::Fd(f) => Pin::new(f).poll_read(cx, buf),
             Input::Tokio(t) => Pin::new(t).poll_read(cx, buf),
         }
@@ -371,6 +402,7 @@ impl AsyncWrite for Output {
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         match self.get_mut() {
+            #[cfg(unix)]
             Output::Fd(f) => Pin::new(f).poll_write(cx, buf),
             Output::Tokio(t) => Pin::new(t).poll_write(cx, buf),
         }
@@ -378,6 +410,7 @@ impl AsyncWrite for Output {
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
+            #[cfg(unix)]
             Output::Fd(f) => Pin::new(f).poll_flush(cx),
             Output::Tokio(t) => Pin::new(t).poll_flush(cx),
         }
@@ -385,6 +418,7 @@ impl AsyncWrite for Output {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
+            #[cfg(unix)]
             Output::Fd(f) => Pin::new(f).poll_shutdown(cx),
             Output::Tokio(t) => Pin::new(t).poll_shutdown(cx),
         }

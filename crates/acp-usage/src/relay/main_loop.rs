@@ -6,10 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{Notify, mpsc, oneshot};
 
-use super::agent::{self, Agent};
+use super::agent::{self, Agent, Signal};
 use super::observer::Outcome;
 use super::{Core, Event, Shared, lock};
 use crate::sources::transcripts::Update;
@@ -73,8 +72,7 @@ impl MainLoop {
 
     /// Runs until the agent has exited and its stdout is done with; returns how it exited.
     pub(super) async fn run(mut self) -> anyhow::Result<ExitStatus> {
-        let mut sigint = signal(SignalKind::interrupt()).context("SIGINT handler")?;
-        let mut sigterm = signal(SignalKind::terminate()).context("SIGTERM handler")?;
+        let mut signals = Signals::new()?;
         while self.status.is_none() || self.agent_stdout_open {
             let deadline = self.deadline();
             tokio::select! {
@@ -93,12 +91,11 @@ impl MainLoop {
                     let h = self.held.take().expect("guarded");
                     release(h, true, &mut lock(&self.core), &mut self.holds);
                 }
-                _ = sigint.recv() => self.agent.signal_group(libc::SIGINT),
-                _ = sigterm.recv() => self.agent.signal_group(libc::SIGTERM),
+                signal = signals.recv() => self.agent.signal_group(signal),
             }
         }
         // Grandchildren may outlive the agent; the group goes with it.
-        self.agent.signal_group(libc::SIGKILL);
+        self.agent.signal_group(Signal::Kill);
         if let Some(h) = self.held.take() {
             // The agent is gone: what was held goes on as it is.
             release(h, true, &mut lock(&self.core), &mut self.holds);
@@ -160,6 +157,58 @@ impl MainLoop {
             release(h, false, &mut c, &mut self.holds);
         }
         c.send_commands();
+    }
+}
+
+/// The signals acp-usage passes on to the agent's group instead of dying of them.
+#[derive(Debug)]
+struct Signals {
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+    #[cfg(windows)]
+    ctrl_c: tokio::signal::windows::CtrlC,
+    /// The console window is closing: the system ends this process within seconds.
+    #[cfg(windows)]
+    close: tokio::signal::windows::CtrlClose,
+}
+
+impl Signals {
+    #[cfg(unix)]
+    fn new() -> anyhow::Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            int: signal(SignalKind::interrupt()).context("SIGINT handler")?,
+            term: signal(SignalKind::terminate()).context("SIGTERM handler")?,
+        })
+    }
+
+    #[cfg(windows)]
+    fn new() -> anyhow::Result<Signals> {
+        use tokio::signal::windows::{ctrl_c, ctrl_close};
+        Ok(Signals {
+            ctrl_c: ctrl_c().context("Ctrl-C handler")?,
+            close: ctrl_close().context("console close handler")?,
+        })
+    }
+
+    /// The next signal, as what to send the agent's group.
+    #[cfg(unix)]
+    async fn recv(&mut self) -> Signal {
+        tokio::select! {
+            _ = self.int.recv() => Signal::Interrupt,
+            _ = self.term.recv() => Signal::Terminate,
+        }
+    }
+
+    /// The next console event, as what to send the agent's group.
+    #[cfg(windows)]
+    async fn recv(&mut self) -> Signal {
+        tokio::select! {
+            _ = self.ctrl_c.recv() => Signal::Interrupt,
+            _ = self.close.recv() => Signal::Terminate,
+        }
     }
 }
 

@@ -40,7 +40,8 @@
 //! whole lines, so with either of them no line is streamed (every line is held, up to the limit).
 //!
 //! The relay runs on a current-thread runtime: both pumps and the main loop share one thread
-//! that waits on the poller itself, so a line crossing the relay costs no thread wake-up.
+//! that waits on the poller itself, so a line crossing the relay costs no thread wake-up (on
+//! Unix; on Windows tokio reads and writes pipes on its blocking threads, see [`lines`]).
 
 pub mod agent;
 mod agent_pump;
@@ -212,8 +213,11 @@ where
     let tap = start_tap(&mut opts);
     let (agent, pipes) = agent::spawn_with(&tap.argv, &tap.env, opts.guard)?;
     // Larger pipes to and from the agent: fewer wake-ups of either side per long line.
-    lines::grow_pipe(std::os::fd::AsRawFd::as_raw_fd(&pipes.stdout));
-    lines::grow_pipe(std::os::fd::AsRawFd::as_raw_fd(&pipes.stdin));
+    #[cfg(target_os = "linux")]
+    {
+        lines::grow_pipe(std::os::fd::AsRawFd::as_raw_fd(&pipes.stdout));
+        lines::grow_pipe(std::os::fd::AsRawFd::as_raw_fd(&pipes.stdin));
+    }
     let observer = Observer::new(opts.settings.clone());
     tracing::info!(agent = ?opts.argv, pgid = agent.pgid, profile = observer.profile().name(), "agent started");
 

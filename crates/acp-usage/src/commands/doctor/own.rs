@@ -190,11 +190,19 @@ fn wal_path(path: &Path) -> PathBuf {
 }
 
 /// Whether this process may write `path` (the system's own answer, ACLs included).
+#[cfg(unix)]
 fn writable(path: &Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
     let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return false };
     // SAFETY: `c` is a NUL-terminated path that lives across the call; access only reads it.
     unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}
+
+/// Whether this process may write `path`, on Windows: only the read-only attribute is
+/// consulted (not ACLs); a directory's does not stop writes in it, so a directory counts.
+#[cfg(not(unix))]
+fn writable(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_dir() || !m.permissions().readonly())
 }
 
 /// The OTLP export: not configured, misconfigured, or each collector endpoint reachable or

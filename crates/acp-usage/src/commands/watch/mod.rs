@@ -22,7 +22,9 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table, Wrap};
 use rusqlite::{OptionalExtension, params};
+#[cfg(unix)]
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+#[cfg(unix)]
 use signal_hook::iterator::Signals;
 
 use crate::sinks::ledger::{self, Store, process_alive};
@@ -419,6 +421,7 @@ enum Wake {
     /// The terminal cannot be read any more.
     InputGone,
     /// SIGTERM, SIGHUP or SIGINT from outside (in raw mode Ctrl-C is a key, not a signal).
+    #[cfg(unix)]
     Signal(i32),
 }
 
@@ -441,14 +444,13 @@ enum State {
 
 impl Reader {
     fn read(&mut self, now: i64, today: i64) -> State {
-        use std::os::unix::fs::MetadataExt;
         let Ok(meta) = std::fs::metadata(&self.path) else {
             self.store = None;
             return State::Missing;
         };
-        if self.store.as_ref().is_none_or(|(_, ino)| *ino != meta.ino()) {
+        if self.store.as_ref().is_none_or(|(_, ino)| *ino != file_id(&meta)) {
             match Store::open_read(&self.path) {
-                Ok(s) => self.store = Some((s, meta.ino())),
+                Ok(s) => self.store = Some((s, file_id(&meta))),
                 Err(err) => return State::Failed(err.to_string()),
             }
         }
@@ -462,6 +464,21 @@ impl Reader {
             }
         }
     }
+}
+
+/// What tells the ledger from a file that replaced it: its inode.
+#[cfg(unix)]
+fn file_id(meta: &std::fs::Metadata) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    meta.ino()
+}
+
+/// What tells the ledger from a file that replaced it: its creation time (std has the file
+/// index only on nightly).
+#[cfg(windows)]
+fn file_id(meta: &std::fs::Metadata) -> u64 {
+    use std::os::windows::fs::MetadataExt;
+    meta.creation_time()
 }
 
 /// Leaves the alternate screen and raw mode however the view ends: a return, an error, or a
@@ -494,15 +511,20 @@ fn live(path: &Path) -> anyhow::Result<ExitCode> {
     })?;
 
     // Without this, `kill` or a closed terminal window would end the process by the signal's
-    // default action, before the guard could leave raw mode and the alternate screen.
-    let mut signals =
-        Signals::new([SIGTERM, SIGHUP, SIGINT]).context("installing signal handlers")?;
-    let signal_tx = tx.clone();
-    std::thread::Builder::new().name("acp-usage-watch-signals".into()).spawn(move || {
-        if let Some(sig) = signals.forever().next() {
-            let _ = signal_tx.send(Wake::Signal(sig));
-        }
-    })?;
+    // default action, before the guard could leave raw mode and the alternate screen. (A
+    // Windows console has no such state to leave once its window is gone, and raw mode there
+    // reads Ctrl-C as a key.)
+    #[cfg(unix)]
+    {
+        let mut signals =
+            Signals::new([SIGTERM, SIGHUP, SIGINT]).context("installing signal handlers")?;
+        let signal_tx = tx.clone();
+        std::thread::Builder::new().name("acp-usage-watch-signals".into()).spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                let _ = signal_tx.send(Wake::Signal(sig));
+            }
+        })?;
+    }
 
     let guard = TerminalGuard;
     let mut terminal = ratatui::try_init().context("setting up the terminal")?;
@@ -557,6 +579,7 @@ fn live(path: &Path) -> anyhow::Result<ExitCode> {
                     drop(guard);
                     return Ok(ExitCode::SUCCESS);
                 }
+                #[cfg(unix)]
                 Ok(Wake::Signal(sig)) => {
                     drop(terminal);
                     drop(guard);

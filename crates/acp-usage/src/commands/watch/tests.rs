@@ -203,6 +203,8 @@ fn a_ledger_of_the_first_schema_reads_without_start_times() {
     assert_eq!(snap.running(), 1, "the pid alone says running");
 }
 
+// Process start times come from /proc.
+#[cfg(target_os = "linux")]
 #[test]
 fn liveness() {
     let me = std::process::id();

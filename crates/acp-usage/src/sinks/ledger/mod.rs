@@ -80,6 +80,7 @@ pub fn start_of_day(date: chrono::NaiveDate) -> i64 {
 /// still runs. A relay killed with `kill -9` leaves its pid in the ledger, and the system may
 /// give that pid to a new process: a different start time tells them apart. Signal 0 checks
 /// without sending anything, and EPERM means the process exists under another user.
+#[cfg(unix)]
 pub fn process_alive(pid: i64, started: Option<i64>) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
     if pid <= 0 {
@@ -98,13 +99,88 @@ pub fn process_alive(pid: i64, started: Option<i64>) -> bool {
 }
 
 /// When process `pid` started, in clock ticks since boot (field 22 of `/proc/<pid>/stat`);
-/// `None` where there is no such file. Unique per pid for as long as the machine runs.
+/// `None` where there is no such file (macOS). Unique per pid for as long as the machine runs.
+#[cfg(unix)]
 pub fn process_start(pid: u32) -> Option<i64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) is in parentheses and may hold spaces or ')': the fields
     // after it start at the last ')'. Field 22 is then the 20th.
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_ascii_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether the process that wrote `pid` (and `started`, its [`process_start`], when known)
+/// still runs, on Windows: it can be opened and has no exit code yet (one that exited stays
+/// openable while anyone holds a handle to it); access denied means it exists under another
+/// user.
+#[cfg(windows)]
+pub fn process_alive(pid: i64, started: Option<i64>) -> bool {
+    use windows_sys::Win32::Foundation::{ERROR_ACCESS_DENIED, STILL_ACTIVE};
+    use windows_sys::Win32::System::Threading::GetExitCodeProcess;
+    // Pid 0 is the idle process, never a relay.
+    let Some(pid) = u32::try_from(pid).ok().filter(|p| *p != 0) else { return false };
+    let process = match windows_process::open(pid) {
+        Ok(p) => p,
+        Err(err) => return err.raw_os_error() == Some(ERROR_ACCESS_DENIED as i32),
+    };
+    let mut code = 0u32;
+    // SAFETY: an open process handle and a u32 to write the code to.
+    let ok = unsafe { GetExitCodeProcess(windows_process::raw(&process), &mut code) };
+    if ok != 0 && code != STILL_ACTIVE as u32 {
+        return false;
+    }
+    match (started, windows_process::start(&process)) {
+        (Some(recorded), Some(now)) => recorded == now,
+        _ => true,
+    }
+}
+
+/// When process `pid` started, as a Windows FILETIME (100 ns since 1601); `None` when it cannot
+/// be opened. Unique per pid.
+#[cfg(windows)]
+pub fn process_start(pid: u32) -> Option<i64> {
+    windows_process::start(&windows_process::open(pid).ok()?)
+}
+
+#[cfg(windows)]
+mod windows_process {
+    //! A process opened for queries, on Windows.
+
+    use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle, RawHandle};
+
+    use windows_sys::Win32::Foundation::FILETIME;
+    use windows_sys::Win32::System::Threading::{
+        GetProcessTimes, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
+    };
+
+    /// Opens process `pid` with the least access that reads its exit code and times.
+    pub(super) fn open(pid: u32) -> std::io::Result<OwnedHandle> {
+        // SAFETY: OpenProcess takes no pointers; the handle is not inheritable.
+        let handle = unsafe { OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid) };
+        if handle.is_null() {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a handle just opened, owned by nothing else.
+        Ok(unsafe { OwnedHandle::from_raw_handle(handle) })
+    }
+
+    pub(super) fn raw(process: &OwnedHandle) -> RawHandle {
+        process.as_raw_handle()
+    }
+
+    /// The process's creation time.
+    pub(super) fn start(process: &OwnedHandle) -> Option<i64> {
+        let mut created = FILETIME::default();
+        let (mut exited, mut kernel, mut user) = (created, created, created);
+        // SAFETY: an open process handle and four FILETIMEs to write to.
+        let ok = unsafe {
+            GetProcessTimes(raw(process), &mut created, &mut exited, &mut kernel, &mut user)
+        };
+        if ok == 0 {
+            return None;
+        }
+        Some((i64::from(created.dwHighDateTime) << 32) | i64::from(created.dwLowDateTime))
+    }
 }
 
 /// Opens the ledger for writing, bringing in the old `learned.json` the first time.

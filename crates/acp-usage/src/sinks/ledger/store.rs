@@ -542,6 +542,8 @@ mod tests {
         assert_eq!(inputs(&store).len(), 3);
     }
 
+    // Process start times come from /proc.
+    #[cfg(target_os = "linux")]
     #[test]
     fn a_dead_runs_provisional_rows_are_settled_with_new_ids() {
         let path = scratch("orphans");

@@ -54,10 +54,21 @@ pub fn resource(configured: &[(String, String)]) -> Resource {
     };
     add("service.version", Some(env!("CARGO_PKG_VERSION").to_string()));
     add("host.name", host_name());
-    add("user.name", std::env::var("USER").ok().or_else(|| std::env::var("LOGNAME").ok()));
+    add("user.name", user_name());
     Resource { attributes: attrs, ..Resource::default() }
 }
 
+#[cfg(unix)]
+fn user_name() -> Option<String> {
+    std::env::var("USER").ok().or_else(|| std::env::var("LOGNAME").ok())
+}
+
+#[cfg(not(unix))]
+fn user_name() -> Option<String> {
+    std::env::var("USERNAME").ok()
+}
+
+#[cfg(unix)]
 fn host_name() -> Option<String> {
     let mut buf = [0u8; 256];
     // SAFETY: the buffer outlives the call and its length is passed; gethostname writes at
@@ -68,6 +79,12 @@ fn host_name() -> Option<String> {
     }
     let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
     std::str::from_utf8(&buf[..end]).ok().map(str::to_string).filter(|h| !h.is_empty())
+}
+
+/// Windows keeps the computer's name in the environment of every process.
+#[cfg(not(unix))]
+fn host_name() -> Option<String> {
+    std::env::var("COMPUTERNAME").ok().filter(|h| !h.is_empty())
 }
 
 fn scope() -> InstrumentationScope {

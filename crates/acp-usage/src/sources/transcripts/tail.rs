@@ -11,7 +11,6 @@
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// Most bytes read from a file in one go, so a huge history cannot stall the worker's other
@@ -69,7 +68,7 @@ impl Tail {
         }
         let mut file = File::open(&self.path)?;
         let meta = file.metadata()?;
-        let identity = (meta.dev(), meta.ino());
+        let identity = identity(&file, &meta);
         let mut chunk = Chunk::default();
         if self.identity.is_some_and(|id| id != identity) || meta.len() < self.offset {
             tracing::debug!(path = %self.path.display(), "transcript replaced or truncated; reading it again");
@@ -90,7 +89,8 @@ impl Tail {
 
     fn read_zst(&mut self) -> io::Result<Chunk> {
         let meta = std::fs::metadata(&self.path)?;
-        let seen = (meta.len(), meta.mtime(), meta.mtime_nsec());
+        let (secs, nanos) = modified(&meta);
+        let seen = (meta.len(), secs, nanos);
         if self.zst_seen == Some(seen) {
             return Ok(Chunk { at_end: true, ..Chunk::default() });
         }
@@ -112,8 +112,12 @@ impl Tail {
     }
 
     fn read_whole(&mut self) -> io::Result<Chunk> {
-        let stat =
-            |path: &Path| std::fs::metadata(path).map(|m| (m.len(), m.mtime(), m.mtime_nsec()));
+        let stat = |path: &Path| {
+            std::fs::metadata(path).map(|m| {
+                let (secs, nanos) = modified(&m);
+                (m.len(), secs, nanos)
+            })
+        };
         let seen = stat(&self.path)?;
         if self.zst_seen == Some(seen) {
             return Ok(Chunk { at_end: true, ..Chunk::default() });
@@ -148,6 +152,45 @@ impl Tail {
         }
         self.partial.extend_from_slice(rest);
     }
+}
+
+/// What tells a file from another that took its name: its device and inode.
+#[cfg(unix)]
+fn identity(_file: &File, meta: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
+}
+
+/// What tells a file from another that took its name: its volume and file index (std has them
+/// only on nightly). Should the system not say, every file looks the same and only a
+/// truncation is noticed.
+#[cfg(windows)]
+fn identity(file: &File, _meta: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::windows::io::AsRawHandle;
+    use windows_sys::Win32::Storage::FileSystem::{
+        BY_HANDLE_FILE_INFORMATION, GetFileInformationByHandle,
+    };
+    let mut info = BY_HANDLE_FILE_INFORMATION::default();
+    // SAFETY: an open file's handle and a structure to write to.
+    if unsafe { GetFileInformationByHandle(file.as_raw_handle(), &mut info) } == 0 {
+        return (0, 0);
+    }
+    let index = (u64::from(info.nFileIndexHigh) << 32) | u64::from(info.nFileIndexLow);
+    (u64::from(info.dwVolumeSerialNumber), index)
+}
+
+/// The modification time as the system keeps it: seconds and nanoseconds.
+#[cfg(unix)]
+fn modified(meta: &std::fs::Metadata) -> (i64, i64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.mtime(), meta.mtime_nsec())
+}
+
+/// The modification time as the system keeps it: 100 ns units since 1601.
+#[cfg(windows)]
+fn modified(meta: &std::fs::Metadata) -> (i64, i64) {
+    use std::os::windows::fs::MetadataExt;
+    (meta.last_write_time() as i64, 0)
 }
 
 #[cfg(test)]
