@@ -16,6 +16,8 @@
 //!   (a real collector) decode at the tests' receiver unchanged; rotel stopped and started again
 //!   on its port (a stop flushes, a 503 downstream is retried); the receiver's gzip decoding and
 //!   error-status switch.
+//! - `npm`: the npm packages packed by `cargo xtask dist npm` and installed with Node 22 (no Rust
+//!   toolchain on PATH): `npx acp-usage` runs, sessions pass, exit statuses and signals.
 //! - `validation`: real sessions recorded with `--record` and checked with `acp-usage validate`
 //!   and live `--validate` against schema/schema.json.
 //!
@@ -32,6 +34,7 @@ mod gemini;
 mod import;
 mod kilo;
 mod ledger;
+mod npm;
 mod opencode;
 mod otlp;
 mod otlp_infra;
