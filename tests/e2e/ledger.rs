@@ -18,7 +18,7 @@ use acp_usage::sinks::ledger::Store;
 use acp_usage_tests::agents::Agent;
 use acp_usage_tests::client::AcpClient;
 use acp_usage_tests::lab::{Lab, run_turn};
-use acp_usage_tests::procs;
+use acp_usage_tests::process_tree::{self, Proc};
 use acp_usage_tests::relay::relay_binary;
 use acp_usage_tests::scratch::Scratch;
 use serde_json::{Value, json};
@@ -106,17 +106,20 @@ fn ledger_concurrent_relays_and_a_killed_one() {
         std::thread::sleep(Duration::from_millis(50));
     }
     // Its agent's whole tree (the guard, the launcher and the native binary), before the kill.
-    let tree = procs::descendants(client.pid());
+    let tree: Vec<Proc> = process_tree::tree(client.pid() as i32)
+        .into_iter()
+        .filter(|p| p.pid != client.pid() as i32)
+        .collect();
+    let _cleanup = process_tree::KillOnDrop(tree.clone());
     assert!(tree.len() >= 2, "the relay runs its agent under a guard: {tree:?}");
     // SAFETY: kill(2) has no memory-safety preconditions.
     unsafe { libc::kill(client.pid() as i32, libc::SIGKILL) };
     drop(client);
     // Nothing the killed relay started outlives it.
-    let left = procs::wait_gone(&tree, Duration::from_secs(5));
-    let named: Vec<String> = left.iter().map(|p| format!("{p} {}", procs::cmdline(*p))).collect();
+    let left = process_tree::wait_all_gone(&tree, Duration::from_secs(5));
     assert!(
         left.is_empty(),
-        "5 s after the relay's SIGKILL its agent's tree is still running: {named:?}"
+        "5 s after the relay's SIGKILL its agent's tree is still running: {left:?}"
     );
 
     let all: Vec<&acp_usage_tests::mock_llm::Call> =

@@ -21,6 +21,8 @@
 //! - `setup`: `acp-usage setup zed|jetbrains` on the fixture settings files with stand-in agents
 //!   on PATH: entries added, every other byte kept, a second run a no-op, `--remove` restoring
 //!   the file byte for byte.
+//! - `npm`: the npm packages packed by `cargo xtask dist npm` and installed with Node 22 (no Rust
+//!   toolchain on PATH): `npx acp-usage` runs, sessions pass, exit statuses and signals.
 //! - `validation`: real sessions recorded with `--record` and checked with `acp-usage validate`
 //!   and live `--validate` against schema/schema.json.
 //!
@@ -38,6 +40,7 @@ mod gemini;
 mod import;
 mod kilo;
 mod ledger;
+mod npm;
 mod opencode;
 mod otlp;
 mod otlp_infra;

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use acp_usage_tests::client::{AcpClient, ClientOptions, CommandSpec};
-use acp_usage_tests::procs;
+use acp_usage_tests::process_tree::{self, Proc};
 use acp_usage_tests::relay::relay_binary;
 use acp_usage_tests::scratch::Scratch;
 
@@ -52,23 +52,17 @@ fn process_tree_gone_after_relay_sigkill() {
 
     // The guard, the fake agent, its shell child, and both sleeps (the background children
     // may still be starting when the agent answers).
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let tree = loop {
-        let tree = procs::descendants(client.pid());
-        let sleeps = tree.iter().filter(|p| procs::cmdline(**p).starts_with("sleep 30")).count();
-        if sleeps == 2 {
-            break tree;
-        }
-        let names: Vec<String> = tree.iter().map(|p| procs::cmdline(*p)).collect();
-        assert!(std::time::Instant::now() < deadline, "both sleeps run under the relay: {names:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let relay = client.pid() as i32;
+    let sleeps = |procs: &[Proc]| procs.iter().filter(|p| p.comm == "sleep").count() == 2;
+    let tree = process_tree::wait_for_tree(relay, Duration::from_secs(10), sleeps)
+        .unwrap_or_else(|seen| panic!("both sleeps run under the relay: {seen:?}"));
+    let tree: Vec<Proc> = tree.into_iter().filter(|p| p.pid != relay).collect();
+    let _cleanup = process_tree::KillOnDrop(tree.clone());
     // SAFETY: kill(2) has no memory-safety preconditions.
-    unsafe { libc::kill(client.pid() as i32, libc::SIGKILL) };
+    unsafe { libc::kill(relay, libc::SIGKILL) };
 
-    let left = procs::wait_gone(&tree, Duration::from_secs(5));
-    let named: Vec<String> = left.iter().map(|p| format!("{p} {}", procs::cmdline(*p))).collect();
-    assert!(left.is_empty(), "5 s after the relay's SIGKILL these still run: {named:?}");
+    let left = process_tree::wait_all_gone(&tree, Duration::from_secs(5));
+    assert!(left.is_empty(), "5 s after the relay's SIGKILL these still run: {left:?}");
 }
 
 /// acp-usage's exit status for an agent command, with stdin closed at once.

@@ -385,7 +385,12 @@ impl AcpClient {
     /// Closes stdin (the editor went away) and waits up to `grace` for the child to exit.
     pub fn close_stdin_and_wait(&mut self, grace: Duration) -> Option<ExitStatus> {
         self.shared.stdin.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
-        let deadline = Instant::now() + grace;
+        self.wait_exit(grace)
+    }
+
+    /// Waits up to `timeout` for the child to exit, its stdin left open (e.g. after a signal).
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
                 return Some(status);

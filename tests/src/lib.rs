@@ -7,6 +7,8 @@
 //!   its own), built on first use and run as a process.
 //! - [`agents`]: commands and scratch configuration for the real agents, pointed at the mock.
 //! - [`relay`]: locating (and building) the `acp-usage` binary under test.
+//! - [`npm`]: the npm packages, packed by `cargo xtask dist npm` and installed with Node 22;
+//!   [`process_tree`]: a process's descendants from `/proc`, to check none outlives it.
 //! - [`otlp`]: an OTLP/HTTP receiver that decodes what it gets, and the rotel collector in front
 //!   of it, for the OTLP export's tests.
 //! - [`raw_http`], [`tls_front`]: byte-exact HTTP/1.1 clients and upstreams, and a TLS front with
@@ -16,8 +18,9 @@ pub mod agents;
 pub mod client;
 pub mod lab;
 pub mod mock_llm;
+pub mod npm;
 pub mod otlp;
-pub mod procs;
+pub mod process_tree;
 pub mod raw_http;
 pub mod relay;
 pub mod scratch;

@@ -41,11 +41,8 @@ fn find_or_build() -> anyhow::Result<PathBuf> {
         }
         return Ok(bin);
     }
-    // Cargo sets CARGO for the processes it runs; fall back to PATH for manual runs.
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(cargo)
+    let status = cargo()
         .args(["build", "--quiet", "-p", "acp-usage", "--bin", "acp-usage"])
-        .current_dir(workspace_root())
         .status()
         .context("running cargo build -p acp-usage")?;
     if !status.success() {
@@ -56,4 +53,31 @@ fn find_or_build() -> anyhow::Result<PathBuf> {
         bail!("{} is missing after cargo build -p acp-usage", bin.display());
     }
     Ok(bin)
+}
+
+/// A cargo command for a build from inside a test, in the workspace root.
+///
+/// Cargo sets CARGO for the processes it runs (PATH's cargo serves manual runs). It also gives
+/// them its per-package variables (CARGO_MANIFEST_DIR, CARGO_PKG_*, ...): a build that inherited
+/// them would look like another build to dependencies whose build scripts watch them (ring
+/// watches CARGO_MANIFEST_DIR), and rebuild them and everything above them, acp-usage included,
+/// once inside the tests and again in the next build outside.
+pub fn cargo() -> Command {
+    let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    command.current_dir(workspace_root());
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        let per_package = ["CARGO_MANIFEST_", "CARGO_PKG_"].iter().any(|p| name.starts_with(p))
+            || [
+                "CARGO_CRATE_NAME",
+                "CARGO_BIN_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+                "CARGO_TARGET_TMPDIR",
+            ]
+            .contains(&name.as_ref());
+        if per_package {
+            command.env_remove(name.as_ref());
+        }
+    }
+    command
 }

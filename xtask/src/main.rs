@@ -10,6 +10,9 @@
 //! `codegen --check` fails instead of writing when a file is stale (for CI); the tests
 //! `crates/acp-usage/tests/catalog.rs` and `crates/acp-usage-schema/tests/schema.rs` do the same
 //! check on every `cargo test`.
+//!
+//! `dist` makes what a release ships (see [`dist`]): `dist npm` packs the npm packages, `dist
+//! check` checks the release workflow against the platform table.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -18,7 +21,10 @@ use acp_usage::catalog_file::{EMBEDDED_CATALOG_FILE, EMBEDDED_LITELLM_FILE, gene
 use acp_usage_schema::{SCHEMA_FILE, generate};
 use anyhow::{Context, bail};
 
-const USAGE: &str = "usage: cargo xtask codegen [--check]";
+mod dist;
+
+const USAGE: &str =
+    "usage: cargo xtask codegen [--check]\n       cargo xtask dist ... (cargo xtask dist --help)";
 
 fn main() -> ExitCode {
     match run(std::env::args().skip(1).collect()) {
@@ -35,6 +41,11 @@ fn run(args: Vec<String>) -> anyhow::Result<ExitCode> {
     match args.as_slice() {
         ["codegen"] => codegen(false),
         ["codegen", "--check"] => codegen(true),
+        ["dist", "help" | "--help" | "-h"] => {
+            eprintln!("{}", dist::USAGE);
+            Ok(ExitCode::SUCCESS)
+        }
+        ["dist", rest @ ..] => dist::run(workspace_root(), rest).map(|()| ExitCode::SUCCESS),
         ["help" | "--help" | "-h"] => {
             eprintln!("{USAGE}");
             Ok(ExitCode::SUCCESS)
