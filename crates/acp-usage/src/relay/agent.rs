@@ -35,6 +35,8 @@ pub enum Signal {
     Interrupt,
     /// SIGTERM.
     Terminate,
+    /// SIGHUP (the terminal or the launcher's parent went away); on Windows, as `Terminate`.
+    Hangup,
     /// SIGKILL.
     Kill,
 }
@@ -160,6 +162,7 @@ impl Agent {
         let signal = match signal {
             Signal::Interrupt => libc::SIGINT,
             Signal::Terminate => libc::SIGTERM,
+            Signal::Hangup => libc::SIGHUP,
             Signal::Kill => libc::SIGKILL,
         };
         // SAFETY: killpg has no memory-safety preconditions; a stale group id only fails.

@@ -167,6 +167,8 @@ struct Signals {
     int: tokio::signal::unix::Signal,
     #[cfg(unix)]
     term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    hup: tokio::signal::unix::Signal,
     #[cfg(windows)]
     ctrl_c: tokio::signal::windows::CtrlC,
     /// The console window is closing: the system ends this process within seconds.
@@ -181,6 +183,7 @@ impl Signals {
         Ok(Signals {
             int: signal(SignalKind::interrupt()).context("SIGINT handler")?,
             term: signal(SignalKind::terminate()).context("SIGTERM handler")?,
+            hup: signal(SignalKind::hangup()).context("SIGHUP handler")?,
         })
     }
 
@@ -199,6 +202,7 @@ impl Signals {
         tokio::select! {
             _ = self.int.recv() => Signal::Interrupt,
             _ = self.term.recv() => Signal::Terminate,
+            _ = self.hup.recv() => Signal::Hangup,
         }
     }
 
