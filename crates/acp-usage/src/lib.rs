@@ -18,6 +18,8 @@ pub mod record;
 pub mod relay;
 pub mod sinks;
 pub mod sources;
+#[cfg(test)]
+mod test_support;
 
 /// Entry point shared by `main.rs`.
 pub fn main() -> std::process::ExitCode {

@@ -158,10 +158,7 @@ mod tests {
     use crate::sources::transcripts::{Locations, Locator};
 
     fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("acp-usage-pi-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+        crate::test_support::scratch("pi", name)
     }
 
     fn write(path: &Path) {

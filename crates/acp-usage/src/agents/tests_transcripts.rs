@@ -12,10 +12,7 @@ fn find(locs: &Locations, format: &'static Format, session: &str) -> Found {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("acp-usage-locate-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    crate::test_support::scratch("locate", name)
 }
 
 fn write(path: &Path, text: &str) {

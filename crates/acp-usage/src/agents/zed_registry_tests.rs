@@ -11,21 +11,10 @@ const SETTINGS: &str = include_str!("../../../../tests/fixtures/setup/zed-regist
 const INDEX: &str = include_str!("../../../../tests/fixtures/setup/zed-registry.json");
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("acp-usage-zedreg-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    crate::test_support::scratch("zedreg", name)
 }
 
-fn exe(path: &Path) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, "#!/bin/sh\n").unwrap();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-}
+use crate::test_support::executable as exe;
 
 /// Zed's files under `root`, holding `settings` and `index` when given.
 fn zed(root: &Path, settings: Option<&str>, index: Option<&str>) -> Files {

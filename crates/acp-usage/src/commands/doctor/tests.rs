@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::Value;
 
 use super::*;
-use crate::agents::installed::{Distribution, Place, Registered};
+use crate::agents::installed::Place;
 
 /// A scratch machine: `home/`, `config/`, `data/` under one directory, removed on drop.
 struct Machine {
@@ -433,21 +433,10 @@ fn urls_are_shown_without_secrets() {
 fn a_zed_registry_agent_is_found_by_its_command_and_a_note_is_info() {
     let mut m = Machine::new("registry");
     let settings = m.write("config/zed/settings.json", "{}");
-    let claude = Profile::named("claude").unwrap();
-    m.found.push(Found {
-        profile: claude,
-        launch: &claude.launches()[0],
-        path: settings.clone(),
-        place: Place::EditorRegistry("Zed".into()),
-        registry: Some(Registered {
-            id: "claude-acp".into(),
-            distribution: Distribution::Npx,
-            argv: ["npx", "-y", "@agentclientprotocol/claude-agent-acp@0.33.1"]
-                .map(String::from)
-                .to_vec(),
-            env: [("ANTHROPIC_API_KEY".to_owned(), "sk-ant-secret".to_owned())].into(),
-        }),
-    });
+    m.found.push(crate::test_support::claude_from_zed_registry(
+        settings.clone(),
+        &[("ANTHROPIC_API_KEY", "sk-ant-secret")],
+    ));
     let codex = Profile::named("codex").unwrap();
     m.notes.push(Note {
         profile: Some(codex),

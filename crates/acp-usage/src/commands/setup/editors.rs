@@ -159,7 +159,7 @@ mod tests {
 
     use super::*;
     use crate::agents::Profile;
-    use crate::agents::installed::{Distribution, Place, Registered};
+    use crate::agents::installed::Place;
 
     fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<OsString> {
         move |name| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| OsString::from(v))
@@ -186,19 +186,10 @@ mod tests {
     }
 
     fn scratch(name: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("acp-usage-editors-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+        crate::test_support::scratch("editors", name)
     }
 
-    fn exe(path: &Path) {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, "#!/bin/sh\n").unwrap();
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    use crate::test_support::executable as exe;
 
     #[test]
     fn launcher_skips_npx_cache_and_falls_back_to_npx() {
@@ -250,23 +241,11 @@ mod tests {
 
     #[test]
     fn a_registry_entry_runs_its_command_with_its_env() {
-        let claude = Profile::named("claude").unwrap();
-        let env: std::collections::BTreeMap<String, String> =
-            [("DISABLE_AUTOUPDATER".to_owned(), "1".to_owned())].into();
-        let found = Found {
-            profile: claude,
-            launch: &claude.launches()[0],
-            path: PathBuf::from("/home/u/.config/zed/settings.json"),
-            place: Place::EditorRegistry("Zed".into()),
-            registry: Some(Registered {
-                id: "claude-acp".into(),
-                distribution: Distribution::Npx,
-                argv: ["npx", "-y", "@agentclientprotocol/claude-agent-acp@0.33.1"]
-                    .map(String::from)
-                    .to_vec(),
-                env: env.clone(),
-            }),
-        };
+        let found = crate::test_support::claude_from_zed_registry(
+            PathBuf::from("/home/u/.config/zed/settings.json"),
+            &[("DISABLE_AUTOUPDATER", "1")],
+        );
+        let env = found.registry.as_ref().unwrap().env.clone();
         let launcher = Launcher { command: "acp-usage".into(), args: vec![] };
         let zed = Editor::Zed.wanted(&found, &launcher);
         assert_eq!(zed.key, "Claude Agent (metered)");

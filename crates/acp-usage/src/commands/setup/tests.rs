@@ -154,22 +154,10 @@ fn own_keys_cover_every_launch() {
 
 #[test]
 fn a_zed_registry_agent_gets_its_command_and_env_and_comes_out_again() {
-    use crate::agents::installed::{Distribution, Registered};
-    let claude = Profile::named("claude").unwrap();
-    let found = Found {
-        profile: claude,
-        launch: &claude.launches()[0],
-        path: PathBuf::from("/home/u/.config/zed/settings.json"),
-        place: Place::EditorRegistry("Zed".into()),
-        registry: Some(Registered {
-            id: "claude-acp".into(),
-            distribution: Distribution::Npx,
-            argv: ["npx", "-y", "@agentclientprotocol/claude-agent-acp@0.33.1"]
-                .map(String::from)
-                .to_vec(),
-            env: [("DISABLE_AUTOUPDATER".to_owned(), "1".to_owned())].into(),
-        }),
-    };
+    let found = crate::test_support::claude_from_zed_registry(
+        PathBuf::from("/home/u/.config/zed/settings.json"),
+        &[("DISABLE_AUTOUPDATER", "1")],
+    );
     let agents = [Agent::new(Editor::Zed, &found, &on_path())];
     let plan = plan_setup(Editor::Zed, Some(ZED_REGISTRY_FIXTURE), &agents).unwrap();
     assert_eq!(
