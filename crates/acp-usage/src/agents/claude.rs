@@ -203,7 +203,7 @@ fn settings_base_url(env: &Env) -> Option<String> {
         cwd.as_ref().map(|c| c.join(".claude").join("settings.local.json")),
     ];
     candidates.into_iter().flatten().find_map(|path| {
-        let settings: Value = serde_json::from_str(&(env.read_file)(&path)?).ok()?;
+        let settings = super::settings_json(&(env.read_file)(&path)?)?;
         settings.pointer("/env/ANTHROPIC_BASE_URL")?.as_str()?;
         Some(path.display().to_string())
     })

@@ -103,7 +103,7 @@ fn auth_chosen(env: &Env) -> bool {
     };
     let path = Path::new(&home).join(".gemini").join("settings.json");
     let Some(text) = (env.read_file)(&path) else { return false };
-    let Ok(settings) = serde_json::from_str::<Value>(&text) else { return false };
+    let Some(settings) = super::settings_json(&text) else { return false };
     settings.pointer("/security/auth/selectedType").is_some_and(|t| t.is_string())
 }
 

@@ -346,6 +346,13 @@ impl Profile {
     }
 }
 
+/// An agent's settings file, read the way the agents read theirs: JSON that may carry comments
+/// and trailing commas (Gemini CLI and qwen-code strip comments before parsing; a strict reader
+/// would miss every setting in a commented file).
+pub(crate) fn settings_json(text: &str) -> Option<Value> {
+    jsonc_parser::parse_to_serde_value(text, &Default::default()).ok()
+}
+
 /// Where the agent's calls would go, and how to send them to the tap instead. `env` reads the
 /// environment acp-usage was started with (the agent inherits it), `read_file` a file.
 pub fn point(

@@ -200,7 +200,7 @@ fn settings_files(env: &Env) -> Vec<(PathBuf, Value)> {
         .flatten()
         .map(|dir| dir.join("settings.json"))
         .filter_map(|path| {
-            let settings = serde_json::from_str::<Value>(&(env.read_file)(&path)?).ok()?;
+            let settings = super::settings_json(&(env.read_file)(&path)?)?;
             Some((path, settings))
         })
         .collect()

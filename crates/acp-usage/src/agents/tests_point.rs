@@ -69,9 +69,11 @@ fn gemini_api_key_route_only_when_an_auth_type_is_chosen() {
     let env = env_of(&[("GEMINI_CLI_HOME", "/g")]);
     let p = point(profile("gemini"), &env, &no_file);
     assert_eq!(p.routes.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["codeassist"]);
+    // Gemini CLI strips comments from its settings before parsing them.
     let chosen = |path: &std::path::Path| {
-        (path == std::path::Path::new("/g/.gemini/settings.json"))
-            .then(|| r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#.to_owned())
+        (path == std::path::Path::new("/g/.gemini/settings.json")).then(|| {
+            "// mine\n{\"security\":{\"auth\":{\"selectedType\":\"gemini-api-key\"}},}".to_owned()
+        })
     };
     let p = point(profile("gemini"), &env, &chosen);
     assert_eq!(p.routes.len(), 2);
@@ -191,6 +193,11 @@ fn qwen_model_providers_base_urls_are_said_since_they_win_over_the_tap() {
     assert!(p.warnings[0].starts_with("/q/settings.json sets a baseUrl in modelProviders"));
     let without = settings(r#"{"modelProviders":{"openai":[{"id":"m"}]}}"#);
     assert!(point(profile("qwen"), &env, &without).warnings.is_empty());
+    // Settings files with comments and trailing commas, as qwen-code reads them.
+    let commented = settings(
+        "{\n  // my gateway\n  \"modelProviders\": {\"openai\": [{\"id\": \"m\", \"baseUrl\": \"https://gw\",},],},\n}\n",
+    );
+    assert_eq!(point(profile("qwen"), &env, &commented).warnings.len(), 1);
 }
 
 #[test]
