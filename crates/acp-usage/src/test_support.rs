@@ -42,5 +42,6 @@ pub fn claude_from_zed_registry(settings: PathBuf, env: &[(&str, &str)]) -> Foun
                 .to_vec(),
             env: env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
         }),
+        editor_env: Default::default(),
     }
 }

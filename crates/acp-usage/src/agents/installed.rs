@@ -62,6 +62,9 @@ pub struct Found {
     pub place: Place,
     /// How the editor starts it, when it was added from the ACP registry.
     pub registry: Option<Registered>,
+    /// Variables the editor's own entry for this agent sets (a Zed registry entry's `env`, an
+    /// API key say), kept when an installed program is started instead of that entry.
+    pub editor_env: BTreeMap<String, String>,
 }
 
 /// An agent an editor added from the ACP registry, as the registry's index starts it.
@@ -141,7 +144,11 @@ impl Found {
     /// The variables the editor sets for it beyond its own environment (a registry entry's
     /// `env`): an entry that runs it through acp-usage must set them too.
     pub fn env(&self) -> BTreeMap<String, String> {
-        self.registry.as_ref().map(|r| r.env.clone()).unwrap_or_default()
+        let mut env = self.editor_env.clone();
+        if let Some(r) = &self.registry {
+            env.extend(r.env.clone());
+        }
+        env
     }
 }
 
@@ -261,7 +268,14 @@ pub fn find(search: &Search) -> Findings {
                 }
                 seen.push(real.clone());
                 let launch = which_launch(profile, program, &real);
-                found.push(Found { profile, launch, path, place: place.clone(), registry: None });
+                found.push(Found {
+                    profile,
+                    launch,
+                    path,
+                    place: place.clone(),
+                    registry: None,
+                    editor_env: BTreeMap::new(),
+                });
             }
         }
         for entry in registry.found.iter().filter(|f| f.profile == profile) {
@@ -294,8 +308,13 @@ pub fn find(search: &Search) -> Findings {
 pub fn one_per_agent(found: &[Found]) -> Vec<Found> {
     let mut out: Vec<Found> = Vec::new();
     for f in found {
-        if !out.iter().any(|o| o.profile == f.profile && o.launch.title == f.launch.title) {
-            out.push(f.clone());
+        match out.iter_mut().find(|o| o.profile == f.profile && o.launch.title == f.launch.title) {
+            // The editor's entry for an agent whose program wins: what it sets still applies.
+            Some(kept) if kept.registry.is_none() && kept.editor_env.is_empty() => {
+                kept.editor_env = f.env();
+            }
+            Some(_) => {}
+            None => out.push(f.clone()),
         }
     }
     out

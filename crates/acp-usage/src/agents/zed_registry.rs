@@ -178,6 +178,7 @@ pub fn scan(files: &Files, path: Option<&OsStr>) -> Findings {
                 path: program.unwrap_or_else(|| files.settings.clone()),
                 place: Place::EditorRegistry(ZED.to_owned()),
                 registry: Some(registered),
+                editor_env: BTreeMap::new(),
             }),
             Err(why) => out.notes.push(note(why, &index_path)),
         }

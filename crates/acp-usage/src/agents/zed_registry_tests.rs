@@ -224,8 +224,13 @@ fn a_program_found_elsewhere_comes_first_and_the_extracted_binary_once() {
             ("codex", registry, vec![codex.display().to_string()]),
         ]
     );
-    let one: Vec<Place> = one_per_agent(&found).into_iter().map(|f| f.place).collect();
-    assert_eq!(one, [Place::Path, Place::EditorRegistry("Zed".into())]);
+    let one = one_per_agent(&found);
+    let places: Vec<Place> = one.iter().map(|f| f.place.clone()).collect();
+    assert_eq!(places, [Place::Path, Place::EditorRegistry("Zed".into())]);
+    // The program on PATH is started with what Zed's registry entry for it sets.
+    assert_eq!(one[0].command(), strings(&["claude-agent-acp"]));
+    assert_eq!(one[0].env(), found[1].env());
+    assert!(!one[0].env().is_empty());
 }
 
 #[test]

@@ -56,7 +56,14 @@ impl Machine {
         let profile = Profile::named(name).unwrap();
         let launch = &profile.launches()[0];
         let path = self.root.join("bin").join(launch.program);
-        self.found.push(Found { profile, launch, path, place: Place::Path, registry: None });
+        self.found.push(Found {
+            profile,
+            launch,
+            path,
+            place: Place::Path,
+            registry: None,
+            editor_env: Default::default(),
+        });
         self
     }
 

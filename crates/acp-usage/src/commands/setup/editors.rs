@@ -228,6 +228,7 @@ mod tests {
             path: PathBuf::from("/usr/local/bin/opencode"),
             place: Place::Path,
             registry: None,
+            editor_env: Default::default(),
         };
         let launcher = Launcher { command: "acp-usage".into(), args: vec![] };
         let zed = Editor::Zed.wanted(&found, &launcher);

@@ -17,7 +17,7 @@ fn found() -> Vec<Found> {
         let profile = Profile::named(profile).unwrap();
         let launch = &profile.launches()[0];
         let path = PathBuf::from(dir).join(launch.program);
-        Found { profile, launch, path, place, registry: None }
+        Found { profile, launch, path, place, registry: None, editor_env: Default::default() }
     };
     vec![
         at("claude", "/usr/local/bin", Place::Path),
