@@ -212,8 +212,8 @@ fn warming_cost<'a>(calls: impl IntoIterator<Item = &'a Call>) -> f64 {
 
 /// Cache warming on: after a turn, pi re-sends its last request with `max_tokens: 1` while the
 /// session is idle, and records each as a `usage` entry. The relay counts them as side calls
-/// between turns: in the session's cost and totals from the next update on, in no turn's usage,
-/// never in `used`; the cost is pi's own price of each call (here with a price override).
+/// between turns: in the session's cost and totals from the update sent for them on, in no
+/// turn's usage, never in `used`; the cost is pi's own price of each call (here with a price override).
 #[test]
 fn pi_relay_cache_warming() {
     let _lock = support::agent_lock(AGENT);
@@ -252,11 +252,30 @@ fn pi_relay_cache_warming() {
         "pi's cache warming should re-send the tools (the mock tells it by max_tokens)".to_owned()
     });
     // Its `usage` entry is in the file within a few ms; the relay's worker reads it on its
-    // next tick (it sends no update of its own for it: the next one has it).
-    std::thread::sleep(Duration::from_millis(1500));
-    checks.check(client.updates_since(after_first, "usage_update").is_empty(), || {
-        "the relay now sends an update for a call between turns: check it here".to_owned()
-    });
+    // next tick and sends an update for it (trigger `between_turns`): the editor's cost covers
+    // the warming call without waiting for the next turn.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let between = loop {
+        let updates = client.updates_since(after_first, "usage_update");
+        if !updates.is_empty() || Instant::now() > deadline {
+            break updates;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    match between.first() {
+        Some(update) => {
+            let trigger = &update["_meta"]["acpUsage"]["trigger"];
+            checks.check(trigger == "between_turns", || format!("between turns: {update}"));
+            let served: Vec<Call> = lab.mock.calls();
+            let got = update["cost"]["amount"].as_f64();
+            let want = warming_cost(&served);
+            checks.row("between turns", "cost (USD)", got, want, Some(true));
+            checks.check(got.is_some_and(|got| support::close(got, want)), || {
+                format!("between turns: cost {got:?} != turn 1 and the warming call {want}")
+            });
+        }
+        None => checks.fail("no usage_update within 5 s of a call between turns".to_owned()),
+    }
 
     let second = run_turn(&client, &lab.mock, &session, flows::TOOL_PROMPT).expect("turn 2");
     let in_turn = second.billed_calls();

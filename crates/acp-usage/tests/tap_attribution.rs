@@ -137,3 +137,37 @@ fn a_call_before_any_session_counts_in_the_first_one() {
     // The early call is counted between turns (in the cost), not in this turn.
     assert_eq!(usage["inputTokens"], 500);
 }
+
+#[test]
+fn a_call_after_the_result_gets_an_update_of_its_own_and_one_in_a_turn_does_not() {
+    let mut o = observer();
+    open(&mut o, 1, "A");
+    prompt(&mut o, 2, "A", "Say hello to the world");
+    o.tap_call(call(500, 10, true, 5, r#"{"m":"Say hello to the world"}"#, None));
+    // In the turn: the turn's own update shows it.
+    assert!(!o.has_between_turn_updates());
+    result(&mut o, 2);
+    // A title that ended after the result, then a second side call: one update shows both.
+    o.tap_call(call(100, 5, false, 9, r#"{"messages":"title please"}"#, None));
+    o.tap_call(call(40, 2, false, 9, r#"{"messages":"suggest a prompt"}"#, None));
+    assert!(o.has_between_turn_updates());
+    let lines = o.between_turn_updates();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let update: Value = serde_json::from_slice(&lines[0]).unwrap();
+    let u = &update["params"]["update"];
+    assert_eq!(u["sessionUpdate"], "usage_update");
+    assert_eq!(u["_meta"]["acpUsage"]["trigger"], "between_turns");
+    // The cost covers all three calls at the catalog's Sonnet 4.5 prices ($3 in, $15 out per M).
+    let want = (640.0 * 3.0 + 17.0 * 15.0) / 1e6;
+    let got = u["cost"]["amount"].as_f64().unwrap();
+    assert!((got - want).abs() < 1e-9, "cost {got} vs {want}");
+    // Nothing more until the next call between turns.
+    assert!(!o.has_between_turn_updates());
+    assert!(o.between_turn_updates().is_empty());
+
+    // A call counted between turns, then a turn that starts before its update went out: the
+    // turn's update will show it.
+    o.tap_call(call(30, 1, false, 9, r#"{"messages":"memory"}"#, None));
+    prompt(&mut o, 3, "A", "Say hello again");
+    assert!(o.between_turn_updates().is_empty());
+}

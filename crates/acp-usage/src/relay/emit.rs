@@ -56,6 +56,9 @@ pub enum Trigger {
     Compaction,
     /// A rewrite of the agent's own update.
     Agent,
+    /// After calls counted between turns (a title or a prompt suggestion that ended after the
+    /// turn's result, a memory extraction, cache warming).
+    BetweenTurns,
 }
 
 impl Trigger {
@@ -69,6 +72,7 @@ impl Trigger {
             Trigger::ModelChange => "model_change",
             Trigger::Compaction => "compaction",
             Trigger::Agent => "agent",
+            Trigger::BetweenTurns => "between_turns",
         }
     }
 }

@@ -43,7 +43,16 @@ pub(super) struct MainLoop {
     drain_deadline: Option<tokio::time::Instant>,
     held: Option<Held>,
     holds: HoldStats,
+    /// Where acp-usage's own lines for the editor go (the agent pump writes them between the
+    /// agent's lines).
+    answers: mpsc::UnboundedSender<Vec<u8>>,
+    /// When the updates for calls counted between turns go out: calls that end within
+    /// [`BETWEEN_TURNS_COALESCE`] of each other share one.
+    between_turns_at: Option<tokio::time::Instant>,
 }
+
+/// How long an update for a call counted between turns waits for more such calls.
+const BETWEEN_TURNS_COALESCE: Duration = Duration::from_millis(100);
 
 impl MainLoop {
     pub(super) fn new(
@@ -53,6 +62,7 @@ impl MainLoop {
         events: mpsc::UnboundedReceiver<Event>,
         transcripts: mpsc::UnboundedReceiver<Update>,
         tap_notify: Arc<Notify>,
+        answers: mpsc::UnboundedSender<Vec<u8>>,
     ) -> MainLoop {
         MainLoop {
             core,
@@ -67,6 +77,8 @@ impl MainLoop {
             drain_deadline: None,
             held: None,
             holds: HoldStats::default(),
+            answers,
+            between_turns_at: None,
         }
     }
 
@@ -85,8 +97,17 @@ impl MainLoop {
                         Some(tokio::time::Instant::now() + Duration::from_millis(500));
                 }
                 _ = sleep_until(deadline), if deadline.is_some() => self.on_deadline().await?,
-                _ = self.tap_notify.notified() => lock(&self.core).drain_tap(),
-                Some(update) = self.transcripts.recv() => self.on_transcript(update),
+                _ = self.tap_notify.notified() => {
+                    lock(&self.core).drain_tap();
+                    self.schedule_between_turns();
+                }
+                Some(update) = self.transcripts.recv() => {
+                    self.on_transcript(update);
+                    self.schedule_between_turns();
+                }
+                _ = sleep_until(self.between_turns_at), if self.between_turns_at.is_some() => {
+                    self.send_between_turns();
+                }
                 _ = sleep_until(self.held.as_ref().map(|h| h.deadline)), if self.held.is_some() => {
                     let h = self.held.take().expect("guarded");
                     release(h, true, &mut lock(&self.core), &mut self.holds);
@@ -102,6 +123,27 @@ impl MainLoop {
         }
         self.holds.log();
         Ok(self.status.expect("loop ends with a status"))
+    }
+
+    /// Starts the short wait before the update for calls counted between turns, if there are
+    /// any and it has not started.
+    fn schedule_between_turns(&mut self) {
+        if self.between_turns_at.is_none() && lock(&self.core).observer.has_between_turn_updates() {
+            self.between_turns_at = Some(tokio::time::Instant::now() + BETWEEN_TURNS_COALESCE);
+        }
+    }
+
+    /// Sends the updates for calls counted between turns.
+    fn send_between_turns(&mut self) {
+        self.between_turns_at = None;
+        let mut c = lock(&self.core);
+        let lines = c.observer.between_turn_updates();
+        for line in lines {
+            c.copies.line(crate::record::Dir::Injected, &line, false);
+            // The agent pump is gone once the agent is: nothing more reaches the editor.
+            let _ = self.answers.send(line);
+        }
+        c.save_learned();
     }
 
     /// The next of the editor's grace and the agent's drain deadline.

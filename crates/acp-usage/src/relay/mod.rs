@@ -250,7 +250,8 @@ where
     // Answers acp-usage gives the editor itself (a prompt refused for a spent budget): the
     // agent pump owns the editor's side, and writes them between the agent's lines.
     let (answer_tx, answer_rx) = mpsc::unbounded_channel::<Vec<u8>>();
-    let editor_pump = EditorPump::new(editor_in, pipes.stdin, pump(ev_tx.clone()), answer_tx);
+    let editor_pump =
+        EditorPump::new(editor_in, pipes.stdin, pump(ev_tx.clone()), answer_tx.clone());
     let editor_pump = tokio::spawn(editor_pump.run());
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let agent_pump = AgentPump::new(
@@ -263,7 +264,8 @@ where
     );
     let agent_pump = tokio::spawn(agent_pump.run());
 
-    let main_loop = MainLoop::new(core.clone(), agent, opts.grace, ev_rx, tr_rx, tap.notify);
+    let main_loop =
+        MainLoop::new(core.clone(), agent, opts.grace, ev_rx, tr_rx, tap.notify, answer_tx);
     let status = main_loop.run().await?;
     // What the agent wrote before it went still reaches the editor: the pump stops at its next
     // read, never within a batch.

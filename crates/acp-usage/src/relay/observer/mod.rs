@@ -292,6 +292,8 @@ pub struct Observer {
     tap_prompts: u64,
     /// Calls the tap saw before any session existed.
     tap_unclaimed: Vec<crate::sources::tap::TapCall>,
+    /// Sessions with calls counted between turns that no update has shown yet.
+    between_turns: Vec<String>,
 }
 
 impl Observer {
@@ -318,7 +320,37 @@ impl Observer {
             agent_version: None,
             tap_prompts: 0,
             tap_unclaimed: Vec::new(),
+            between_turns: Vec::new(),
         }
+    }
+
+    /// A call was counted in `id` between its turns: the editor is to see it (see
+    /// [`Observer::between_turn_updates`]).
+    fn counted_between_turns(&mut self, id: &str) {
+        if !self.between_turns.iter().any(|s| s == id) {
+            self.between_turns.push(id.to_owned());
+        }
+    }
+
+    /// Whether calls were counted between turns that no update has shown yet.
+    pub fn has_between_turn_updates(&self) -> bool {
+        !self.between_turns.is_empty()
+    }
+
+    /// A `usage_update` for each session with calls counted between turns since its last
+    /// update, so the figures the editor is left showing cover every billed call. A session
+    /// whose turn started since gets none: the turn's own update will show them.
+    pub fn between_turn_updates(&mut self) -> Vec<Vec<u8>> {
+        let mut lines = Vec::new();
+        for id in std::mem::take(&mut self.between_turns) {
+            let idle = self.sessions.get(&id).is_some_and(|s| !s.account.in_turn());
+            if idle {
+                lines.push(self.update_line(&id, Trigger::BetweenTurns));
+            }
+        }
+        // A notice an update gave rise to (a context threshold) goes with it.
+        lines.append(&mut self.notices_out);
+        lines
     }
 
     /// Commands for the transcript worker since the last call.
@@ -372,14 +404,19 @@ impl Observer {
                     })
                     .collect();
                 let newly_found = found && !f.found;
+                let mut between = false;
                 for o in f.events(events, found, at_end, settled) {
                     s.account.record_outside_turn(o.record, Source::Transcript, o.main, &cx);
+                    between = true;
                 }
                 if newly_found {
                     s.account.follow_transcript();
                 }
                 for w in windows {
                     s.account.agent_window(w);
+                }
+                if between {
+                    self.counted_between_turns(&update.session);
                 }
             }
         }
@@ -741,6 +778,8 @@ impl Observer {
     }
 
     fn update_line(&mut self, id: &str, trigger: Trigger) -> Vec<u8> {
+        // Whatever was counted between turns, this update shows.
+        self.between_turns.retain(|s| s != id);
         let snap = self.snapshot(id);
         self.context_alert(id, snap.used, snap.size, snap.model.as_deref());
         emit::usage_update(id, &snap, self.label(), trigger)

@@ -133,12 +133,17 @@ impl Observer {
         }
         if early {
             s.account.record_outside_turn(call.record, acp_usage_core::Source::Tap, false, &cx);
+            self.counted_between_turns(id);
             return;
         }
         // Between turns it is counted at once, and kept at once (the ledger's writes are taken
         // after each batch): a reload must not lose a call made after the last result (a
         // title, a memory extraction).
+        let between = !s.account.in_turn();
         s.account.tap_call(call.record, call.id, role, &cx);
+        if between {
+            self.counted_between_turns(id);
+        }
     }
 }
 
