@@ -340,9 +340,44 @@ pub fn relay_turns_then(expect: Expect, lab: &Lab, relay_args: &[&str], more: us
         session_calls.extend(expect.accountable(turn.billed_calls()));
         check_turn(&mut checks, phase, &client, &turn, &session_calls, expect, Some(expect.size));
     }
+    if expect.tap {
+        last_update_covers_every_call(&mut checks, &client, lab, &mut session_calls);
+    }
     drop(client);
     checks.transcript_waits("results held", lab.scratch.root());
     checks.finish();
+}
+
+/// With the tap, 1.5 s after the last result the last `usage_update` the editor holds covers
+/// every billed call, those that ended after the result (a title, a prompt suggestion, a memory
+/// extraction) included: acp-usage sends an update for calls counted between turns.
+fn last_update_covers_every_call(
+    checks: &mut Checks,
+    client: &AcpClient,
+    lab: &Lab,
+    session_calls: &mut Vec<Call>,
+) {
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    add_between_turns(session_calls, lab);
+    let updates = client.updates_since(0, "usage_update");
+    let Some(last) = updates.last() else {
+        checks.fail("after the last turn: no usage_update at all".to_owned());
+        return;
+    };
+    let got = last["cost"]["amount"].as_f64();
+    // A call to a model the catalog cannot price (codex-acp 2.6's title model) has no cost to
+    // check against, as in the per-turn checks.
+    let Some(want) = support::catalog_cost(session_calls.iter()) else {
+        eprintln!("after the last turn: a billed call the catalog cannot price; cost not checked");
+        return;
+    };
+    checks.row("after the last turn", "cost (USD)", got, want, Some(true));
+    checks.check(got.is_some_and(|got| support::close(got, want)), || {
+        format!(
+            "1.5 s after the last result the editor's cost {got:?} should cover all {} billed calls ({want:?}): {last}",
+            session_calls.len()
+        )
+    });
 }
 
 /// Adds to `calls` the billed calls the mock served that it does not hold yet: calls made
