@@ -54,14 +54,12 @@ fn find_or_build() -> anyhow::Result<PathBuf> {
         return Ok(bin);
     }
     let what = format!("cargo build --locked --manifest-path {SDK_CLIENT_MANIFEST} --bins");
-    // Cargo sets CARGO for the processes it runs; fall back to PATH for manual runs.
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let target = target_dir();
-    let out = Command::new(cargo)
+    // The same cargo, without the test's per-package variables, as the tests' other builds.
+    let out = crate::relay::cargo()
         .args(["build", "--quiet", "--locked", "--bins", "--manifest-path"])
         .arg(workspace_root().join(SDK_CLIENT_MANIFEST))
         .env("CARGO_TARGET_DIR", &target)
-        .current_dir(workspace_root())
         .stdin(Stdio::null())
         .output()
         .with_context(|| format!("running {what}"))?;

@@ -223,7 +223,7 @@ fn npmrc_prefix(home: &Path) -> Option<PathBuf> {
 
 /// npm's default global prefix: the directory above the `bin` holding `node`.
 fn node_prefix(path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
-    let node = std::env::split_paths(path?).map(|d| d.join("node")).find(|p| is_executable(p))?;
+    let node = on_path(path?, "node", |_| true)?;
     let node = std::fs::canonicalize(&node).unwrap_or(node);
     Some(node.parent()?.parent()?.to_path_buf())
 }
@@ -346,6 +346,15 @@ fn which_launch(profile: Profile, program: &str, real: &Path) -> &'static Launch
         .or(candidates.first())
         .copied()
         .expect("a program comes from one of the profile's launches")
+}
+
+/// The first executable `program` in the directories of `path` that `dirs` keeps.
+pub(crate) fn on_path(
+    path: &std::ffi::OsStr,
+    program: &str,
+    dirs: impl Fn(&Path) -> bool,
+) -> Option<PathBuf> {
+    std::env::split_paths(path).filter(|d| dirs(d)).find_map(|d| executable_in(&d, program))
 }
 
 /// `dir/program` (or its Windows shims) when it is an executable file.

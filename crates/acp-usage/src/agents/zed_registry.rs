@@ -142,9 +142,7 @@ pub fn scan(files: &Files, path: Option<&OsStr>) -> Findings {
             return out;
         }
     };
-    let uvx = path.is_some_and(|p| {
-        std::env::split_paths(p).any(|d| installed::executable_in(&d, "uvx").is_some())
-    });
+    let uvx = path.is_some_and(|p| installed::on_path(p, "uvx", |_| true).is_some());
     for (id, env) in entries {
         let Some((profile, launch)) = launch_of(&id) else {
             out.notes.push(Note {

@@ -131,28 +131,12 @@ fn not_found() -> std::io::Error {
 /// Where `program` would be started from: itself when it names a path, else the first
 /// executable of that name on `PATH`.
 fn find_program(program: &str) -> Option<std::path::PathBuf> {
-    let runnable =
-        |p: &std::path::Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && executable(&m));
     if program.contains('/') {
         // The guard reports why an existing file does not start.
         let p = std::path::PathBuf::from(program);
         return p.exists().then_some(p);
     }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(program)).find(|p| runnable(p))
-}
-
-/// Whether a file's permissions let it run.
-#[cfg(unix)]
-fn executable(meta: &std::fs::Metadata) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    meta.permissions().mode() & 0o111 != 0
-}
-
-/// Whether a file's permissions let it run: no such bits off Unix.
-#[cfg(not(unix))]
-fn executable(_meta: &std::fs::Metadata) -> bool {
-    true
+    crate::agents::installed::on_path(&std::env::var_os("PATH")?, program, |_| true)
 }
 
 impl Agent {

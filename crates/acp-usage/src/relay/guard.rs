@@ -228,15 +228,9 @@ mod imp {
         if unsafe { libc::getppid() } != parent {
             return true;
         }
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{parent}/stat")) else {
-            return true;
-        };
-        // After the command's closing parenthesis: state, ppid, pgrp, session, tty, tpgid, flags.
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .map(|(_, rest)| rest.split_whitespace().collect())
-            .unwrap_or_default();
-        let zombie = matches!(fields.first(), Some(&("Z" | "X")));
+        let Some(fields) = crate::procfs::stat_fields(parent.into()) else { return true };
+        // From the state on: state, ppid, pgrp, session, tty, tpgid, flags.
+        let zombie = matches!(fields.first().map(String::as_str), Some("Z" | "X"));
         let exiting =
             fields.get(6).and_then(|f| f.parse::<u64>().ok()).is_some_and(|f| f & PF_EXITING != 0);
         zombie || exiting
@@ -281,9 +275,7 @@ mod imp {
             .flatten()
             .filter_map(|e| {
                 let pid: i32 = e.file_name().to_str()?.parse().ok()?;
-                let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
-                // The parent is the second field after the command's closing parenthesis.
-                let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+                let ppid = crate::procfs::stat_fields(pid.into())?.get(1)?.parse().ok()?;
                 Some((pid, ppid))
             })
             .collect();

@@ -141,9 +141,7 @@ impl Launcher {
 
 /// `program` in the directories of `path` that are not npm's.
 fn find_program(path: Option<&OsStr>, program: &str) -> Option<PathBuf> {
-    std::env::split_paths(path?)
-        .filter(|d| d.is_absolute() && !is_npm_scratch(d))
-        .find_map(|d| installed::executable_in(&d, program))
+    installed::on_path(path?, program, |d| d.is_absolute() && !is_npm_scratch(d))
 }
 
 /// npx's cache (`.../_npx/<hash>/node_modules/.bin`) or a project's `node_modules/.bin`.

@@ -102,11 +102,8 @@ pub fn process_alive(pid: i64, started: Option<i64>) -> bool {
 /// `None` where there is no such file (macOS). Unique per pid for as long as the machine runs.
 #[cfg(unix)]
 pub fn process_start(pid: u32) -> Option<i64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) is in parentheses and may hold spaces or ')': the fields
-    // after it start at the last ')'. Field 22 is then the 20th.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_ascii_whitespace().nth(19)?.parse().ok()
+    // Field 22, the 20th from the state on.
+    crate::procfs::stat_fields(pid.into())?.get(19)?.parse().ok()
 }
 
 /// Whether the process that wrote `pid` (and `started`, its [`process_start`], when known)
