@@ -214,7 +214,7 @@ fn claude_relay_clear() {
 #[test]
 fn claude_relay_turns_tapped() {
     let _lock = support::agent_lock(AGENT);
-    flows::relay_turns_with(EXPECT.tapped(), &["--tap"]);
+    flows::relay_turns_with(EXPECT.tapped(), &[]);
 }
 
 #[test]

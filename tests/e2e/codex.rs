@@ -110,7 +110,7 @@ fn codex_relay_turns_without_transcripts() {
 #[test]
 fn codex_relay_turns_tapped() {
     let _lock = support::agent_lock(AGENT);
-    flows::relay_turns_with(EXPECT.tapped(), &["--tap"]);
+    flows::relay_turns_with(EXPECT.tapped(), &[]);
 }
 
 #[test]
@@ -133,5 +133,5 @@ fn codex_relay_turns_tapped_builtin_provider() {
         r#"{"auth_mode":"apikey","OPENAI_API_KEY":"sk-mock-key"}"#,
     )
     .expect("write auth.json");
-    flows::relay_turns_in(EXPECT.tapped(), &lab, &["--tap"]);
+    flows::relay_turns_in(EXPECT.tapped(), &lab, &[]);
 }

@@ -206,5 +206,5 @@ fn codex_ts_relay_turns_without_transcripts() {
 #[test]
 fn codex_ts_relay_turns_tapped() {
     let _lock = support::agent_lock(AGENT);
-    flows::relay_turns_with(EXPECT.tapped(), &["--tap"]);
+    flows::relay_turns_with(EXPECT.tapped(), &[]);
 }

@@ -192,5 +192,5 @@ fn copilot_relay_load() {
 fn copilot_relay_turns_tapped() {
     let _lock = support::agent_lock(AGENT);
     // BYOK: its provider URL (`COPILOT_PROVIDER_BASE_URL`) is pointed at the tap.
-    flows::relay_turns_with(EXPECT.tapped(), &["--tap"]);
+    flows::relay_turns_with(EXPECT.tapped(), &[]);
 }

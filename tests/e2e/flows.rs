@@ -44,7 +44,8 @@ pub struct Expect {
 impl Expect {
     /// The relay options this expectation needs.
     pub fn relay_args(&self) -> &'static [&'static str] {
-        if self.tap { &["--tap"] } else { &[] }
+        // The tap is on by default: an expectation without it turns it off.
+        if self.tap { &[] } else { &["--tap", "off"] }
     }
 
     /// What to expect with `--tap`: every billed call counted, side calls included, exactly.

@@ -154,5 +154,5 @@ fn gemini_relay_turns_without_transcripts() {
 #[test]
 fn gemini_relay_turns_tapped() {
     let _lock = support::agent_lock(AGENT);
-    flows::relay_turns_with(EXPECT.tapped(), &["--tap"]);
+    flows::relay_turns_with(EXPECT.tapped(), &[]);
 }

@@ -73,7 +73,7 @@ fn kilo_relay_subagent() {
 #[test]
 fn kilo_relay_turns_tapped() {
     let _lock = support::agent_lock(AGENT);
-    flows::relay_turns_with(EXPECT.tapped(), &["--tap"]);
+    flows::relay_turns_with(EXPECT.tapped(), &[]);
 }
 
 #[test]

@@ -261,7 +261,7 @@ pub(crate) fn relay_subagent(expect: Expect) {
 #[test]
 fn opencode_relay_turns_tapped() {
     let _lock = support::agent_lock(AGENT);
-    flows::relay_turns_with(EXPECT.tapped(), &["--tap"]);
+    flows::relay_turns_with(EXPECT.tapped(), &[]);
 }
 
 #[test]

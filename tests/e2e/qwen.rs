@@ -104,5 +104,5 @@ fn qwen_relay_load_and_resume() {
 #[test]
 fn qwen_relay_turns_tapped() {
     let _lock = support::agent_lock(AGENT);
-    flows::relay_turns_with(EXPECT.tapped(), &["--tap"]);
+    flows::relay_turns_with(EXPECT.tapped(), &[]);
 }

@@ -153,7 +153,7 @@ fn tap_that_cannot_start_is_said_and_the_agent_runs_untapped() {
     std::fs::write(&bogus, "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
         .expect("write the certificate file");
     lab.spec.set_env("SSL_CERT_FILE", bogus.display().to_string());
-    let (client, result, base_url) = one_turn(&lab, &["--tap"]);
+    let (client, result, base_url) = one_turn(&lab, &[]);
     assert_eq!(base_url, lab.mock.url(), "the agent should keep its own base URL");
     assert_ne!(result["usage"]["_meta"]["acpUsage"]["source"], "tap", "{result}");
     drop(client);
@@ -179,7 +179,7 @@ fn claude_relay_turns_tapped_over_tls() {
     write_ca(&front, &ca);
     lab.spec.set_env("ANTHROPIC_BASE_URL", front.url());
     lab.spec.set_env("SSL_CERT_FILE", ca.display().to_string());
-    flows::relay_turns_in(crate::claude::EXPECT.tapped(), &lab, &["--tap"]);
+    flows::relay_turns_in(crate::claude::EXPECT.tapped(), &lab, &[]);
     // The mock closes every connection: each call it served came through its own handshake.
     let served = lab.mock.calls().len();
     assert!(

@@ -234,7 +234,7 @@ fn vibe_relay_turns_tapped() {
     // Pointed through VIBE_PROVIDERS (the config's provider entry, api_base changed): the tap
     // sees the title call too, and forwards the catalogue and connectors lookups.
     let lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
-    flows::relay_turns_then(EXPECT.tapped(), &lab, &["--tap"], 1);
+    flows::relay_turns_then(EXPECT.tapped(), &lab, &[], 1);
     let calls = lab.mock.calls();
     let targets: Vec<&str> = calls.iter().map(|c| c.target.as_str()).collect();
     assert!(
@@ -253,7 +253,7 @@ fn vibe_relay_names_the_title_it_cannot_see() {
     let _lock = support::agent_lock(AGENT);
     let lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
     let mut checks = Checks::new(AGENT);
-    for (tap, args) in [(false, &[][..]), (true, &["--tap"][..])] {
+    for (tap, args) in [(false, &["--tap", "off"][..]), (true, &[][..])] {
         let client = lab.relayed_with(args).expect("relay");
         client.initialize().expect("initialize");
         let new = client.new_session(&lab.scratch.work()).expect("session/new");

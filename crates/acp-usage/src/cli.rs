@@ -80,12 +80,13 @@ pub struct RelayArgs {
     #[arg(long, value_enum, default_value_t = Transcripts::On)]
     pub transcripts: Transcripts,
 
-    /// Send the agent's LLM API calls through a tap on 127.0.0.1 that reads every call's usage
-    /// (exact, side calls included): the agent is started with its base-URL variables pointed
-    /// at the tap, which forwards each request unchanged to where it would have gone. Also
-    /// `tap = true` in the config file.
-    #[arg(long, env = "ACP_USAGE_TAP", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
-    pub tap: bool,
+    /// The LLM-API tap, on by default for every agent acp-usage has a profile for: the agent
+    /// is started with its base-URL settings pointed at a proxy on 127.0.0.1 that forwards each
+    /// request unchanged to where it would have gone and reads every call's usage (exact, side
+    /// calls included). `--tap off` (or `tap = false` in the config file) turns it off; a bare
+    /// `--tap` is accepted and changes nothing. Never started for an unknown agent.
+    #[arg(long, env = "ACP_USAGE_TAP", value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true")]
+    pub tap: Option<bool>,
 
     /// Longest a turn's result waits for the agent's transcript to catch up, in milliseconds.
     #[arg(long, value_name = "MS", env = "ACP_USAGE_TRANSCRIPT_WAIT_MS", default_value_t = 1000)]
@@ -565,5 +566,28 @@ pub fn main() -> ExitCode {
             eprintln!("acp-usage: {err:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tap_of(args: &[&str]) -> Option<bool> {
+        let argv = ["acp-usage"].iter().chain(args).chain(&["--", "agent"]);
+        Args::try_parse_from(argv).expect("parses").relay.tap
+    }
+
+    #[test]
+    fn the_tap_flag_takes_on_and_off_and_a_bare_flag_is_on() {
+        // Unset: the config file decides, else on (`RelayOptions::resolve`).
+        if std::env::var_os("ACP_USAGE_TAP").is_none() {
+            assert_eq!(tap_of(&[]), None);
+        }
+        assert_eq!(tap_of(&["--tap"]), Some(true));
+        assert_eq!(tap_of(&["--tap", "off"]), Some(false));
+        assert_eq!(tap_of(&["--tap=0"]), Some(false));
+        assert_eq!(tap_of(&["--tap", "on"]), Some(true));
+        assert!(Args::try_parse_from(["acp-usage", "--tap", "maybe", "--", "a"]).is_err());
     }
 }

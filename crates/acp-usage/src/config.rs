@@ -6,7 +6,7 @@
 //! ```toml
 //! catalog = "litellm.json"   # a newer LiteLLM file or an override file, relative to this file
 //! default_window = 200000    # the context window when nothing else is known
-//! tap = true                 # send the agent's LLM API calls through the tap (`--tap`)
+//! tap = false                # the LLM-API tap is on by default; false turns it off (`--tap off`)
 //!
 //! [models."my-model"]        # same shape as an override file; USD per 1M tokens
 //! window = 200000
@@ -63,8 +63,8 @@ pub struct Config {
     /// The catalog files layered over the embedded catalog, in order (the config's `catalog`,
     /// then `--catalog`).
     pub catalog_files: Vec<PathBuf>,
-    /// `tap = true`: the LLM-API tap is on.
-    pub tap: bool,
+    /// `tap = true|false`: whether the LLM-API tap is on (unset: on).
+    pub tap: Option<bool>,
     /// `[budget]` and `[context]`.
     pub budgets: Budgets,
     /// `[otlp]` (the `OTEL_*` variables are read when the exporter is configured).
@@ -162,7 +162,7 @@ pub fn load_from(
     let mut default_window = DEFAULT_WINDOW;
     let mut config_file = None;
     let mut catalog_files = Vec::new();
-    let mut tap = false;
+    let mut tap = None;
     let mut budgets = Budgets::default();
     let mut otlp = None;
 
@@ -171,7 +171,7 @@ pub fn load_from(
             Ok(text) => {
                 let file: ConfigFile = toml::from_str(&text)
                     .with_context(|| format!("in config file {}", path.display()))?;
-                tap = file.tap.unwrap_or(false);
+                tap = file.tap;
                 budgets = read_budgets(&path, file.budget.as_ref(), file.context.as_ref())?;
                 otlp = file.otlp.clone();
                 catalog_files.extend(apply_config(&path, file, &mut catalog, &mut default_window)?);

@@ -368,13 +368,6 @@ pub fn point(
     p
 }
 
-/// Where this process's agent would send its calls (its environment and config files).
-pub fn point_from_process(profile: Profile) -> Pointing {
-    let env = |name: &str| std::env::var(name).ok();
-    let read = |path: &std::path::Path| std::fs::read_to_string(path).ok();
-    point(profile, &env, &read)
-}
-
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

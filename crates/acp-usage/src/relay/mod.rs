@@ -290,18 +290,38 @@ struct TapStart {
     notify: Arc<tokio::sync::Notify>,
 }
 
-/// Starts the LLM-API tap when it is asked for (`opts.settings.tap` says afterwards whether
-/// it runs).
+/// Starts the LLM-API tap unless it was turned off, for an agent whose profile knows how to
+/// point it (`opts.settings.tap` says afterwards whether it runs). The generic profile's base
+/// URLs would be a guess: an unknown agent always runs untapped.
 fn start_tap(opts: &mut Options) -> TapStart {
     let mut argv = opts.argv.clone();
-    let tapped = if opts.settings.tap {
-        let profile = opts
-            .settings
-            .forced_profile
-            .unwrap_or_else(|| Profile::detect_before_start(&opts.settings.command));
-        crate::sources::tap::start_for_agent(crate::agents::point_from_process(profile))
-    } else {
+    let profile = opts
+        .settings
+        .forced_profile
+        .unwrap_or_else(|| Profile::detect_before_start(&opts.settings.command));
+    let tapped = if !opts.settings.tap {
+        tracing::info!("tap: off (--tap off, ACP_USAGE_TAP=0 or `tap = false`)");
         None
+    } else if profile.is_generic() {
+        tracing::info!(
+            "tap: not started for an agent without a profile (its base URLs would be a guess)"
+        );
+        None
+    } else {
+        let env = |name: &str| std::env::var(name).ok();
+        let read = |path: &std::path::Path| std::fs::read_to_string(path).ok();
+        let point_env = crate::sources::tap::point::Env { var: &env, read_file: &read };
+        // Logins the tap cannot point: said once; the other sources count those calls.
+        for untapped in profile.untapped(&point_env) {
+            tracing::info!("tap: cannot see this agent's calls: {}", untapped.why);
+        }
+        let pointing = crate::agents::point(profile, &env, &read);
+        if pointing.routes.is_empty() {
+            tracing::info!("tap: nothing of this agent's setup can be pointed at it; not started");
+            None
+        } else {
+            crate::sources::tap::start_for_agent(pointing)
+        }
     };
     opts.settings.tap = tapped.is_some();
     match tapped {

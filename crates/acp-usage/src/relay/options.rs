@@ -38,9 +38,9 @@ pub struct RelayOptions {
     pub validate: bool,
     /// `--transcripts`: whether the agents' own transcripts are read.
     pub transcripts: Transcripts,
-    /// `--tap`: send the agent's LLM API calls through the tap (the config file's `tap = true`
-    /// turns it on too).
-    pub tap: bool,
+    /// `--tap on|off`: whether the agent's LLM API calls go through the tap; `None` leaves it to
+    /// the config file's `tap`, and else it is on.
+    pub tap: Option<bool>,
     /// `--transcript-wait-ms`: longest a turn's result waits for the transcript to catch up.
     pub transcript_wait: Duration,
     /// The agent command and its arguments.
@@ -130,7 +130,7 @@ impl Options {
                 learned,
                 ledger: ledger.clone(),
                 transcripts,
-                tap: args.tap || config.tap,
+                tap: args.tap.or(config.tap).unwrap_or(true),
                 budgets: config.budgets.clone(),
             },
             otlp: match crate::sinks::otlp::config::resolve(

@@ -133,8 +133,8 @@ fn tap(profile: Profile, inputs: &Inputs, tap_on: bool) -> Vec<Finding> {
             .split_once(" sets ")
             .map(|(file, _)| PathBuf::from(file))
             .filter(|p| p.is_absolute());
-        // A failure with the tap off too: the tap is to be on by default for profiled agents,
-        // and then only a log line, which editors seldom show, would say so.
+        // A failure with the tap off too: the tap is on by default for profiled agents, and
+        // then only a log line, which editors seldom show, would say so.
         let off = if tap_on { "" } else { "; the tap is off here, this stands in its way once on" };
         let fail = finding(
             Status::Fail,
@@ -160,7 +160,7 @@ fn tap(profile: Profile, inputs: &Inputs, tap_on: bool) -> Vec<Finding> {
     let state = if tap_on {
         "on here"
     } else {
-        "off here (--tap, ACP_USAGE_TAP=1 or `tap = true` turn it on)"
+        "off here (turned off by --tap off, ACP_USAGE_TAP=0 or `tap = false`)"
     };
     if !pointing.routes.is_empty() {
         let routes: Vec<String> = pointing

@@ -39,8 +39,9 @@ pub struct Options {
     pub config: Option<PathBuf>,
     /// `--catalog`.
     pub catalog: Option<PathBuf>,
-    /// `--tap` or `ACP_USAGE_TAP` (the config's `tap` is read with the config).
-    pub tap: bool,
+    /// `--tap on|off` or `ACP_USAGE_TAP` (the config's `tap` is read with the config; unset
+    /// is on).
+    pub tap: Option<bool>,
 }
 
 /// How a finding bears on the user, mildest first.
@@ -118,8 +119,8 @@ pub struct Inputs<'a> {
     pub config: Option<PathBuf>,
     /// `--catalog`.
     pub catalog: Option<PathBuf>,
-    /// `--tap` or `ACP_USAGE_TAP`.
-    pub tap: bool,
+    /// `--tap on|off` or `ACP_USAGE_TAP`.
+    pub tap: Option<bool>,
     /// Now, for ages.
     pub now: SystemTime,
     /// How long a connection to the OTLP collector may take.
@@ -163,7 +164,7 @@ impl Report {
 pub fn gather(inputs: &Inputs) -> Report {
     // The config first: whether the tap is on, and the OTLP table, come from it.
     let (config, config_finding) = own::config(inputs);
-    let tap_on = inputs.tap || config.tap;
+    let tap_on = inputs.tap.or(config.tap).unwrap_or(true);
 
     let mut findings = Vec::new();
     let mut agents: Vec<&'static str> = Vec::new();

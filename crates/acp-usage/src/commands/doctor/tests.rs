@@ -15,7 +15,7 @@ struct Machine {
     vars: Vec<(String, String)>,
     found: Vec<Found>,
     notes: Vec<Note>,
-    tap: bool,
+    tap: Option<bool>,
     now: SystemTime,
 }
 
@@ -31,7 +31,7 @@ impl Machine {
             ("XDG_DATA_HOME".to_owned(), root.join("data").display().to_string()),
         ];
         let (found, notes) = (Vec::new(), Vec::new());
-        Machine { root, vars, found, notes, tap: false, now: SystemTime::now() }
+        Machine { root, vars, found, notes, tap: None, now: SystemTime::now() }
     }
 
     fn home(&self) -> PathBuf {
@@ -147,24 +147,31 @@ fn a_claude_settings_base_url_fails_and_names_the_file() {
     let tap = one(&report, Some("claude"), "tap");
     assert_eq!(tap.status, Status::Ok);
     assert!(
-        tap.message.starts_with("can point it (anthropic → https://api.anthropic.com); off here"),
+        tap.message.starts_with("can point it (anthropic → https://api.anthropic.com); on here"),
         "{}",
         tap.message
     );
 }
 
 #[test]
-fn the_tap_being_on_is_said() {
+fn the_tap_being_on_or_off_is_said() {
     let mut m = Machine::new("tap-on");
     m.with_agent("claude");
-    m.tap = true;
+    // On by default, and with `--tap`.
     assert!(one(&m.report(), Some("claude"), "tap").message.ends_with("; on here"));
-    // `tap = true` in the config does the same.
-    m.tap = false;
-    m.write("config/acp-usage/config.toml", "tap = true\n");
+    m.tap = Some(true);
+    assert!(one(&m.report(), Some("claude"), "tap").message.ends_with("; on here"));
+    // `--tap off`, and `tap = false` in the config, turn it off.
+    m.tap = Some(false);
+    assert!(one(&m.report(), Some("claude"), "tap").message.contains("; off here"));
+    m.tap = None;
+    m.write("config/acp-usage/config.toml", "tap = false\n");
     let report = m.report();
-    assert!(one(&report, Some("claude"), "tap").message.ends_with("; on here"));
+    assert!(one(&report, Some("claude"), "tap").message.contains("; off here"));
     assert_eq!(one(&report, None, "config").status, Status::Ok);
+    // The command line wins over the file.
+    m.tap = Some(true);
+    assert!(one(&m.report(), Some("claude"), "tap").message.ends_with("; on here"));
 }
 
 #[test]

@@ -79,8 +79,10 @@ pub struct ForAgent {
 /// Starts the tap for an agent pointed as `pointing` says (see `agents::point`). `None` (said on
 /// stderr) when it cannot start: the agent then runs untapped.
 pub fn start_for_agent(pointing: Pointing) -> Option<ForAgent> {
+    // A setting of the user's that sends calls past the tap: those calls run as they would
+    // without acp-usage and the other sources count them; said once.
     for warning in &pointing.warnings {
-        tracing::warn!("tap: {warning}");
+        tracing::info!("tap: {warning}");
     }
     let (tx, calls) = tokio::sync::mpsc::unbounded_channel();
     let notify = Arc::new(tokio::sync::Notify::new());
