@@ -35,6 +35,8 @@ impl Scope {
 
 /// The default warning fractions of a budget.
 pub const DEFAULT_BUDGET_WARN: [f64; 2] = [0.75, 0.9];
+/// The default warning fractions of a subscription window (besides the limit itself).
+pub const DEFAULT_LIMIT_WARN: [f64; 2] = [0.75, 0.9];
 /// The default fractions of the context window that are noticed.
 pub const DEFAULT_CONTEXT_WARN: [f64; 3] = [0.75, 0.9, 0.95];
 

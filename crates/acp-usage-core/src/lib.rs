@@ -9,6 +9,7 @@ pub mod api;
 pub mod budget;
 pub mod catalog;
 pub mod estimate;
+pub mod limits;
 pub mod pricing;
 pub mod tokens;
 pub mod transcript;

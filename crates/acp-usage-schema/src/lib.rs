@@ -130,6 +130,41 @@ pub struct UsageUpdateMeta {
     /// The agent's original `used`/`size`/`cost` when this update rewrites the agent's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<serde_json::Value>,
+    /// Every subscription usage window seen so far (Claude's 5-hour and 7-day limits, Codex's
+    /// primary and secondary windows, Gemini's quota), as the provider last stated it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<LimitWindow>,
+}
+
+/// One subscription usage window, as the provider last stated it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "AcpUsageLimitWindow")]
+pub struct LimitWindow {
+    /// `anthropic`, `openai` or `google`.
+    pub provider: String,
+    /// The provider's own name for the window: Anthropic's claim (`five_hour`, `seven_day`,
+    /// ...), Codex's `primary`/`secondary`, Gemini's model (with its token type).
+    pub window: String,
+    /// Codex's limit family (`codex` unless the server names another).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_id: Option<String>,
+    /// The window's length in minutes, when stated (300: five hours, 10080: a week).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_minutes: Option<u64>,
+    /// How full it is, 0-100 whatever the provider's scale (may pass 100).
+    pub used_percent: f64,
+    /// When it resets (RFC 3339, UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resets_at: Option<String>,
+    /// The provider's own word for it, when it gives one (`allowed`, `allowed_warning`,
+    /// `rejected`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// Where it was read: `tap` (the provider's response), `agent` (over ACP), `transcript`.
+    pub source: String,
+    /// When it was observed (RFC 3339, UTC).
+    pub observed_at: String,
 }
 
 /// acp-usage's payload in a per-turn `usage`'s `_meta`, under [`META_KEY`]

@@ -531,6 +531,17 @@ fn our_update_meta() -> UsageUpdateMeta {
         used_split: Some(UsedSplit { prompt: 52000, output: 1000 }),
         trigger: "turn".into(),
         agent: Some(json!({"used":53001,"size":200000})),
+        limits: vec![acp_usage_schema::LimitWindow {
+            provider: "anthropic".into(),
+            window: "five_hour".into(),
+            limit_id: None,
+            window_minutes: Some(300),
+            used_percent: 73.0,
+            resets_at: Some("2026-11-26T14:00:00Z".into()),
+            status: Some("allowed".into()),
+            source: "tap".into(),
+            observed_at: "2026-11-26T10:00:00Z".into(),
+        }],
     }
 }
 

@@ -23,6 +23,10 @@
 //! [context]
 //! warn_at = [0.75, 0.9, 0.95] # fractions of the window that are noticed (the default)
 //!
+//! [limits]
+//! warn_at = [0.75, 0.9]      # fractions of a subscription window that are noticed, besides
+//!                            # the limit itself (the default)
+//!
 //! [otlp]                     # OTLP export; the OTEL_* variables win over these
 //! endpoint = "http://127.0.0.1:4318"
 //! headers = { "x-api-key" = "..." }
@@ -38,7 +42,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use acp_usage_core::Catalog;
-use acp_usage_core::budget::{DEFAULT_BUDGET_WARN, DEFAULT_CONTEXT_WARN, Lines, Scope};
+use acp_usage_core::budget::{
+    DEFAULT_BUDGET_WARN, DEFAULT_CONTEXT_WARN, DEFAULT_LIMIT_WARN, Lines, Scope,
+};
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
@@ -82,6 +88,8 @@ pub struct Budgets {
     pub block: bool,
     /// The fractions of the context window that are noticed.
     pub context_warn_at: Lines,
+    /// The lines of a subscription window that are noticed: `[limits] warn_at` and the limit.
+    pub limits_warn_at: Lines,
 }
 
 impl Default for Budgets {
@@ -91,6 +99,7 @@ impl Default for Budgets {
             warn_at: Lines::new(&DEFAULT_BUDGET_WARN, true),
             block: false,
             context_warn_at: Lines::new(&DEFAULT_CONTEXT_WARN, false),
+            limits_warn_at: Lines::new(&DEFAULT_LIMIT_WARN, true),
         }
     }
 }
@@ -109,6 +118,12 @@ struct ContextTable {
     warn_at: Option<Vec<f64>>,
 }
 
+/// `[limits]`: subscription windows.
+#[derive(Debug, Default, Deserialize)]
+struct LimitsTable {
+    warn_at: Option<Vec<f64>>,
+}
+
 /// The config file's shape. Keys this version does not know are logged, not refused, so an
 /// older binary still starts with a newer config.
 #[derive(Debug, Default, Deserialize)]
@@ -120,6 +135,7 @@ struct ConfigFile {
     models: BTreeMap<String, ModelOverride>,
     budget: Option<BudgetTable>,
     context: Option<ContextTable>,
+    limits: Option<LimitsTable>,
     otlp: Option<crate::sinks::otlp::OtlpTable>,
     #[serde(flatten)]
     unknown: BTreeMap<String, toml::Value>,
@@ -172,7 +188,7 @@ pub fn load_from(
                 let file: ConfigFile = toml::from_str(&text)
                     .with_context(|| format!("in config file {}", path.display()))?;
                 tap = file.tap;
-                budgets = read_budgets(&path, file.budget.as_ref(), file.context.as_ref())?;
+                budgets = read_budgets(&path, &file)?;
                 otlp = file.otlp.clone();
                 catalog_files.extend(apply_config(&path, file, &mut catalog, &mut default_window)?);
                 config_file = Some(path);
@@ -195,11 +211,8 @@ pub fn load_from(
 }
 
 /// The `[budget]` and `[context]` tables, checked: amounts positive, fractions in (0, 1].
-fn read_budgets(
-    path: &Path,
-    budget: Option<&BudgetTable>,
-    context: Option<&ContextTable>,
-) -> anyhow::Result<Budgets> {
+fn read_budgets(path: &Path, file: &ConfigFile) -> anyhow::Result<Budgets> {
+    let (budget, context) = (file.budget.as_ref(), file.context.as_ref());
     let mut b = Budgets::default();
     let fractions = |what: &str, v: &Vec<f64>| -> anyhow::Result<Vec<f64>> {
         if let Some(bad) = v.iter().find(|f| !(**f > 0.0 && **f <= 1.0)) {
@@ -238,6 +251,9 @@ fn read_budgets(
     }
     if let Some(w) = context.and_then(|c| c.warn_at.as_ref()) {
         b.context_warn_at = Lines::new(&fractions("context", w)?, false);
+    }
+    if let Some(w) = file.limits.as_ref().and_then(|l| l.warn_at.as_ref()) {
+        b.limits_warn_at = Lines::new(&fractions("limits", w)?, true);
     }
     Ok(b)
 }

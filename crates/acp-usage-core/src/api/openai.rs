@@ -18,6 +18,8 @@ use crate::tokens::TokenRecord;
 pub(super) struct Responses {
     pub(super) said: Said,
     usage: Option<TokenRecord>,
+    /// Codex's `codex.rate_limits` events, until taken.
+    pub(super) rate_limits: Vec<Value>,
 }
 
 impl Responses {
@@ -43,6 +45,7 @@ impl Responses {
                 self.said.terminal = true;
             }
             Some(kind) if kind.starts_with("response.") => self.response(&value["response"]),
+            Some("codex.rate_limits") => self.rate_limits.push(value.clone()),
             // A JSON body is the response object itself (`response`, or Codex's compaction
             // `response.compaction`), which has `object` rather than `type`.
             None => self.response(value),

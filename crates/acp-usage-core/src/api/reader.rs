@@ -132,6 +132,20 @@ impl UsageReader {
         self.is_final()
     }
 
+    /// The subscription windows the body stated since the last call (Codex's
+    /// `codex.rate_limits` events), observed at `observed_ms`.
+    pub fn take_limits(&mut self, observed_ms: i64) -> Vec<crate::limits::Limit> {
+        match &mut self.reading {
+            Reading::Responses(r) if !r.rate_limits.is_empty() => {
+                std::mem::take(&mut r.rate_limits)
+                    .iter()
+                    .flat_map(|event| crate::limits::from_codex_event_value(event, observed_ms))
+                    .collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
     /// Whether the usage is final (see [`UsageReader::feed`]).
     pub fn is_final(&self) -> bool {
         self.reading.said().terminal

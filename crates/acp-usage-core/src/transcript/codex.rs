@@ -158,8 +158,20 @@ impl FileState {
                 }
             }
             Some("token_count") => {
+                if self.replaying {
+                    return Ok(());
+                }
+                if payload["rate_limits"].is_object() {
+                    let limits = crate::limits::from_codex_rollout(
+                        &payload["rate_limits"],
+                        at_ms.unwrap_or(0),
+                    );
+                    if !limits.is_empty() {
+                        out.push(Event::Limits(limits));
+                    }
+                }
                 // `info: null` is a rate-limits-only event.
-                if payload["info"].is_null() || self.replaying {
+                if payload["info"].is_null() {
                     return Ok(());
                 }
                 let info = TokenInfo::deserialize(&payload["info"])

@@ -60,6 +60,8 @@ pub enum Event {
     },
     /// The context window the agent enforces for the session's model (Codex).
     Window(u64),
+    /// Subscription windows the transcript records (Codex's rollout `rate_limits`).
+    Limits(Vec<crate::limits::Limit>),
 }
 
 /// A line the parser cannot read in a way that means the format changed (not a line of a type

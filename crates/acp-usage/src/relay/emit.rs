@@ -7,9 +7,10 @@
 
 use acp_usage_core::Source;
 use acp_usage_core::account::{Snapshot, TurnUsage};
+use acp_usage_core::limits::Limit;
 use acp_usage_schema::{
-    CostFigure, Figure, META_KEY, META_VERSION, SourceName, TurnUsageMeta, UsageBreakdown,
-    UsageUpdateMeta, UsedSplit,
+    CostFigure, Figure, LimitWindow, META_KEY, META_VERSION, SourceName, TurnUsageMeta,
+    UsageBreakdown, UsageUpdateMeta, UsedSplit,
 };
 use jsonrpsee_types::ErrorObject;
 use serde::Serialize;
@@ -96,17 +97,40 @@ fn figure(source: Source) -> Figure {
 /// The `update` object of a `usage_update` for a snapshot (without the agent's extra fields).
 /// Who the figures are about: the agent's profile, and the side calls it makes that no source
 /// records.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct AgentLabel {
     /// The profile's name.
     pub profile: &'static str,
     /// Side calls the agent is known to make that acp-usage cannot see.
     pub unrecorded: &'static [&'static str],
+    /// The subscription windows seen so far, the latest observation of each.
+    pub limits: Vec<Limit>,
+}
+
+/// A Unix time in seconds as RFC 3339 UTC.
+fn rfc3339(seconds: i64) -> Option<String> {
+    chrono::DateTime::from_timestamp(seconds, 0)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+}
+
+/// A window as `_meta.acpUsage.limits` carries it.
+pub fn limit_window(l: &Limit) -> LimitWindow {
+    LimitWindow {
+        provider: l.provider.clone(),
+        window: l.window.clone(),
+        limit_id: l.limit_id.clone(),
+        window_minutes: l.window_minutes,
+        used_percent: (l.used_percent * 100.0).round() / 100.0,
+        resets_at: l.resets_at.and_then(rfc3339),
+        status: l.status.clone(),
+        source: l.source.as_str().to_owned(),
+        observed_at: rfc3339(l.observed_ms.div_euclid(1000)).unwrap_or_default(),
+    }
 }
 
 fn update_fields(
     snap: &Snapshot,
-    label: AgentLabel,
+    label: &AgentLabel,
     trigger: Trigger,
     agent: Option<Value>,
 ) -> Map<String, Value> {
@@ -127,6 +151,7 @@ fn update_fields(
         used_split: snap.used_split.map(|(prompt, output)| UsedSplit { prompt, output }),
         trigger: trigger.as_str().to_string(),
         agent,
+        limits: label.limits.iter().map(limit_window).collect(),
     };
     let t = &snap.totals;
     let cumulative = UsageBreakdown {
@@ -161,7 +186,7 @@ fn round_usd(amount: f64) -> f64 {
 pub fn usage_update(
     session_id: &str,
     snap: &Snapshot,
-    label: AgentLabel,
+    label: &AgentLabel,
     trigger: Trigger,
 ) -> Vec<u8> {
     let update = update_fields(snap, label, trigger, None);
@@ -175,7 +200,7 @@ pub fn usage_update(
 
 /// Rewrites the agent's own `usage_update` line in place: `used`, `size` and `cost` become the
 /// normalised figures, the agent's originals go to `_meta`, every other byte of the line stays.
-pub fn rewrite_agent_update(line: &[u8], snap: &Snapshot, label: AgentLabel) -> Option<Vec<u8>> {
+pub fn rewrite_agent_update(line: &[u8], snap: &Snapshot, label: &AgentLabel) -> Option<Vec<u8>> {
     let env = Envelope::parse(line)?;
     let params = ObjectEdit::parse(env.params?.get())?;
     let update_raw = params.raw("update")?;

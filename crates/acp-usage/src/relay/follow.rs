@@ -179,7 +179,7 @@ impl Follow {
                         t.end_seen = true;
                     }
                 }
-                Event::Prompt { .. } | Event::Window(_) => {}
+                Event::Prompt { .. } | Event::Window(_) | Event::Limits(_) => {}
             }
         }
         outside

@@ -131,6 +131,8 @@ struct Core {
     ledger: Option<crate::sinks::ledger::Writer>,
     /// The calls the LLM-API tap saw, when it runs.
     tap_rx: Option<mpsc::UnboundedReceiver<crate::sources::tap::TapCall>>,
+    /// The subscription windows the tap read.
+    tap_limits_rx: Option<mpsc::UnboundedReceiver<crate::sources::tap::limits::Observed>>,
 }
 
 impl Core {
@@ -138,6 +140,12 @@ impl Core {
     /// tap reports a call before the agent has its last bytes, so a turn's calls are all in
     /// by the time its result is.
     fn drain_tap(&mut self) {
+        // Windows first: a call's headers came before its body.
+        if let Some(rx) = &mut self.tap_limits_rx {
+            while let Ok((session, limits)) = rx.try_recv() {
+                self.observer.limits_observed(limits, session.as_deref());
+            }
+        }
         let mut any = false;
         if let Some(rx) = &mut self.tap_rx {
             while let Ok(call) = rx.try_recv() {
@@ -244,6 +252,7 @@ where
         worker,
         ledger: opts.ledger.clone().map(crate::sinks::ledger::Writer::start),
         tap_rx: tap.calls,
+        tap_limits_rx: tap.limits,
     }));
     let (ev_tx, ev_rx) = mpsc::unbounded_channel::<Event>();
     let pump = |events| Pump { core: core.clone(), max: opts.max_line, events };
@@ -286,6 +295,8 @@ struct TapStart {
     env: Vec<(String, String)>,
     /// The calls the tap read.
     calls: Option<mpsc::UnboundedReceiver<crate::sources::tap::TapCall>>,
+    /// The subscription windows it read.
+    limits: Option<mpsc::UnboundedReceiver<crate::sources::tap::limits::Observed>>,
     /// Rung when a call was read.
     notify: Arc<tokio::sync::Notify>,
 }
@@ -327,12 +338,19 @@ fn start_tap(opts: &mut Options) -> TapStart {
     match tapped {
         Some(t) => {
             argv.extend(t.args);
-            TapStart { argv, env: t.env, calls: Some(t.calls), notify: t.notify }
+            TapStart {
+                argv,
+                env: t.env,
+                calls: Some(t.calls),
+                limits: Some(t.limits),
+                notify: t.notify,
+            }
         }
         None => TapStart {
             argv,
             env: Vec::new(),
             calls: None,
+            limits: None,
             notify: Arc::new(tokio::sync::Notify::new()),
         },
     }

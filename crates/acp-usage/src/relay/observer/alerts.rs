@@ -163,7 +163,14 @@ impl Observer {
     }
 
     /// Queues a `notice` for the editor, when it shows notices.
-    fn notice(&mut self, id: &str, severity: &str, title: &str, description: &str, meta: Value) {
+    pub(super) fn notice(
+        &mut self,
+        id: &str,
+        severity: &str,
+        title: &str,
+        description: &str,
+        meta: Value,
+    ) {
         if !self.notices {
             return;
         }

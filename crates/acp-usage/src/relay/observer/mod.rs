@@ -23,6 +23,7 @@ use crate::sinks::ledger::learned::{Entry, Learned, SessionEntry};
 use crate::sources::transcripts::{Command, Format, Update, UpdateKind};
 
 mod alerts;
+mod limits;
 mod models;
 mod requests;
 mod responses;
@@ -294,6 +295,8 @@ pub struct Observer {
     tap_unclaimed: Vec<crate::sources::tap::TapCall>,
     /// Sessions with calls counted between turns that no update has shown yet.
     between_turns: Vec<String>,
+    /// The subscription windows seen, the latest of each, and the lines each has reached.
+    limit_board: acp_usage_core::limits::LimitBoard,
 }
 
 impl Observer {
@@ -302,6 +305,7 @@ impl Observer {
         let learned = std::mem::take(&mut settings.learned);
         let profile =
             settings.forced_profile.unwrap_or_else(|| Profile::detect(None, &settings.command));
+        let limit_lines = settings.budgets.limits_warn_at.clone();
         Observer {
             settings,
             profile,
@@ -321,6 +325,7 @@ impl Observer {
             tap_prompts: 0,
             tap_unclaimed: Vec::new(),
             between_turns: Vec::new(),
+            limit_board: acp_usage_core::limits::LimitBoard::new(limit_lines),
         }
     }
 
@@ -403,6 +408,14 @@ impl Observer {
                         _ => None,
                     })
                     .collect();
+                let limits: Vec<acp_usage_core::limits::Limit> = events
+                    .iter()
+                    .filter_map(|e| match e {
+                        acp_usage_core::transcript::Event::Limits(l) => Some(l.clone()),
+                        _ => None,
+                    })
+                    .flatten()
+                    .collect();
                 let newly_found = found && !f.found;
                 let mut between = false;
                 for o in f.events(events, found, at_end, settled) {
@@ -418,6 +431,7 @@ impl Observer {
                 if between {
                     self.counted_between_turns(&update.session);
                 }
+                self.limits_observed(limits, Some(&update.session));
             }
         }
     }
@@ -782,7 +796,7 @@ impl Observer {
         self.between_turns.retain(|s| s != id);
         let snap = self.snapshot(id);
         self.context_alert(id, snap.used, snap.size, snap.model.as_deref());
-        emit::usage_update(id, &snap, self.label(), trigger)
+        emit::usage_update(id, &snap, &self.label(), trigger)
     }
 
     /// The agent's profile and the side calls it makes that no source records.
@@ -794,6 +808,7 @@ impl Observer {
             } else {
                 self.profile.unrecorded_side_calls(self.agent_name.as_deref())
             },
+            limits: self.current_limits(),
         }
     }
 }

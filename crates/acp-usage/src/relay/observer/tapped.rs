@@ -22,7 +22,7 @@ pub(super) struct TapState {
     /// The fingerprint of the main agent's system prompt.
     main_system: Option<u64>,
     /// When the session was last prompted (a counter, not a clock).
-    last_prompt: u64,
+    pub(super) last_prompt: u64,
 }
 
 /// The longest run of the prompt's text that JSON writes as it is (printable ASCII without

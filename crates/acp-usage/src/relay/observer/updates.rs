@@ -65,11 +65,16 @@ impl Observer {
                     .map(|p| p.update)
                     .unwrap_or_default();
                 profile.on_usage_update(&mut s.account, &agent);
+                // claude-agent-acp forwards Claude Code's rate-limit event in `_meta`.
+                let limits = claude_rate_limit(params.get());
+                self.limits_observed(limits, Some(id));
                 if self.settings.keep_agent_usage {
                     return Outcome::default();
                 }
                 let snap = self.snapshot(id);
-                let replace = emit::rewrite_agent_update(line, &snap, self.label());
+                // This update shows what was counted so far: no other needed.
+                self.between_turns.retain(|s| s != id);
+                let replace = emit::rewrite_agent_update(line, &snap, &self.label());
                 return Outcome { replace, ..Outcome::default() };
             }
             "compaction_summary_chunk" => {
@@ -127,5 +132,20 @@ impl Observer {
             );
             s.account.transcript_history(&calls, &cx);
         }
+    }
+}
+
+/// The windows in a `usage_update`'s `_meta["_claude/rateLimit"]` (claude-agent-acp), read only
+/// when the key is in the line.
+fn claude_rate_limit(params: &str) -> Vec<acp_usage_core::limits::Limit> {
+    if memchr::memmem::find(params.as_bytes(), b"\"_claude/rateLimit\"").is_none() {
+        return Vec::new();
+    }
+    let Ok(v) = serde_json::from_str::<Value>(params) else { return Vec::new() };
+    match v.pointer("/update/_meta/_claude~1rateLimit") {
+        Some(info) => {
+            acp_usage_core::limits::from_claude_rate_limit(info.to_string().as_bytes(), now_ms())
+        }
+        None => Vec::new(),
     }
 }

@@ -11,6 +11,7 @@
 //! without it; the next write tries again.
 
 pub mod learned;
+mod limits;
 pub mod schema;
 pub mod store;
 
@@ -223,6 +224,8 @@ pub enum Write {
     Provisional { session: SessionRef, calls: Vec<AccountedCall>, at: i64 },
     /// An agent's and model's baseline or window was learned.
     Agent { key: String, entry: learned::Entry, at: i64 },
+    /// Subscription windows were observed (in a session, when one was current).
+    Limits { limits: Vec<acp_usage_core::limits::Limit>, session: Option<String> },
     /// The session was closed in this process.
     Closed { session_id: String },
     /// The session was deleted.
@@ -341,6 +344,7 @@ fn apply(s: &mut Store, w: Write, pid: u32) -> rusqlite::Result<()> {
             s.provisional(&session, &calls, at).map(|_| ())
         }
         Write::Agent { key, entry, at } => s.agent(&key, entry, at),
+        Write::Limits { limits, session } => s.limits(&limits, session.as_deref()),
         Write::Closed { session_id } if session_id.is_empty() => s.closed(None, pid),
         Write::Closed { session_id } => s.closed(Some(&session_id), pid),
         Write::Forget { session_id } => s.forget(&session_id),

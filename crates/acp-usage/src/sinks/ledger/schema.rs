@@ -88,6 +88,25 @@ const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE sessions ADD COLUMN pid_start INTEGER;
     ",
+    // 3: subscription windows, one row per observation (`used_percent` 0-100, `resets_at`
+    // Unix seconds, `limit_id` '' when the provider has no limit families).
+    "
+    CREATE TABLE limits (
+        id             INTEGER PRIMARY KEY AUTOINCREMENT,
+        provider       TEXT NOT NULL,
+        limit_id       TEXT NOT NULL DEFAULT '',
+        window         TEXT NOT NULL,
+        window_minutes INTEGER,
+        used_percent   REAL NOT NULL,
+        resets_at      INTEGER,
+        status         TEXT,
+        source         TEXT NOT NULL,
+        session        TEXT,
+        at             INTEGER NOT NULL
+    );
+    CREATE UNIQUE INDEX limits_observation ON limits(provider, limit_id, window, source, at);
+    CREATE INDEX limits_at ON limits(at);
+    ",
 ];
 
 /// The version this build writes.

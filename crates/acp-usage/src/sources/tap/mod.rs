@@ -11,6 +11,7 @@
 //! so that neither the relay nor the proxy ever waits for the other.
 
 mod decode;
+pub mod limits;
 pub mod point;
 mod proxy;
 mod watch;
@@ -72,6 +73,8 @@ pub struct ForAgent {
     pub args: Vec<String>,
     /// The calls, as the tap reads them.
     pub calls: tokio::sync::mpsc::UnboundedReceiver<TapCall>,
+    /// The subscription windows the responses stated.
+    pub limits: tokio::sync::mpsc::UnboundedReceiver<limits::Observed>,
     /// Notified after each call is sent.
     pub notify: Arc<tokio::sync::Notify>,
 }
@@ -85,19 +88,20 @@ pub fn start_for_agent(pointing: Pointing) -> Option<ForAgent> {
         tracing::info!("tap: {warning}");
     }
     let (tx, calls) = tokio::sync::mpsc::unbounded_channel();
+    let (limits_tx, limits) = tokio::sync::mpsc::unbounded_channel();
     let notify = Arc::new(tokio::sync::Notify::new());
     let config = TapConfig {
         routes: pointing.routes.clone(),
         session_headers: pointing.session_headers.clone(),
         alternates: pointing.alternates.clone(),
     };
-    match Tap::start(config, tx, notify.clone()) {
+    match Tap::start(config, tx, limits_tx, notify.clone()) {
         Ok(tap) => {
             let resolved = pointing.resolve(|route| tap.base_url(route));
             let names: Vec<&str> = resolved.env.iter().map(|(k, _)| k.as_str()).collect();
             // Names only: values hold the secret, and upstream URLs may hold credentials.
             tracing::info!(port = tap.addr.port(), vars = ?names, extra_args = resolved.args.len(), "tap: listening; the agent's base URLs point at it");
-            Some(ForAgent { tap, env: resolved.env, args: resolved.args, calls, notify })
+            Some(ForAgent { tap, env: resolved.env, args: resolved.args, calls, limits, notify })
         }
         Err(e) => {
             tracing::error!("the LLM-API tap could not start ({e:#}); running the agent untapped");
@@ -131,6 +135,7 @@ impl Tap {
     pub fn start(
         config: TapConfig,
         calls: tokio::sync::mpsc::UnboundedSender<TapCall>,
+        limits: tokio::sync::mpsc::UnboundedSender<limits::Observed>,
         notify: Arc<tokio::sync::Notify>,
     ) -> anyhow::Result<Tap> {
         let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
@@ -146,6 +151,7 @@ impl Tap {
             alternates: config.alternates,
             client,
             calls,
+            limits,
             notify,
         });
         let runtime = tokio::runtime::Builder::new_multi_thread()

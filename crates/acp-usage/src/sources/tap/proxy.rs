@@ -36,6 +36,8 @@ pub(super) struct State {
     pub alternates: Vec<super::Alternate>,
     pub client: reqwest::Client,
     pub calls: tokio::sync::mpsc::UnboundedSender<TapCall>,
+    /// Subscription windows read from responses.
+    pub limits: tokio::sync::mpsc::UnboundedSender<super::limits::Observed>,
     pub notify: std::sync::Arc<tokio::sync::Notify>,
 }
 
@@ -240,6 +242,7 @@ async fn forward(state: &State, req: Request<Incoming>) -> Result<Response<Body>
     };
 
     let status = upstream.status();
+    super::limits::observe_headers(state, session_header.clone(), upstream.headers());
     let mut resp = Response::builder().status(status).version(hyper::Version::HTTP_11);
     if let Some(h) = resp.headers_mut() {
         *h = forwardable(upstream.headers());
@@ -254,6 +257,15 @@ async fn forward(state: &State, req: Request<Incoming>) -> Result<Response<Body>
         }
         _ => body.clone(),
     };
+    if api.is_none() && super::limits::is_quota(&rest) {
+        let stream = super::limits::QuotaCopy::new(upstream.bytes_stream(), state, session_header);
+        let body = StreamBody::new(futures_util::StreamExt::map(stream, |chunk| {
+            chunk.map(Frame::data).map_err(|e| Box::new(e) as BoxError)
+        }));
+        return resp.body(BodyExt::boxed(body)).map_err(|_| {
+            own_response(StatusCode::BAD_GATEWAY, "the upstream's response was malformed")
+        });
+    }
     let watched = api.map(|api| {
         let request = RequestInfo::read(api, &rest, &plain);
         let content_type = header_str(upstream.headers(), header::CONTENT_TYPE);
@@ -268,6 +280,7 @@ async fn forward(state: &State, req: Request<Incoming>) -> Result<Response<Body>
             content_type,
             encoding,
             calls: state.calls.clone(),
+            limits: state.limits.clone(),
             notify: state.notify.clone(),
         }
     });

@@ -28,6 +28,7 @@ pub(super) struct Pending {
     pub content_type: Option<String>,
     pub encoding: Option<String>,
     pub calls: tokio::sync::mpsc::UnboundedSender<TapCall>,
+    pub limits: tokio::sync::mpsc::UnboundedSender<super::limits::Observed>,
     pub notify: std::sync::Arc<tokio::sync::Notify>,
 }
 
@@ -59,6 +60,11 @@ impl Watch {
             (Some(reader), decoder) => reader.feed(&decoder.push(chunk)),
             (None, _) => false,
         };
+        if let Some(reader) = &mut self.reader {
+            let found = reader.take_limits(now_ms());
+            let p = &self.pending;
+            super::limits::observe_read(&p.limits, &p.notify, p.session_header.clone(), found);
+        }
         if final_now {
             self.report();
         }

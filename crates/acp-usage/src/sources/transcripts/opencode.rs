@@ -657,6 +657,7 @@ mod tests {
                 Event::Call(c) => format!("call {} {} {}", c.record.input, c.record.output, c.main),
                 Event::TurnEnd { .. } => "end".into(),
                 Event::Window(w) => format!("window {w}"),
+                Event::Limits(l) => format!("limits {}", l.len()),
             })
             .collect();
         // The third turn's first call and the subagent's call are in flight: not reported.

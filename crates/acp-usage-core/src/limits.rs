@@ -1,0 +1,448 @@
+//! Subscription limits: the usage windows providers state (Claude's 5-hour and 7-day limits,
+//! Codex's primary and secondary windows, Gemini's per-model quota), read from where each
+//! source states them, and the board that keeps the latest of each window and says when one
+//! crossed a line.
+//!
+//! Every reader takes what its source gives (response headers as name/value pairs, an event's
+//! or a response body's JSON bytes) and hands back [`Limit`]s with `used_percent` on one scale,
+//! 0-100, whatever the provider's own (Anthropic's headers give a fraction, Codex a percent,
+//! Gemini the remaining fraction). The formats are in `research/limits.md` and were checked
+//! against the agents' shipped code (Claude Code 2.1.318, codex 0.166.0, Gemini CLI 0.61.0).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::budget::{Crossings, Lines};
+
+/// Where an observation came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LimitSource {
+    /// The provider's response, read by the tap (headers, stream events, quota answers).
+    Tap,
+    /// What the agent forwarded over ACP.
+    Agent,
+    /// The agent's transcript (Codex's rollout).
+    Transcript,
+}
+
+impl LimitSource {
+    /// Its name on the wire and in the ledger.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LimitSource::Tap => "tap",
+            LimitSource::Agent => "agent",
+            LimitSource::Transcript => "transcript",
+        }
+    }
+
+    /// The source of that name.
+    pub fn parse(name: &str) -> Option<LimitSource> {
+        match name {
+            "tap" => Some(LimitSource::Tap),
+            "agent" => Some(LimitSource::Agent),
+            "transcript" => Some(LimitSource::Transcript),
+            _ => None,
+        }
+    }
+}
+
+/// One observation of one usage window, as the provider stated it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limit {
+    /// `anthropic`, `openai` or `google`.
+    pub provider: String,
+    /// The provider's own name for the window: Anthropic's claim (`five_hour`, `seven_day`,
+    /// `seven_day_overage_included`, `overage`), Codex's `primary`/`secondary`, Gemini's model.
+    pub window: String,
+    /// Codex's limit family (`codex` unless the server names another), when there is one.
+    pub limit_id: Option<String>,
+    /// How long the window is, when known (what tells a 5-hour window from a weekly one).
+    pub window_minutes: Option<u64>,
+    /// How full it is, 0-100 (can pass 100).
+    pub used_percent: f64,
+    /// When it resets, Unix seconds.
+    pub resets_at: Option<i64>,
+    /// The provider's word for it, when it gives one (`allowed`, `allowed_warning`, `rejected`).
+    pub status: Option<String>,
+    pub source: LimitSource,
+    /// When it was observed, Unix milliseconds.
+    pub observed_ms: i64,
+}
+
+impl Limit {
+    /// What identifies the window: provider, limit family, window name.
+    pub fn key(&self) -> (String, String, String) {
+        (self.provider.clone(), self.limit_id.clone().unwrap_or_default(), self.window.clone())
+    }
+
+    /// A short label for a status line: `5h 73%`, `7d 12%`, `primary 40%`.
+    pub fn short(&self) -> String {
+        let name = match self.window_minutes {
+            Some(300) => "5h".to_owned(),
+            Some(10080) => "7d".to_owned(),
+            Some(m) if m % 1440 == 0 => format!("{}d", m / 1440),
+            Some(m) if m % 60 == 0 => format!("{}h", m / 60),
+            Some(m) => format!("{m}m"),
+            None => self.window.clone(),
+        };
+        format!("{name} {:.0}%", self.used_percent)
+    }
+}
+
+/// Anthropic's unified windows: the claim, the header infix, and the window's length.
+const ANTHROPIC_WINDOWS: [(&str, &str, Option<u64>); 4] = [
+    ("five_hour", "5h", Some(300)),
+    ("seven_day", "7d", Some(10080)),
+    ("seven_day_overage_included", "7d_oi", Some(10080)),
+    ("overage", "overage", None),
+];
+
+/// The windows a response's headers state: Anthropic's `anthropic-ratelimit-unified-*` and
+/// Codex's `x-<limit>-primary-*`/`-secondary-*`. Names are matched without regard to case.
+pub fn from_headers<'a>(
+    headers: impl IntoIterator<Item = (&'a str, &'a str)>,
+    observed_ms: i64,
+) -> Vec<Limit> {
+    let headers: Vec<(String, &str)> =
+        headers.into_iter().map(|(k, v)| (k.to_ascii_lowercase(), v.trim())).collect();
+    let get = |name: &str| headers.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
+    let mut out = Vec::new();
+
+    // Anthropic: utilization is a fraction, resets are Unix seconds.
+    for (claim, infix, minutes) in ANTHROPIC_WINDOWS {
+        let prefix = format!("anthropic-ratelimit-unified-{infix}");
+        let Some(fraction) = get(&format!("{prefix}-utilization")).and_then(number) else {
+            continue;
+        };
+        out.push(Limit {
+            provider: "anthropic".into(),
+            window: claim.into(),
+            limit_id: None,
+            window_minutes: minutes,
+            used_percent: fraction * 100.0,
+            resets_at: get(&format!("{prefix}-reset")).and_then(number).map(|s| s.round() as i64),
+            status: get(&format!("{prefix}-status"))
+                .or_else(|| get("anthropic-ratelimit-unified-status"))
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned),
+            source: LimitSource::Tap,
+            observed_ms,
+        });
+    }
+
+    // Codex: every family `x-<id>-primary-used-percent` names; used is a percent, the reset
+    // Unix seconds, the window minutes.
+    let families: Vec<&str> = headers
+        .iter()
+        .filter_map(|(k, _)| k.strip_suffix("-primary-used-percent")?.strip_prefix("x-"))
+        .collect();
+    for family in families {
+        let limit_id = family.replace('-', "_");
+        for window in ["primary", "secondary"] {
+            let h = |suffix: &str| get(&format!("x-{family}-{window}-{suffix}"));
+            let used = h("used-percent").and_then(number);
+            let minutes = h("window-minutes").and_then(number).map(|m| m as u64);
+            let reset = h("reset-at").and_then(number).map(|s| s as i64);
+            // Codex reports a window only when something of it is stated.
+            if used.unwrap_or(0.0) == 0.0 && minutes.unwrap_or(0) == 0 && reset.is_none() {
+                continue;
+            }
+            out.push(Limit {
+                provider: "openai".into(),
+                window: window.into(),
+                limit_id: Some(limit_id.clone()),
+                window_minutes: minutes.filter(|m| *m > 0),
+                used_percent: used.unwrap_or(0.0),
+                resets_at: reset,
+                status: None,
+                source: LimitSource::Tap,
+                observed_ms,
+            });
+        }
+    }
+    out
+}
+
+fn number(text: &str) -> Option<f64> {
+    text.trim().parse::<f64>().ok().filter(|n| n.is_finite())
+}
+
+/// A Codex window in its event (`reset_at`) or rollout (`resets_at`) shape.
+#[derive(Debug, Deserialize)]
+struct CodexWindow {
+    used_percent: Option<f64>,
+    window_minutes: Option<u64>,
+    #[serde(alias = "resets_at")]
+    reset_at: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct CodexWindows {
+    primary: Option<CodexWindow>,
+    secondary: Option<CodexWindow>,
+    limit_id: Option<String>,
+    limit_name: Option<String>,
+}
+
+fn codex_windows(
+    w: CodexWindows,
+    limit_id: Option<String>,
+    source: LimitSource,
+    observed_ms: i64,
+) -> Vec<Limit> {
+    let id = limit_id.or(w.limit_id).or(w.limit_name).unwrap_or_else(|| "codex".into());
+    [("primary", w.primary), ("secondary", w.secondary)]
+        .into_iter()
+        .filter_map(|(name, window)| {
+            let window = window?;
+            Some(Limit {
+                provider: "openai".into(),
+                window: name.into(),
+                limit_id: Some(id.clone()),
+                window_minutes: window.window_minutes.filter(|m| *m > 0),
+                used_percent: window.used_percent?,
+                resets_at: window.reset_at,
+                status: None,
+                source,
+                observed_ms,
+            })
+        })
+        .collect()
+}
+
+/// The windows of Codex's `codex.rate_limits` stream event (an SSE `data:` payload or a
+/// WebSocket text message): `{"type":"codex.rate_limits","rate_limits":{"primary":{...}}}`.
+pub fn from_codex_event(json: &[u8], observed_ms: i64) -> Vec<Limit> {
+    match serde_json::from_slice::<Value>(json) {
+        Ok(v) => from_codex_event_value(&v, observed_ms),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// [`from_codex_event`] on the event already parsed (the usage reader has it).
+pub(crate) fn from_codex_event_value(event: &Value, observed_ms: i64) -> Vec<Limit> {
+    if event["type"].as_str() != Some("codex.rate_limits") {
+        return Vec::new();
+    }
+    let Ok(windows) = CodexWindows::deserialize(&event["rate_limits"]) else { return Vec::new() };
+    let named = |key: &str| event[key].as_str().filter(|s| !s.is_empty()).map(str::to_owned);
+    let limit_id = named("metered_limit_name").or_else(|| named("limit_name"));
+    codex_windows(windows, limit_id, LimitSource::Tap, observed_ms)
+}
+
+/// The windows of a Codex rollout's `token_count` event (`payload.rate_limits`, with
+/// `resets_at`); the Codex transcript parser hands it the `rate_limits` object.
+pub(crate) fn from_codex_rollout(rate_limits: &Value, observed_ms: i64) -> Vec<Limit> {
+    match CodexWindows::deserialize(rate_limits) {
+        Ok(w) => codex_windows(w, None, LimitSource::Transcript, observed_ms),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The buckets of a Gemini Code Assist `retrieveUserQuota` answer: one window per model (and
+/// token type), `remainingFraction` turned into how much is used.
+pub fn from_code_assist_quota(json: &[u8], observed_ms: i64) -> Vec<Limit> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Bucket {
+        model_id: Option<String>,
+        token_type: Option<String>,
+        remaining_fraction: Option<f64>,
+        reset_time: Option<String>,
+    }
+    #[derive(Deserialize)]
+    struct Answer {
+        #[serde(default)]
+        buckets: Vec<Bucket>,
+    }
+    let Ok(answer) = serde_json::from_slice::<Answer>(json) else { return Vec::new() };
+    answer
+        .buckets
+        .into_iter()
+        .filter_map(|b| {
+            let remaining = b.remaining_fraction?;
+            let model = b.model_id?;
+            let window = match b.token_type {
+                Some(t) if !t.is_empty() => format!("{model}:{}", t.to_ascii_lowercase()),
+                _ => model,
+            };
+            Some(Limit {
+                provider: "google".into(),
+                window,
+                limit_id: None,
+                window_minutes: None,
+                used_percent: ((1.0 - remaining) * 100.0).max(0.0),
+                resets_at: b.reset_time.as_deref().and_then(parse_rfc3339),
+                status: None,
+                source: LimitSource::Tap,
+                observed_ms,
+            })
+        })
+        .collect()
+}
+
+/// The windows in claude-agent-acp's `_meta["_claude/rateLimit"]` (Claude Code's
+/// `rate_limit_info`): the per-window fractions are in `unifiedWindows`; the top-level
+/// `utilization` is there only when Claude Code derived a warning, for `rateLimitType`.
+pub fn from_claude_rate_limit(json: &[u8], observed_ms: i64) -> Vec<Limit> {
+    let Ok(info) = serde_json::from_slice::<Value>(json) else { return Vec::new() };
+    let mut out = Vec::new();
+    let windows = info.get("unifiedWindows").and_then(Value::as_object);
+    for (claim, _, minutes) in ANTHROPIC_WINDOWS {
+        let Some(w) = windows.and_then(|w| w.get(claim)) else { continue };
+        let Some(fraction) = w.get("utilization").and_then(Value::as_f64) else { continue };
+        out.push(Limit {
+            provider: "anthropic".into(),
+            window: claim.into(),
+            limit_id: None,
+            window_minutes: minutes,
+            used_percent: fraction * 100.0,
+            resets_at: w.get("resetsAt").and_then(Value::as_f64).map(|s| s.round() as i64),
+            status: w.get("status").and_then(Value::as_str).map(str::to_owned),
+            source: LimitSource::Agent,
+            observed_ms,
+        });
+    }
+    if out.is_empty()
+        && let (Some(claim), Some(fraction)) = (
+            info.get("rateLimitType").and_then(Value::as_str),
+            info.get("utilization").and_then(Value::as_f64),
+        )
+    {
+        let minutes = ANTHROPIC_WINDOWS.iter().find(|(c, _, _)| *c == claim).and_then(|w| w.2);
+        out.push(Limit {
+            provider: "anthropic".into(),
+            window: claim.into(),
+            limit_id: None,
+            window_minutes: minutes,
+            used_percent: fraction * 100.0,
+            resets_at: info.get("resetsAt").and_then(Value::as_f64).map(|s| s.round() as i64),
+            status: info.get("status").and_then(Value::as_str).map(str::to_owned),
+            source: LimitSource::Agent,
+            observed_ms,
+        });
+    }
+    out
+}
+
+/// `2026-11-26T14:00:00Z` or with an offset and fractions: Unix seconds.
+pub fn parse_rfc3339(text: &str) -> Option<i64> {
+    let t = text.trim();
+    let (date, rest) = t.split_once(['T', 't', ' '])?;
+    let mut d = date.splitn(3, '-');
+    let (y, m, day): (i64, i64, i64) =
+        (d.next()?.parse().ok()?, d.next()?.parse().ok()?, d.next()?.parse().ok()?);
+    let (clock, offset_s) = if let Some(c) = rest.strip_suffix(['Z', 'z']) {
+        (c, 0)
+    } else {
+        let at = rest.rfind(['+', '-'])?;
+        let (c, off) = rest.split_at(at);
+        let sign = if off.starts_with('-') { -1 } else { 1 };
+        let (oh, om) = off[1..].split_once(':').unwrap_or((&off[1..], "0"));
+        (c, sign * (oh.parse::<i64>().ok()? * 3600 + om.parse::<i64>().ok()? * 60))
+    };
+    let mut c = clock.splitn(3, ':');
+    let (h, mi): (i64, i64) = (c.next()?.parse().ok()?, c.next()?.parse().ok()?);
+    let s: f64 = c.next().unwrap_or("0").parse().ok()?;
+    if !(1..=12).contains(&m) || !(1..=31).contains(&day) {
+        return None;
+    }
+    Some(days_from_civil(y, m, day) * 86_400 + h * 3600 + mi * 60 + s.floor() as i64 - offset_s)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// A line a window crossed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LimitCrossing {
+    /// The window, as last observed.
+    pub limit: Limit,
+    /// The line crossed, a fraction (1.0: the limit itself).
+    pub fraction: f64,
+}
+
+/// The latest observation of every window, and the lines each has reached.
+#[derive(Debug, Clone)]
+pub struct LimitBoard {
+    lines: Lines,
+    windows: BTreeMap<(String, String, String), (Limit, Crossings)>,
+}
+
+/// Two resets this far apart (seconds) are two windows: providers round the reset time.
+const SAME_RESET_SLACK_S: i64 = 120;
+
+impl LimitBoard {
+    /// A board that notices `lines` (fractions of each window; `[limits] warn_at` and the
+    /// limit itself).
+    pub fn new(lines: Lines) -> LimitBoard {
+        LimitBoard { lines, windows: BTreeMap::new() }
+    }
+
+    /// Takes an observation. An older one than the window's latest is ignored. Returns the line
+    /// it crossed, if any: what a window had reached when first seen is not told (an earlier
+    /// run told it); a window that reset starts over.
+    pub fn observe(&mut self, limit: Limit) -> Option<LimitCrossing> {
+        let key = limit.key();
+        let value = limit.used_percent;
+        match self.windows.get_mut(&key) {
+            None => {
+                let crossings = Crossings::at(&self.lines, value, 100.0);
+                self.windows.insert(key, (limit, crossings));
+                None
+            }
+            Some((latest, crossings)) => {
+                if limit.observed_ms < latest.observed_ms {
+                    return None;
+                }
+                let new_window = match (latest.resets_at, limit.resets_at) {
+                    (Some(a), Some(b)) => (a - b).abs() > SAME_RESET_SLACK_S,
+                    _ => false,
+                };
+                if new_window {
+                    *crossings = Crossings::default();
+                }
+                let crossed = crossings.update(&self.lines, value, 100.0);
+                *latest = limit;
+                crossed.map(|fraction| LimitCrossing { limit: latest.clone(), fraction })
+            }
+        }
+    }
+
+    /// The latest observation of a window.
+    pub fn get(&self, key: &(String, String, String)) -> Option<&Limit> {
+        self.windows.get(key).map(|(l, _)| l)
+    }
+
+    /// The latest observation of every window, in a stable order.
+    pub fn current(&self) -> Vec<Limit> {
+        self.windows.values().map(|(l, _)| l.clone()).collect()
+    }
+
+    /// Whether no window was seen.
+    pub fn is_empty(&self) -> bool {
+        self.windows.is_empty()
+    }
+}
+
+/// The fullest of `limits` (the window that stops the user first), ties to the shorter window.
+pub fn fullest(limits: &[Limit]) -> Option<&Limit> {
+    limits.iter().max_by(|a, b| {
+        a.used_percent.total_cmp(&b.used_percent).then_with(|| {
+            b.window_minutes.unwrap_or(u64::MAX).cmp(&a.window_minutes.unwrap_or(u64::MAX))
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests;

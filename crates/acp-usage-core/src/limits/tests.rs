@@ -1,0 +1,151 @@
+//! Unit tests of the limit readers and the board, on the formats the agents' shipped code reads.
+use super::*;
+use crate::budget::Lines;
+
+#[test]
+fn anthropic_unified_headers_are_fractions_and_unix_seconds() {
+    let headers = [
+        ("Anthropic-Ratelimit-Unified-Status", "allowed"),
+        ("anthropic-ratelimit-unified-5h-utilization", "0.73"),
+        ("anthropic-ratelimit-unified-5h-reset", "1795010400"),
+        ("anthropic-ratelimit-unified-5h-status", "allowed_warning"),
+        ("anthropic-ratelimit-unified-7d-utilization", "0.12"),
+        ("anthropic-ratelimit-unified-7d-reset", "1795500000"),
+        ("anthropic-ratelimit-unified-representative-claim", "five_hour"),
+        ("content-type", "text/event-stream"),
+    ];
+    let got = from_headers(headers, 5);
+    assert_eq!(got.len(), 2);
+    let five = &got[0];
+    assert_eq!((five.provider.as_str(), five.window.as_str()), ("anthropic", "five_hour"));
+    assert!((five.used_percent - 73.0).abs() < 1e-9);
+    assert_eq!(five.window_minutes, Some(300));
+    assert_eq!(five.resets_at, Some(1_795_010_400));
+    assert_eq!(five.status.as_deref(), Some("allowed_warning"));
+    assert_eq!(five.short(), "5h 73%");
+    // No per-window status: the unified one.
+    assert_eq!(got[1].status.as_deref(), Some("allowed"));
+    assert_eq!(got[1].short(), "7d 12%");
+}
+
+#[test]
+fn codex_headers_are_percents_per_family() {
+    let headers = [
+        ("x-codex-primary-used-percent", "12.5"),
+        ("x-codex-primary-window-minutes", "300"),
+        ("x-codex-primary-reset-at", "1704069000"),
+        ("x-codex-secondary-used-percent", "40"),
+        ("x-codex-secondary-window-minutes", "10080"),
+        ("x-codex-secondary-reset-at", "1704600000"),
+        ("x-codex-other-primary-used-percent", "0"),
+        ("x-codex-other-primary-window-minutes", "0"),
+    ];
+    let got = from_headers(headers, 0);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0].limit_id.as_deref(), Some("codex"));
+    assert_eq!((got[0].window.as_str(), got[0].used_percent), ("primary", 12.5));
+    assert_eq!(got[0].resets_at, Some(1_704_069_000));
+    assert_eq!(got[1].short(), "7d 40%");
+    assert!(from_headers([("x-request-id", "1")], 0).is_empty());
+}
+
+#[test]
+fn codex_event_and_rollout_shapes() {
+    let event = br#"{"type":"codex.rate_limits","plan_type":"pro","rate_limits":{"primary":{"used_percent":7,"window_minutes":300,"reset_at":1779398785},"secondary":null},"credits":null,"metered_limit_name":"codex_other"}"#;
+    let got = from_codex_event(event, 1);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].limit_id.as_deref(), Some("codex_other"));
+    assert_eq!(got[0].resets_at, Some(1_779_398_785));
+    assert!(from_codex_event(br#"{"type":"response.created"}"#, 1).is_empty());
+    let rollout: Value = serde_json::from_str(
+        r#"{"primary":{"used_percent":55.0,"window_minutes":300,"resets_at":1779398785},"secondary":{"used_percent":3.0,"window_minutes":10080,"resets_at":1779900000},"plan_type":"plus","unknown":1}"#,
+    )
+    .unwrap();
+    let got = from_codex_rollout(&rollout, 2);
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].source, LimitSource::Transcript);
+    assert_eq!(got[1].window_minutes, Some(10080));
+}
+
+#[test]
+fn code_assist_quota_buckets() {
+    let body = br#"{"buckets":[{"modelId":"gemini-2.5-pro","tokenType":"REQUESTS","remainingFraction":0.25,"remainingAmount":"25","resetTime":"2026-11-27T00:00:00Z"},{"modelId":"gemini-2.5-flash","remainingFraction":1}]}"#;
+    let got = from_code_assist_quota(body, 0);
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].window, "gemini-2.5-pro:requests");
+    assert!((got[0].used_percent - 75.0).abs() < 1e-9);
+    assert_eq!(got[0].resets_at, Some(1_795_737_600));
+    assert_eq!(got[1].used_percent, 0.0);
+}
+
+#[test]
+fn claude_rate_limit_meta_reads_the_unified_windows() {
+    let info = br#"{"status":"allowed","resetsAt":1795010400,"rateLimitType":"five_hour","unifiedWindows":{"five_hour":{"utilization":0.8,"resetsAt":1795010400},"seven_day":{"utilization":0.1,"resetsAt":1795500000,"status":"allowed"}}}"#;
+    let got = from_claude_rate_limit(info, 0);
+    assert_eq!(got.len(), 2);
+    assert!((got[0].used_percent - 80.0).abs() < 1e-9);
+    assert_eq!(got[0].source, LimitSource::Agent);
+    // Without the windows, the warning's own figure.
+    let info = br#"{"status":"allowed","resetsAt":1795010400,"rateLimitType":"seven_day","utilization":0.76}"#;
+    let got = from_claude_rate_limit(info, 0);
+    assert_eq!((got[0].window.as_str(), got[0].window_minutes), ("seven_day", Some(10080)));
+    assert!(from_claude_rate_limit(br#"{"status":"allowed"}"#, 0).is_empty());
+}
+
+#[test]
+fn rfc3339_times() {
+    assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
+    assert_eq!(parse_rfc3339("2026-11-26T14:00:00Z"), Some(1_795_701_600));
+    assert_eq!(
+        parse_rfc3339("2026-11-26T15:00:00.123+01:00"),
+        parse_rfc3339("2026-11-26T14:00:00Z")
+    );
+    assert_eq!(parse_rfc3339("tomorrow"), None);
+}
+
+fn five_hour(percent: f64, reset: i64, at: i64) -> Limit {
+    Limit {
+        provider: "anthropic".into(),
+        window: "five_hour".into(),
+        limit_id: None,
+        window_minutes: Some(300),
+        used_percent: percent,
+        resets_at: Some(reset),
+        status: None,
+        source: LimitSource::Tap,
+        observed_ms: at,
+    }
+}
+
+#[test]
+fn the_board_tells_each_line_once_and_starts_over_when_the_window_resets() {
+    let mut board = LimitBoard::new(Lines::new(&[0.75, 0.9], true));
+    assert_eq!(board.observe(five_hour(50.0, 1000, 1)), None);
+    assert_eq!(board.observe(five_hour(80.0, 1000, 2)).map(|c| c.fraction), Some(0.75));
+    assert_eq!(board.observe(five_hour(85.0, 1000, 3)), None);
+    assert_eq!(board.observe(five_hour(95.0, 1000, 4)).map(|c| c.fraction), Some(0.9));
+    // An older observation arriving late changes nothing.
+    assert_eq!(board.observe(five_hour(10.0, 1000, 3)), None);
+    assert_eq!(board.current()[0].used_percent, 95.0);
+    assert_eq!(board.observe(five_hour(100.0, 1030, 5)).map(|c| c.fraction), Some(1.0));
+    // The next window: from zero again.
+    assert_eq!(board.observe(five_hour(20.0, 1000 + 18_000, 6)), None);
+    assert_eq!(board.observe(five_hour(76.0, 1000 + 18_000, 7)).map(|c| c.fraction), Some(0.75));
+    // First seen already past a line: not told (an earlier run did).
+    let mut board = LimitBoard::new(Lines::new(&[0.75, 0.9], true));
+    assert_eq!(board.observe(five_hour(92.0, 1000, 1)), None);
+    assert_eq!(board.observe(five_hour(100.0, 1000, 2)).map(|c| c.fraction), Some(1.0));
+}
+
+#[test]
+fn the_fullest_window_wins_ties_to_the_shorter() {
+    let mut week = five_hour(40.0, 0, 0);
+    week.window = "seven_day".into();
+    week.window_minutes = Some(10080);
+    let five = five_hour(40.0, 0, 0);
+    let limits = vec![week.clone(), five.clone()];
+    assert_eq!(fullest(&limits).unwrap().window, "five_hour");
+    week.used_percent = 41.0;
+    assert_eq!(fullest(&[week, five]).unwrap().window, "seven_day");
+    assert!(fullest(&[]).is_none());
+}

@@ -1,0 +1,136 @@
+//! Subscription windows in the relay: each observation (the tap's headers and events, the
+//! agent's rate-limit `_meta`, Codex's rollout) goes on the board that every `usage_update`
+//! shows under `_meta.acpUsage.limits`, into the ledger, and, when a window crossed a line of
+//! `[limits] warn_at`, into a `notice` saying when it resets.
+
+use acp_usage_core::limits::{Limit, LimitCrossing};
+use serde_json::json;
+
+use super::*;
+use crate::sinks::ledger::Write;
+
+impl Observer {
+    /// Windows a source stated, for `session` when the source knows it (else the session that
+    /// prompted last). A window that moved while its session is between turns gets an update
+    /// of its own, so the editor's figure is current.
+    pub fn limits_observed(&mut self, limits: Vec<Limit>, session: Option<&str>) {
+        if limits.is_empty() {
+            return;
+        }
+        let session = session
+            .filter(|s| self.sessions.contains_key(*s))
+            .map(str::to_owned)
+            .or_else(|| self.latest_session());
+        let mut moved = false;
+        for limit in &limits {
+            let before = self.limit_board.get(&limit.key()).cloned();
+            moved |= before.as_ref().is_none_or(|b| {
+                b.used_percent != limit.used_percent
+                    || b.resets_at != limit.resets_at
+                    || b.status != limit.status
+            });
+            if let Some(crossing) = self.limit_board.observe(limit.clone()) {
+                self.limit_alert(session.as_deref(), &crossing);
+            }
+        }
+        tracing::debug!(windows = limits.len(), moved, "subscription windows observed");
+        self.writes.push(Write::Limits { limits, session: session.clone() });
+        if moved
+            && let Some(id) = session
+            && self.sessions.get(&id).is_some_and(|s| !s.account.in_turn())
+        {
+            self.counted_between_turns(&id);
+        }
+    }
+
+    /// The session that prompted last, else any.
+    fn latest_session(&self) -> Option<String> {
+        self.sessions.iter().max_by_key(|(_, s)| s.tap.last_prompt).map(|(id, _)| id.clone())
+    }
+
+    /// The latest observation of every window, for the updates.
+    pub(super) fn current_limits(&self) -> Vec<Limit> {
+        self.limit_board.current()
+    }
+
+    /// A notice (and a log line) for a window that crossed a line.
+    fn limit_alert(&mut self, session: Option<&str>, c: &LimitCrossing) {
+        let l = &c.limit;
+        let name = window_name(l);
+        let title = if c.fraction >= 1.0 {
+            format!("{name} reached")
+        } else {
+            format!("{name}: {:.0}% used", l.used_percent)
+        };
+        let description = match l.resets_at {
+            Some(at) => format!("It resets {}.", when(at, now_ms() / 1000)),
+            None => "The provider did not say when it resets.".to_owned(),
+        };
+        tracing::warn!("{title}. {description}");
+        let Some(id) = session else { return };
+        let meta = json!({"limit": crate::relay::emit::limit_window(l), "fraction": c.fraction});
+        let severity = if c.fraction >= 1.0 { "error" } else { "warning" };
+        self.notice(id, severity, &title, &description, meta);
+    }
+}
+
+/// How a notice names a window: `Claude's 5-hour limit`, `Codex's weekly window`.
+fn window_name(l: &Limit) -> String {
+    let who = match l.provider.as_str() {
+        "anthropic" => "Claude",
+        "openai" => "Codex",
+        "google" => "Gemini",
+        other => other,
+    };
+    let span = match (l.window.as_str(), l.window_minutes) {
+        ("overage", _) => "usage credit".to_owned(),
+        (_, Some(300)) => "5-hour".to_owned(),
+        (_, Some(10080)) => "weekly".to_owned(),
+        (_, Some(m)) if m % 1440 == 0 => format!("{}-day", m / 1440),
+        (_, Some(m)) if m % 60 == 0 => format!("{}-hour", m / 60),
+        (_, Some(m)) => format!("{m}-minute"),
+        (w, None) => w.to_owned(),
+    };
+    format!("{who}'s {span} limit")
+}
+
+/// `at 14:00 UTC (in 2 h 5 min)`, or the date when it is more than a day away.
+fn when(at: i64, now: i64) -> String {
+    let Some(t) = chrono::DateTime::from_timestamp(at, 0) else { return "later".into() };
+    let left = (at - now).max(0);
+    let clock = if left < 86_400 {
+        t.format("at %H:%M UTC").to_string()
+    } else {
+        t.format("on %Y-%m-%d at %H:%M UTC").to_string()
+    };
+    let (h, m) = (left / 3600, (left % 3600) / 60);
+    let rel = match (h, m) {
+        (0, m) => format!("in {m} min"),
+        (h, 0) => format!("in {h} h"),
+        (h, m) => format!("in {h} h {m} min"),
+    };
+    format!("{clock} ({rel})")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notices_name_the_window_and_when_it_resets() {
+        let mut l = acp_usage_core::limits::from_headers(
+            [("anthropic-ratelimit-unified-5h-utilization", "0.8")],
+            0,
+        )
+        .remove(0);
+        assert_eq!(window_name(&l), "Claude's 5-hour limit");
+        l.window_minutes = Some(10080);
+        assert_eq!(window_name(&l), "Claude's weekly limit");
+        // 2026-11-26 14:00 UTC, 2 h 5 min after now.
+        assert_eq!(when(1_795_701_600, 1_795_701_600 - 7500), "at 14:00 UTC (in 2 h 5 min)");
+        assert_eq!(
+            when(1_795_701_600, 1_795_701_600 - 3 * 86_400),
+            "on 2026-11-26 at 14:00 UTC (in 72 h)"
+        );
+    }
+}
