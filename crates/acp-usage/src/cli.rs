@@ -341,6 +341,16 @@ pub struct ReportArgs {
     /// The ledger to read (default: $ACP_USAGE_LEDGER, else $XDG_DATA_HOME/acp-usage/ledger.db).
     #[arg(long, value_name = "FILE")]
     pub ledger: Option<PathBuf>,
+    /// `report limits`: one row per window and day, or per hour.
+    #[arg(long, value_enum, default_value_t = LimitsPer::Day)]
+    pub per: LimitsPer,
+}
+
+/// `report limits --per`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LimitsPer {
+    Day,
+    Hour,
 }
 
 /// `report` groupings.
@@ -360,6 +370,9 @@ pub enum ReportBy {
     Agent,
     /// Per model.
     Model,
+    /// Subscription windows (Claude's 5-hour and weekly limits, Codex's windows, Gemini's
+    /// quota): how each filled, per day or hour (`--per`).
+    Limits,
 }
 
 impl From<ReportArgs> for commands::report::ReportOptions {
@@ -374,6 +387,7 @@ impl From<ReportArgs> for commands::report::ReportOptions {
                 ReportBy::Project => Group::Project,
                 ReportBy::Agent => Group::Agent,
                 ReportBy::Model => Group::Model,
+                ReportBy::Limits => Group::Limits,
             },
             since: a.since,
             until: a.until,
@@ -384,6 +398,10 @@ impl From<ReportArgs> for commands::report::ReportOptions {
             json: a.json,
             zone: if a.utc { Zone::Utc } else { Zone::Local },
             ledger: a.ledger,
+            per: match a.per {
+                LimitsPer::Day => commands::report::Per::Day,
+                LimitsPer::Hour => commands::report::Per::Hour,
+            },
         }
     }
 }

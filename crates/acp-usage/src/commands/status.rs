@@ -12,6 +12,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use acp_usage_core::limits::Limit;
 use anyhow::Context;
 
 use super::watch::{
@@ -31,7 +32,8 @@ pub struct Options {
 }
 
 /// The default line, for the documentation: parts whose figures are unknown are left out.
-pub const DEFAULT_FORMAT: &str = "{agent} · {percent} of {size} · {cost} · today {today}";
+pub const DEFAULT_FORMAT: &str =
+    "{agent} · {percent} of {size} · {cost} · today {today} · {limit}";
 
 /// Runs the command.
 pub fn run(opts: &Options) -> anyhow::Result<ExitCode> {
@@ -76,7 +78,9 @@ pub fn line(
     }
     let Some(session) = latest(store)? else { return Ok(None) };
     let today = spent_since(store, today)?;
-    let values = Values { s: &session, today: &today, now };
+    let limits = store.latest_limits()?;
+    let limit = current_fullest(&limits, now);
+    let values = Values { s: &session, today: &today, now, limit };
     Ok(Some(match template {
         Some(t) => t.render(&values),
         None => default_line(&values),
@@ -94,7 +98,20 @@ fn default_line(v: &Values<'_>) -> String {
         parts.push(v.get(Field::Cost));
     }
     parts.push(format!("today {}", v.get(Field::Today)));
+    if v.limit.is_some() {
+        parts.push(v.get(Field::Limit));
+    }
     parts.join(" · ")
+}
+
+/// The fullest subscription window that has not reset yet (a window past its reset time
+/// holds nothing any more).
+pub fn current_fullest(limits: &[Limit], now_ms: i64) -> Option<&Limit> {
+    let live: Vec<&Limit> =
+        limits.iter().filter(|l| l.resets_at.is_none_or(|r| r * 1000 > now_ms)).collect();
+    let owned: Vec<Limit> = live.iter().map(|l| (*l).clone()).collect();
+    let fullest = acp_usage_core::limits::fullest(&owned)?;
+    live.into_iter().find(|l| l.key() == fullest.key())
 }
 
 /// A placeholder of `--format`.
@@ -114,6 +131,7 @@ enum Field {
     Turns,
     Ago,
     State,
+    Limit,
 }
 
 /// The placeholders, with what each stands for (shown in the error for an unknown one).
@@ -132,6 +150,7 @@ const FIELDS: &[(&str, Field)] = &[
     ("turns", Field::Turns),
     ("ago", Field::Ago),
     ("state", Field::State),
+    ("limit", Field::Limit),
 ];
 
 /// The figures a line is made of.
@@ -139,6 +158,8 @@ struct Values<'a> {
     s: &'a SessionView,
     today: &'a Money,
     now: i64,
+    /// The fullest subscription window, when one was seen.
+    limit: Option<&'a Limit>,
 }
 
 impl Values<'_> {
@@ -170,6 +191,7 @@ impl Values<'_> {
             Field::Turns => s.turns.to_string(),
             Field::Ago => fmt_ago(self.now, s.last_seen),
             Field::State => if s.running { "running" } else { "ended" }.to_owned(),
+            Field::Limit => self.limit.map(Limit::short).unwrap_or_default(),
         }
     }
 }
@@ -291,9 +313,10 @@ mod tests {
             status(&store, None, now, today).unwrap(),
             "claude · 42% of 200k · $0.31 · today $4.20"
         );
+        // As a template, a part whose figure is unknown stays empty (no window seen yet).
         assert_eq!(
             status(&store, Some(DEFAULT_FORMAT), now, today).unwrap(),
-            "claude · 42% of 200k · $0.31 · today $4.20"
+            "claude · 42% of 200k · $0.31 · today $4.20 · "
         );
         assert_eq!(
             status(
@@ -305,6 +328,40 @@ mod tests {
             .unwrap(),
             "running claude-sonnet-4-5 84k/200k (42%) t1 latest 30s ago {x}"
         );
+    }
+
+    #[test]
+    fn the_fullest_live_window_is_the_limit() {
+        let t = TempLedger::new("status-limit");
+        let mut store = Store::open(&t.path).unwrap();
+        let now = ledger::now_ms();
+        add(&mut store, "s", "claude", Some(std::process::id()), now, &[Some(0.5)], 84_000, 200_000);
+        let mut headers = vec![
+            ("anthropic-ratelimit-unified-5h-utilization", "0.8".to_owned()),
+            ("anthropic-ratelimit-unified-5h-reset", (now / 1000 + 3600).to_string()),
+            ("anthropic-ratelimit-unified-7d-utilization", "0.3".to_owned()),
+            ("anthropic-ratelimit-unified-7d-reset", (now / 1000 + 86_400).to_string()),
+        ];
+        let pairs = |h: &Vec<(&'static str, String)>| {
+            h.iter().map(|(k, v)| (*k, v.clone())).collect::<Vec<_>>()
+        };
+        let observed = pairs(&headers);
+        let limits = acp_usage_core::limits::from_headers(
+            observed.iter().map(|(k, v)| (*k, v.as_str())),
+            now - 5000,
+        );
+        store.limits(&limits, Some("s")).unwrap();
+        assert_eq!(status(&store, Some("{limit}"), now, 0).unwrap(), "5h 80%");
+        assert!(status(&store, None, now, 0).unwrap().ends_with(" · 5h 80%"));
+        // The 5-hour window reset since: the weekly one is what is left.
+        headers[1].1 = (now / 1000 - 10).to_string();
+        let observed = pairs(&headers);
+        let limits = acp_usage_core::limits::from_headers(
+            observed.iter().map(|(k, v)| (*k, v.as_str())),
+            now - 1000,
+        );
+        store.limits(&limits, None).unwrap();
+        assert_eq!(status(&store, Some("{limit}"), now, 0).unwrap(), "7d 30%");
     }
 
     #[test]

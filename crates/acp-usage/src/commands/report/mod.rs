@@ -7,6 +7,7 @@
 //! (a report never creates or migrates it); a missing or empty ledger is a note on stderr and an
 //! empty report, not an error, so scripts can run it before anything was recorded.
 
+mod limits;
 mod query;
 mod table;
 
@@ -22,6 +23,7 @@ use serde_json::{Map, Value, json};
 
 use crate::sinks::ledger::{self, Store};
 
+pub use limits::Per;
 pub use query::{Report, Row, SessionMeta, Sums};
 
 /// How the calls are grouped into rows.
@@ -42,6 +44,8 @@ pub enum Group {
     Agent,
     /// One row per model.
     Model,
+    /// Subscription windows: one row per window and day (or hour).
+    Limits,
 }
 
 impl Group {
@@ -55,6 +59,7 @@ impl Group {
             Group::Project => "project",
             Group::Agent => "agent",
             Group::Model => "model",
+            Group::Limits => "limits",
         }
     }
 
@@ -68,6 +73,7 @@ impl Group {
             Group::Project => "project",
             Group::Agent => "agent",
             Group::Model => "model",
+            Group::Limits => "period",
         }
     }
 }
@@ -157,6 +163,8 @@ pub struct ReportOptions {
     pub zone: Zone,
     /// The ledger file (default: [`ledger::path`]).
     pub ledger: Option<PathBuf>,
+    /// `report limits`: a row per day or per hour.
+    pub per: Per,
 }
 
 /// Parses a `--since`/`--until` day: `YYYY-MM-DD` or `YYYYMMDD`.
@@ -192,6 +200,9 @@ fn write_report(out: &mut impl Write, opts: &ReportOptions) -> anyhow::Result<()
         && since > until
     {
         anyhow::bail!("--since {since} is after --until {until}: no day is in between");
+    }
+    if opts.group == Group::Limits {
+        return write_limits(out, opts);
     }
     let report = match opts.ledger.clone().or_else(ledger::path) {
         None => {
@@ -236,6 +247,50 @@ fn write_report(out: &mut impl Write, opts: &ReportOptions) -> anyhow::Result<()
         writeln!(out)?;
     } else {
         table::write(out, &report, opts.zone, opts.breakdown, table::WIDTH)?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// `report limits`: the windows' observations, grouped.
+fn write_limits(out: &mut impl Write, opts: &ReportOptions) -> anyhow::Result<()> {
+    let observed = match opts.ledger.clone().or_else(ledger::path) {
+        Some(path) if path.exists() => {
+            let store = Store::open_read(&path)
+                .with_context(|| format!("cannot open the ledger {}", path.display()))?;
+            let since = opts.since.map_or(0, |d| opts.zone.start_of(d));
+            let mut observed = store
+                .limits_since(since)
+                .with_context(|| format!("cannot read the ledger {}", path.display()))?;
+            if let Some(until) = opts.until.and_then(|d| d.succ_opt()) {
+                let end = opts.zone.start_of(until);
+                observed.retain(|l| l.observed_ms < end);
+            }
+            if observed.is_empty() {
+                eprintln!(
+                    "acp-usage: no subscription window in the ledger {}: they are recorded when \
+                     a provider states one (a subscription login, through the tap or the agent)",
+                    path.display()
+                );
+            }
+            observed
+        }
+        Some(path) => {
+            eprintln!("acp-usage: no ledger at {} yet: nothing to report", path.display());
+            Vec::new()
+        }
+        None => {
+            eprintln!("acp-usage: no ledger location is known: set ${}", ledger::LEDGER_ENV);
+            Vec::new()
+        }
+    };
+    let rows = limits::rows(&observed, opts.zone, opts.per);
+    if opts.json {
+        serde_json::to_writer(&mut *out, &limits::to_json(&rows, opts, opts.per))
+            .map_err(io::Error::from)?;
+        writeln!(out)?;
+    } else {
+        limits::write_table(out, &rows, opts.zone, opts.per)?;
     }
     out.flush()?;
     Ok(())

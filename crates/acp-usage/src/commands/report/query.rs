@@ -208,7 +208,8 @@ impl Fold {
     fn add(&mut self, b: Bucket, opts: &ReportOptions) {
         let day = || opts.zone.date_of(b.first_at);
         let key = match opts.group {
-            Group::Daily => Some(day().format("%Y-%m-%d").to_string()),
+            // `report limits` reads no calls (`limits.rs`); grouped by day if it ever did.
+            Group::Daily | Group::Limits => Some(day().format("%Y-%m-%d").to_string()),
             Group::Weekly => Some(monday_of(day()).format("%Y-%m-%d").to_string()),
             Group::Monthly => Some(day().format("%Y-%m").to_string()),
             Group::Session => Some(b.session_id.clone()),
@@ -252,7 +253,7 @@ impl Fold {
             .collect();
         match group {
             // The map already holds them in calendar order (ISO dates sort as text).
-            Group::Daily | Group::Weekly | Group::Monthly => {}
+            Group::Daily | Group::Weekly | Group::Monthly | Group::Limits => {}
             Group::Session => {
                 rows.sort_by(|a, b| a.first_at.cmp(&b.first_at).then(a.key.cmp(&b.key)))
             }

@@ -82,7 +82,7 @@ pub fn write(
     entries.push(Entry { key: "TOTAL".to_owned(), keep_end: false, sums: &report.totals });
 
     let key_head = match report.group {
-        Group::Daily => "DATE",
+        Group::Daily | Group::Limits => "DATE",
         Group::Weekly => "WEEK OF",
         Group::Monthly => "MONTH",
         Group::Session => "SESSION",

@@ -487,3 +487,75 @@ fn since_after_until_is_an_error() {
     let err = write_report(&mut Vec::new(), &since_after_until).unwrap_err();
     assert!(err.to_string().contains("after --until"));
 }
+
+#[test]
+fn limits_per_day_and_per_hour() {
+    let mut l = Ledger::new("limits");
+    let five = |fraction: &str, at: &str| {
+        acp_usage_core::limits::from_headers(
+            [
+                ("anthropic-ratelimit-unified-5h-utilization", fraction),
+                ("anthropic-ratelimit-unified-5h-reset", "1795701600"),
+                ("anthropic-ratelimit-unified-5h-status", "allowed"),
+            ],
+            ms(at),
+        )
+    };
+    for (f, at) in [
+        ("0.5", "2026-11-26T09:10:00Z"),
+        ("0.8", "2026-11-26T09:40:00Z"),
+        ("0.95", "2026-11-26T10:05:00Z"),
+        ("0.1", "2026-11-27T08:00:00Z"),
+    ] {
+        l.store.limits(&five(f, at), Some("s")).unwrap();
+    }
+    let codex = acp_usage_core::limits::from_headers(
+        [
+            ("x-codex-primary-used-percent", "40"),
+            ("x-codex-primary-window-minutes", "300"),
+            ("x-codex-secondary-used-percent", "12"),
+            ("x-codex-secondary-window-minutes", "10080"),
+        ],
+        ms("2026-11-26T11:00:00Z"),
+    );
+    l.store.limits(&codex, None).unwrap();
+    let path = l.dir.join("ledger.db");
+    let run = |o: ReportOptions| {
+        let mut out = Vec::new();
+        write_report(&mut out, &ReportOptions { ledger: Some(path.clone()), ..o }).unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    let text = run(opts(Group::Limits));
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("DAY") && lines[0].contains("PEAK"), "{text}");
+    let day26 = lines.iter().find(|l| l.contains("2026-11-26") && l.contains("five_hour")).unwrap();
+    assert!(day26.contains("anthropic five_hour (5h)") && day26.contains("95%"), "{text}");
+    assert!(day26.contains("2026-11-26T14:00:00Z") && day26.trim_end().ends_with('3'), "{text}");
+    assert!(text.contains("openai primary (5h)") && text.contains("openai secondary (7d)"));
+    assert_eq!(lines.len(), 1 + 4, "{text}");
+
+    let json: Value = serde_json::from_str(&run(ReportOptions {
+        json: true,
+        per: Per::Hour,
+        since: Some(parse_date("2026-11-26").unwrap()),
+        until: Some(parse_date("2026-11-26").unwrap()),
+        ..opts(Group::Limits)
+    }))
+    .unwrap();
+    assert_eq!(json["per"], "hour");
+    let rows = json["rows"].as_array().unwrap();
+    let hours: Vec<(&str, f64, f64)> = rows
+        .iter()
+        .filter(|r| r["window"] == "five_hour")
+        .map(|r| {
+            (
+                r["period"].as_str().unwrap(),
+                r["peakUsedPercent"].as_f64().unwrap(),
+                r["lastUsedPercent"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(hours, [("2026-11-26 09:00", 80.0, 80.0), ("2026-11-26 10:00", 95.0, 95.0)]);
+    assert_eq!(rows.len(), 4, "the 27th is after --until: {json}");
+    assert_eq!(rows[0]["resetsAt"], "2026-11-26T14:00:00Z");
+}

@@ -27,7 +27,9 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 #[cfg(unix)]
 use signal_hook::iterator::Signals;
 
+use crate::commands::status::current_fullest;
 use crate::sinks::ledger::{self, Store, process_alive};
+use acp_usage_core::limits::Limit;
 
 /// How far back a session that no longer runs is still shown.
 pub const RECENT: Duration = Duration::from_secs(3600);
@@ -120,6 +122,8 @@ pub struct SessionView {
     pub cost: Money,
     /// Whether an acp-usage process that has it open is alive.
     pub running: bool,
+    /// The provider of the subscription windows last observed in this session, if any.
+    pub limit_provider: Option<String>,
 }
 
 impl SessionView {
@@ -147,6 +151,8 @@ pub struct Snapshot {
     pub today: Money,
     /// Running sessions first, then the rest; the most recently active first within each.
     pub sessions: Vec<SessionView>,
+    /// The latest observation of every subscription window.
+    pub limits: Vec<Limit>,
 }
 
 impl Snapshot {
@@ -167,7 +173,7 @@ pub fn snapshot(store: &Store, now: i64, today: i64) -> rusqlite::Result<Snapsho
     sessions.retain(|s| s.running || s.last_seen >= since);
     // A stable sort keeps the query's most-recent-first order within each group.
     sessions.sort_by_key(|s| !s.running);
-    Ok(Snapshot { today: spent_since(store, today)?, sessions })
+    Ok(Snapshot { today: spent_since(store, today)?, sessions, limits: store.latest_limits()? })
 }
 
 /// Whether the ledger has its tables yet: a file that a first relay is still creating has not.
@@ -184,12 +190,19 @@ pub(crate) fn sessions(
 ) -> rusqlite::Result<Vec<SessionView>> {
     // A ledger no relay of this version has opened yet (reading never migrates) has no start
     // times: liveness falls back to the pid alone.
-    let pid_start =
-        if ledger::schema::version(store.conn())? >= 2 { "s.pid_start" } else { "NULL" };
+    let version = ledger::schema::version(store.conn())?;
+    let pid_start = if version >= 2 { "s.pid_start" } else { "NULL" };
+    // The provider of the latest window observed in the session (files from schema 3 on).
+    let limit_provider = if version >= 3 {
+        "(SELECT provider FROM limits l WHERE l.session = s.session_id ORDER BY l.at DESC LIMIT 1)"
+    } else {
+        "NULL"
+    };
     let sql = format!(
         "SELECT s.session_id, s.agent, s.agent_name, s.project, s.title, s.model, s.last_seen,
                 s.turns, s.used, s.size, s.pid,
-                COALESCE(SUM(c.cost), 0), COUNT(c.id), COUNT(c.id) - COUNT(c.cost), {pid_start}
+                COALESCE(SUM(c.cost), 0), COUNT(c.id), COUNT(c.id) - COUNT(c.cost), {pid_start},
+                {limit_provider}
          FROM (SELECT * FROM sessions {filter}) s LEFT JOIN calls c ON c.session = s.id
          GROUP BY s.id ORDER BY s.last_seen DESC, s.id DESC"
     );
@@ -214,6 +227,7 @@ pub(crate) fn sessions(
                 unpriced: r.get::<_, i64>(13)? as u64,
             },
             running: pid.is_some_and(|pid| process_alive(pid, started)),
+            limit_provider: r.get(15)?,
         })
     })?;
     rows.collect()
@@ -312,14 +326,20 @@ fn bar(percent: u64, width: usize) -> String {
     format!("{}{}", "█".repeat(full), "░".repeat(width - full))
 }
 
-const HEADERS: [&str; 8] =
-    ["STATE", "AGENT", "MODEL", "CONTEXT", "TURNS", "COST", "PROJECT", "LAST"];
+const HEADERS: [&str; 9] =
+    ["STATE", "AGENT", "MODEL", "CONTEXT", "TURNS", "COST", "LIMIT", "PROJECT", "LAST"];
 const BAR_WIDTH: usize = 10;
 const PROJECT_WIDTH: usize = 32;
 
 /// The cells of one session's row, as text, with a context bar of `bar_width` cells (none when
 /// 0) and the project shortened to `project_width`.
-fn cells(s: &SessionView, now: i64, bar_width: usize, project_width: usize) -> [String; 8] {
+fn cells(
+    s: &SessionView,
+    limits: &[Limit],
+    now: i64,
+    bar_width: usize,
+    project_width: usize,
+) -> [String; 9] {
     let gauge =
         |p: u64| if bar_width > 0 { format!("{} ", bar(p, bar_width)) } else { String::new() };
     let context = match (s.percent(), s.used, s.size.filter(|&z| z > 0)) {
@@ -338,28 +358,56 @@ fn cells(s: &SessionView, now: i64, bar_width: usize, project_width: usize) -> [
         context,
         s.turns.to_string(),
         s.cost.fmt(),
+        session_limit(s, limits, now).map_or_else(|| "-".to_owned(), Limit::short),
         s.project.as_deref().map_or_else(|| "-".to_owned(), |p| short_project(p, project_width)),
         fmt_ago(now, s.last_seen),
     ]
 }
 
-fn summary(snap: &Snapshot) -> String {
+fn summary(snap: &Snapshot, now: i64) -> String {
     let running = snap.running();
     let recent = snap.sessions.len() - running;
-    format!("today {} · {running} running · {recent} more in the last hour", snap.today.fmt())
+    let mut line =
+        format!("today {} · {running} running · {recent} more in the last hour", snap.today.fmt());
+    if let Some(l) = current_fullest(&snap.limits, now) {
+        line.push_str(&format!(" · limit {}", l.short()));
+    }
+    line
+}
+
+/// The provider whose subscription windows an agent's sessions fill, for the agents that
+/// have one login of their own.
+fn provider_of(agent: &str) -> Option<&'static str> {
+    match agent {
+        "claude" => Some("anthropic"),
+        "codex" => Some("openai"),
+        "gemini" => Some("google"),
+        _ => None,
+    }
+}
+
+/// The fullest live window of the session's provider (else of any window seen in it).
+fn session_limit<'a>(s: &SessionView, limits: &'a [Limit], now: i64) -> Option<&'a Limit> {
+    let provider = provider_of(&s.agent).or_else(|| s.limit_provider.as_deref())?;
+    let own: Vec<Limit> = limits.iter().filter(|l| l.provider == provider).cloned().collect();
+    let fullest = current_fullest(&own, now)?.key();
+    limits.iter().find(|l| l.key() == fullest)
 }
 
 /// The snapshot as plain text: a summary line, then a table (nothing but the summary and a
 /// note when no session is shown).
 pub fn render_text(snap: &Snapshot, now: i64) -> String {
-    let mut out = summary(snap);
+    let mut out = summary(snap, now);
     out.push('\n');
     if snap.sessions.is_empty() {
         out.push_str("no session running or active in the last hour\n");
         return out;
     }
-    let rows: Vec<[String; 8]> =
-        snap.sessions.iter().map(|s| cells(s, now, BAR_WIDTH, PROJECT_WIDTH)).collect();
+    let rows: Vec<[String; 9]> = snap
+        .sessions
+        .iter()
+        .map(|s| cells(s, &snap.limits, now, BAR_WIDTH, PROJECT_WIDTH))
+        .collect();
     let mut widths = HEADERS.map(|h| h.chars().count());
     for row in &rows {
         for (w, c) in widths.iter_mut().zip(row) {

@@ -51,6 +51,11 @@ pub(super) fn view(f: &mut ratatui::Frame<'_>, path: &Path, state: &State, now: 
                 "   {running} running · {} more in the last hour",
                 snap.sessions.len() - running
             )),
+            Span::raw(
+                crate::commands::status::current_fullest(&snap.limits, now)
+                    .map(|l| format!(" · limit {}", l.short()))
+                    .unwrap_or_default(),
+            ),
         ])),
         head,
     );
@@ -68,7 +73,7 @@ pub(super) fn view(f: &mut ratatui::Frame<'_>, path: &Path, state: &State, now: 
     };
     let agent_width = widest(|s| s.agent_label().chars().count(), 5, 24);
     let model_width = widest(|s| s.model.as_deref().map_or(1, |m| m.chars().count()), 5, 32);
-    let fixed = 1 + agent_width + model_width + 16 + 5 + 9 + 8 + 7 * 2;
+    let fixed = 1 + agent_width + model_width + 16 + 5 + 9 + 8 + 8 + 8 * 2;
     // On a narrow terminal the bar goes first: the project says more.
     let bar_width = if (body.width as usize) < fixed + BAR_WIDTH + 1 + 16 { 0 } else { BAR_WIDTH };
     let context_width = 16 + if bar_width > 0 { bar_width + 1 } else { 0 };
@@ -80,11 +85,12 @@ pub(super) fn view(f: &mut ratatui::Frame<'_>, path: &Path, state: &State, now: 
         Constraint::Length(context_width as u16),
         Constraint::Length(5),
         Constraint::Length(9),
+        Constraint::Length(8),
         Constraint::Fill(1),
         Constraint::Length(8),
     ];
     let rows = snap.sessions.iter().map(|s| {
-        let mut c = cells(s, now, bar_width, project_width);
+        let mut c = cells(s, &snap.limits, now, bar_width, project_width);
         let state = if s.running {
             Cell::from(Span::styled("●", Style::new().fg(Color::Green)))
         } else {
@@ -114,6 +120,7 @@ pub(super) fn view(f: &mut ratatui::Frame<'_>, path: &Path, state: &State, now: 
             Cell::from(Line::from(std::mem::take(&mut c[5])).right_aligned()),
             Cell::from(std::mem::take(&mut c[6])),
             Cell::from(std::mem::take(&mut c[7])),
+            Cell::from(std::mem::take(&mut c[8])),
         ]);
         if s.running { row } else { row.style(dim) }
     });

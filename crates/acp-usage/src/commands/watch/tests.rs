@@ -143,27 +143,46 @@ fn running_recent_and_old_sessions() {
 #[test]
 fn live_view_draws_the_rows() {
     use ratatui::backend::TestBackend;
+    const W: u16 = 120;
     let t = TempLedger::new("view");
     let mut store = Store::open(&t.path).unwrap();
     let now = ledger::now_ms();
     add(&mut store, "a", "claude", Some(std::process::id()), now, &[Some(0.31)], 84_000, 200_000);
     add(&mut store, "b", "codex", None, now - 120_000, &[Some(0.05)], 9_000, 272_000);
+    // Claude's 5-hour window, observed in session a.
+    let reset = (now / 1000 + 3600).to_string();
+    let limits = acp_usage_core::limits::from_headers(
+        [
+            ("anthropic-ratelimit-unified-5h-utilization", "0.8"),
+            ("anthropic-ratelimit-unified-5h-reset", reset.as_str()),
+        ],
+        now - 1000,
+    );
+    store.limits(&limits, Some("a")).unwrap();
     let snap = snapshot(&store, now, now - 3_600_000).unwrap();
-    let mut term = ratatui::Terminal::new(TestBackend::new(110, 8)).unwrap();
+    let text = render_text(&snap, now);
+    assert!(text.lines().next().unwrap().ends_with(" · limit 5h 80%"), "{text}");
+    let mut term = ratatui::Terminal::new(TestBackend::new(W, 8)).unwrap();
     let path = t.path.clone();
     term.draw(|f| view(f, &path, &State::Read(snap), now)).unwrap();
     let screen: Vec<String> = (0..8)
-        .map(|y| (0..110).map(|x| term.backend().buffer()[(x, y)].symbol()).collect())
+        .map(|y| (0..W).map(|x| term.backend().buffer()[(x, y)].symbol()).collect())
         .collect();
     let screen = screen.join("\n");
-    assert!(screen.contains("today $0.36   1 running · 1 more in the last hour"), "{screen}");
+    assert!(
+        screen.contains("today $0.36   1 running · 1 more in the last hour · limit 5h 80%"),
+        "{screen}"
+    );
     assert!(screen.contains("●  claude  claude-sonnet-4-5"), "{screen}");
     assert!(screen.contains("████░░░░░░  42% 84k/200k"), "{screen}");
-    assert!(screen.contains("○  codex"), "{screen}");
+    // The claude row shows its window; codex has none.
+    let row = |agent: &str| screen.lines().find(|l| l.contains(agent)).unwrap().to_owned();
+    assert!(row("●  claude").contains("$0.31  5h 80%"), "{screen}");
+    assert!(row("○  codex").contains("$0.05  -"), "{screen}");
     assert!(screen.contains("2m ago"), "{screen}");
 
     term.draw(|f| view(f, &path, &State::Missing, now)).unwrap();
-    let top: String = (0..110).map(|x| term.backend().buffer()[(x, 2)].symbol()).collect();
+    let top: String = (0..W).map(|x| term.backend().buffer()[(x, 2)].symbol()).collect();
     assert!(top.starts_with("No ledger at "), "{top}");
 }
 

@@ -1,0 +1,171 @@
+//! `acp-usage report limits [--per day|hour]`: how each subscription window filled over time,
+//! from the observations the ledger keeps (one row per window and day or hour: the peak, the
+//! last figure and when the window resets), as a table or JSON.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use acp_usage_core::limits::Limit;
+use chrono::{DateTime, Timelike};
+use serde_json::{Value, json};
+
+use super::{ReportOptions, Zone};
+
+/// How long a row covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Per {
+    #[default]
+    Day,
+    Hour,
+}
+
+impl Per {
+    fn name(self) -> &'static str {
+        match self {
+            Per::Day => "day",
+            Per::Hour => "hour",
+        }
+    }
+}
+
+/// One window over one day or hour.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LimitRow {
+    /// `2026-11-26` or `2026-11-26 14:00`.
+    pub period: String,
+    /// The window's latest observation in the period.
+    pub last: Limit,
+    /// The fullest it was in the period, 0-100.
+    pub peak: f64,
+    /// Observations in the period.
+    pub observations: u64,
+}
+
+/// The observations grouped per window and period, in time order within each window.
+pub fn rows(observed: &[Limit], zone: Zone, per: Per) -> Vec<LimitRow> {
+    let mut groups: BTreeMap<((String, String, String), String), LimitRow> = BTreeMap::new();
+    for l in observed {
+        let period = period_of(l.observed_ms, zone, per);
+        groups
+            .entry((l.key(), period.clone()))
+            .and_modify(|row| {
+                row.peak = row.peak.max(l.used_percent);
+                row.observations += 1;
+                if l.observed_ms >= row.last.observed_ms {
+                    row.last = l.clone();
+                }
+            })
+            .or_insert_with(|| LimitRow {
+                period,
+                last: l.clone(),
+                peak: l.used_percent,
+                observations: 1,
+            });
+    }
+    groups.into_values().collect()
+}
+
+fn period_of(ms: i64, zone: Zone, per: Per) -> String {
+    match per {
+        Per::Day => zone.date_of(ms).to_string(),
+        Per::Hour => {
+            let t = DateTime::from_timestamp_millis(ms).unwrap_or_default();
+            let (date, hour) = match zone {
+                Zone::Local => {
+                    let l = t.with_timezone(&chrono::Local);
+                    (l.date_naive(), l.hour())
+                }
+                Zone::Utc => (t.date_naive(), t.hour()),
+            };
+            format!("{date} {hour:02}:00")
+        }
+    }
+}
+
+fn window_label(l: &Limit) -> String {
+    let family = match l.limit_id.as_deref() {
+        Some(id) if id != "codex" => format!("{id} "),
+        _ => String::new(),
+    };
+    let span = match l.window_minutes {
+        Some(m) if m % 1440 == 0 => format!(" ({}d)", m / 1440),
+        Some(m) if m % 60 == 0 => format!(" ({}h)", m / 60),
+        Some(m) => format!(" ({m}m)"),
+        None => String::new(),
+    };
+    format!("{} {family}{}{span}", l.provider, l.window)
+}
+
+fn resets(l: &Limit, zone: Zone) -> String {
+    l.resets_at.map_or_else(|| "-".to_owned(), |s| zone.timestamp(s * 1000))
+}
+
+/// The `--json` form.
+pub fn to_json(rows: &[LimitRow], opts: &ReportOptions, per: Per) -> Value {
+    let rows: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            json!({
+                "period": r.period,
+                "provider": r.last.provider,
+                "window": r.last.window,
+                "limitId": r.last.limit_id,
+                "windowMinutes": r.last.window_minutes,
+                "peakUsedPercent": r.peak,
+                "lastUsedPercent": r.last.used_percent,
+                "resetsAt": r.last.resets_at.map(|s| opts.zone.timestamp(s * 1000)),
+                "status": r.last.status,
+                "observations": r.observations,
+                "lastObservedAt": opts.zone.timestamp(r.last.observed_ms),
+            })
+        })
+        .collect();
+    json!({"report": "limits", "per": per.name(), "timeZone": zone_name(opts.zone), "rows": rows})
+}
+
+fn zone_name(zone: Zone) -> &'static str {
+    match zone {
+        Zone::Local => "local",
+        Zone::Utc => "UTC",
+    }
+}
+
+/// The table form.
+pub fn write_table(w: &mut impl Write, rows: &[LimitRow], zone: Zone, per: Per) -> io::Result<()> {
+    let head = [per.name().to_ascii_uppercase(), "WINDOW".into(), "PEAK".into(), "LAST".into(), "RESETS".into(), "SEEN".into()];
+    let body: Vec<[String; 6]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r.period.clone(),
+                window_label(&r.last),
+                format!("{:.0}%", r.peak),
+                format!("{:.0}%", r.last.used_percent),
+                resets(&r.last, zone),
+                r.observations.to_string(),
+            ]
+        })
+        .collect();
+    let mut widths = head.clone().map(|h| h.chars().count());
+    for row in &body {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    for row in std::iter::once(&head).chain(&body) {
+        let mut line = String::new();
+        for (k, (cell, width)) in row.iter().zip(widths).enumerate() {
+            let pad = " ".repeat(width - cell.chars().count());
+            if matches!(k, 2 | 3 | 5) {
+                line.push_str(&pad);
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                line.push_str(&pad);
+            }
+            line.push_str("  ");
+        }
+        writeln!(w, "{}", line.trim_end())?;
+    }
+    Ok(())
+}
