@@ -23,6 +23,9 @@
 //!   the file byte for byte.
 //! - `npm`: the npm packages packed by `cargo xtask dist npm` and installed with Node 22 (no Rust
 //!   toolchain on PATH): `npx acp-usage` runs, sessions pass, exit statuses and signals.
+//! - `limits`: subscription windows from the providers' rate-limit headers (Claude Code,
+//!   codex-acp): `_meta.acpUsage.limits` on every update, a notice per line crossed, `status`
+//!   and `report limits`.
 //! - `validation`: real sessions recorded with `--record` and checked with `acp-usage validate`
 //!   and live `--validate` against schema/schema.json.
 //!
@@ -40,6 +43,7 @@ mod gemini;
 mod import;
 mod kilo;
 mod ledger;
+mod limits;
 mod npm;
 mod opencode;
 mod otlp;

@@ -29,6 +29,8 @@ pub(crate) struct Rig {
     pub tap: Tap,
     pub secret: String,
     calls: tokio::sync::mpsc::UnboundedReceiver<TapCall>,
+    /// The subscription windows the tap read.
+    limits: tokio::sync::mpsc::UnboundedReceiver<acp_usage::sources::tap::limits::Observed>,
 }
 
 impl Rig {
@@ -44,12 +46,13 @@ impl Rig {
             alternates: Vec::new(),
         };
         let (tx, calls) = tokio::sync::mpsc::unbounded_channel();
+        let (limits_tx, limits) = tokio::sync::mpsc::unbounded_channel();
         let notify = Arc::new(tokio::sync::Notify::new());
-        let tap = Tap::start(config, tx, notify).expect("the tap starts");
+        let tap = Tap::start(config, tx, limits_tx, notify).expect("the tap starts");
         // http://127.0.0.1:PORT/<secret>/<route>
         let base = tap.base_url("r");
         let secret = base.rsplit('/').nth(1).expect("a secret in the base URL").to_owned();
-        Rig { tap, secret, calls }
+        Rig { tap, secret, calls, limits }
     }
 
     /// The tap's path for `rest` on `route`.
@@ -59,6 +62,15 @@ impl Rig {
 
     pub async fn client(&self) -> RawClient {
         RawClient::connect(self.tap.addr).await.expect("connect to the tap")
+    }
+
+    /// The next subscription windows the tap reports.
+    pub async fn next_limits(&mut self) -> acp_usage::sources::tap::limits::Observed {
+        match tokio::time::timeout(PATIENCE, self.limits.recv()).await {
+            Ok(Some(observed)) => observed,
+            Ok(None) => panic!("the tap's limits channel closed"),
+            Err(_) => panic!("the tap reported no window within {PATIENCE:?}"),
+        }
     }
 
     /// The next call the tap reports.
@@ -670,4 +682,67 @@ async fn tap_does_not_count_usage_in_responses_to_other_calls() {
         assert_eq!(arrival.request.target, path);
     }
     expect_next_is_marker(&mut rig, &mut client, &mock, "a call that is not a model call").await;
+}
+
+#[tokio::test]
+async fn tap_reads_subscription_windows_from_headers_and_quota_answers() {
+    let mut upstream = RawUpstream::start().await.expect("an upstream");
+    let mut rig = Rig::start(&[("r", upstream.url())]);
+    let mut client = rig.client().await;
+
+    // A model call whose response states Anthropic's unified 5-hour window.
+    client.send(&model_call(&rig.path("r", "/v1/messages"), false)).await.unwrap();
+    let mut arrival = upstream.arrival().await.expect("the request reached the upstream");
+    let body = json!({"id": "msg_l", "type": "message", "model": "claude-test-1",
+                      "usage": {"input_tokens": 5, "output_tokens": 1}})
+    .to_string();
+    let mut reply = response_head(
+        200,
+        &[
+            "content-type: application/json",
+            "anthropic-ratelimit-unified-5h-utilization: 0.42",
+            "anthropic-ratelimit-unified-5h-reset: 1795701600",
+            "connection: close",
+            &format!("content-length: {}", body.len()),
+        ],
+    );
+    reply.extend_from_slice(body.as_bytes());
+    arrival.stream.write_all(&reply).await.unwrap();
+    let got = client.response().await.expect("the response");
+    assert_eq!(got.head.header("anthropic-ratelimit-unified-5h-utilization"), Some("0.42"));
+    let (_, limits) = rig.next_limits().await;
+    assert_eq!((limits[0].window.as_str(), limits[0].used_percent), ("five_hour", 42.0));
+    assert_eq!(limits[0].resets_at, Some(1_795_701_600));
+    rig.next_call().await;
+
+    // Code Assist's quota answer: not a model call, read whole, passed on unchanged.
+    let quota = json!({"buckets": [{"modelId": "gemini-2.5-pro", "remainingFraction": 0.3,
+                                    "remainingAmount": "30", "resetTime": "2026-11-27T00:00:00Z"}]})
+    .to_string();
+    let target = rig.path("r", "/v1internal:retrieveUserQuota");
+    let mut client = rig.client().await;
+    client
+        .send(&request(
+            "POST",
+            &target,
+            &["content-type: application/json"],
+            b"{\"project\":\"p\"}",
+        ))
+        .await
+        .unwrap();
+    let mut arrival = upstream.arrival().await.expect("the quota request reached the upstream");
+    let mut reply = response_head(
+        200,
+        &["content-type: application/json", &format!("content-length: {}", quota.len())],
+    );
+    reply.extend_from_slice(quota.as_bytes());
+    arrival.stream.write_all(&reply).await.unwrap();
+    let got = client.response().await.expect("the quota response");
+    assert_eq!(got.text(), quota, "the answer changed on its way");
+    let (_, limits) = rig.next_limits().await;
+    assert_eq!(
+        (limits[0].provider.as_str(), limits[0].window.as_str()),
+        ("google", "gemini-2.5-pro")
+    );
+    assert!((limits[0].used_percent - 70.0).abs() < 1e-9, "{limits:?}");
 }

@@ -405,6 +405,15 @@ impl LimitBoard {
                 if limit.observed_ms < latest.observed_ms {
                     return None;
                 }
+                // The same figures again (another source of the same response, a repeat):
+                // the first statement stays, with its source.
+                if latest.used_percent == limit.used_percent
+                    && latest.resets_at == limit.resets_at
+                    && latest.status == limit.status
+                    && latest.window_minutes == limit.window_minutes
+                {
+                    return None;
+                }
                 let new_window = match (latest.resets_at, limit.resets_at) {
                     (Some(a), Some(b)) => (a - b).abs() > SAME_RESET_SLACK_S,
                     _ => false,

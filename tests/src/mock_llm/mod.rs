@@ -312,7 +312,13 @@ fn serve_connection(stream: &TcpStream, shared: &Shared) -> anyhow::Result<()> {
         state.calls.push(call);
     }
 
-    let headers = [("request-id", format!("req_mock_{response_id}"))];
+    let mut headers = vec![("request-id", format!("req_mock_{response_id}"))];
+    // A scripted step's own headers (rate limits); the default answers have none.
+    if step_index.is_some()
+        && let Some(step) = &step
+    {
+        headers.extend(step.headers.iter().map(|(k, v)| (k.as_str(), v.clone())));
+    }
     http::write_response(stream, &reply.response, &headers)?;
     Ok(())
 }

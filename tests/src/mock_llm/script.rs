@@ -229,16 +229,26 @@ pub struct Step {
     /// Thinking/reasoning text to stream before the reply, where the provider has a place for it.
     #[serde(default)]
     pub thinking: Option<String>,
+    /// Response headers to send with this step's answer besides the mock's own (a provider's
+    /// rate-limit headers, say).
+    #[serde(default)]
+    pub headers: Vec<(String, String)>,
 }
 
 impl Step {
     pub fn text(text: &str, usage: Usage) -> Step {
-        Step { text: text.to_owned(), usage, tool: None, thinking: None }
+        Step { text: text.to_owned(), usage, tool: None, thinking: None, headers: Vec::new() }
     }
 
     /// A reply that ends with a call of a harmless tool picked from the request.
     pub fn tool(text: &str, usage: Usage) -> Step {
         Step { tool: Some(ToolCall::auto()), ..Step::text(text, usage) }
+    }
+
+    /// Sends these response headers with the step's answer.
+    pub fn with_headers(mut self, headers: &[(&str, String)]) -> Step {
+        self.headers.extend(headers.iter().map(|(k, v)| ((*k).to_owned(), v.clone())));
+        self
     }
 
     pub fn with_tool(mut self, tool: ToolCall) -> Step {

@@ -32,8 +32,7 @@ pub struct Options {
 }
 
 /// The default line, for the documentation: parts whose figures are unknown are left out.
-pub const DEFAULT_FORMAT: &str =
-    "{agent} · {percent} of {size} · {cost} · today {today} · {limit}";
+pub const DEFAULT_FORMAT: &str = "{agent} · {percent} of {size} · {cost} · today {today} · {limit}";
 
 /// Runs the command.
 pub fn run(opts: &Options) -> anyhow::Result<ExitCode> {
@@ -335,7 +334,16 @@ mod tests {
         let t = TempLedger::new("status-limit");
         let mut store = Store::open(&t.path).unwrap();
         let now = ledger::now_ms();
-        add(&mut store, "s", "claude", Some(std::process::id()), now, &[Some(0.5)], 84_000, 200_000);
+        add(
+            &mut store,
+            "s",
+            "claude",
+            Some(std::process::id()),
+            now,
+            &[Some(0.5)],
+            84_000,
+            200_000,
+        );
         let mut headers = vec![
             ("anthropic-ratelimit-unified-5h-utilization", "0.8".to_owned()),
             ("anthropic-ratelimit-unified-5h-reset", (now / 1000 + 3600).to_string()),

@@ -132,7 +132,14 @@ fn zone_name(zone: Zone) -> &'static str {
 
 /// The table form.
 pub fn write_table(w: &mut impl Write, rows: &[LimitRow], zone: Zone, per: Per) -> io::Result<()> {
-    let head = [per.name().to_ascii_uppercase(), "WINDOW".into(), "PEAK".into(), "LAST".into(), "RESETS".into(), "SEEN".into()];
+    let head = [
+        per.name().to_ascii_uppercase(),
+        "WINDOW".into(),
+        "PEAK".into(),
+        "LAST".into(),
+        "RESETS".into(),
+        "SEEN".into(),
+    ];
     let body: Vec<[String; 6]> = rows
         .iter()
         .map(|r| {

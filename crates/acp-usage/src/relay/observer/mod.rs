@@ -599,7 +599,8 @@ impl Observer {
         match &env {
             Some(e) if e.kind() == Kind::Response => self.counters.untracked_responses += 1,
             _ => {
-                let out = self.from_agent_parsed(line, env);
+                // Notices queued meanwhile (a window the tap read) wait for an owned line.
+                let out = self.agent_line(line, env);
                 debug_assert_eq!(out, Outcome::default(), "an unowned line was changed");
             }
         }

@@ -81,6 +81,24 @@ impl<S> QuotaCopy<S> {
     }
 }
 
+impl<S> QuotaCopy<S> {
+    /// Reads the copy, once.
+    fn read(&mut self) {
+        if let Some(copy) = self.copy.take() {
+            let found = limits::from_code_assist_quota(&copy, now_ms());
+            observe_read(&self.limits, &self.notify, self.session.take(), found);
+        }
+    }
+}
+
+impl<S> Drop for QuotaCopy<S> {
+    fn drop(&mut self) {
+        // A body with a length is dropped once it is sent, without being polled to its end;
+        // a body cut short does not parse and says nothing.
+        self.read();
+    }
+}
+
 impl<S, E> Stream for QuotaCopy<S>
 where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
@@ -100,12 +118,7 @@ where
                     }
                 }
             }
-            Poll::Ready(None) => {
-                if let Some(copy) = this.copy.take() {
-                    let found = limits::from_code_assist_quota(&copy, now_ms());
-                    observe_read(&this.limits, &this.notify, this.session.take(), found);
-                }
-            }
+            Poll::Ready(None) => this.read(),
             Poll::Ready(Some(Err(_))) => this.copy = None,
             Poll::Pending => {}
         }
