@@ -179,11 +179,15 @@ fn point_codex(p: &mut Pointing, env: &Env) {
     if effective_id == "openai" && effective.is_none() {
         let upstream = openai_base.as_deref().unwrap_or(OPENAI.default);
         let route = p.route("codex-openai", upstream);
-        p.alternates.push(Alternate {
-            route: route.clone(),
-            header: CHATGPT_HEADER.to_owned(),
-            upstream: CHATGPT_CODEX.to_owned(),
-        });
+        // A ChatGPT login goes to ChatGPT's backend only when no `openai_base_url` was set: with
+        // one, Codex sends those calls (header and all) to the user's URL, and so must the tap.
+        if openai_base.is_none() {
+            p.alternates.push(Alternate {
+                route: route.clone(),
+                header: CHATGPT_HEADER.to_owned(),
+                upstream: CHATGPT_CODEX.to_owned(),
+            });
+        }
         openai = Some(route);
     }
     p.finish.push(Arc::new(move |base_url, out: &mut Resolved| {
