@@ -69,7 +69,11 @@ const CLAUDE_OAUTH_TOKEN: &str = "sk-ant-oat01-mock-login-token-5d1c";
 fn claude_oauth_token_through_the_tap() {
     let _lock = support::agent_lock(Agent::Claude);
     let mut lab = Lab::new(Agent::Claude, support::script(Agent::Claude)).expect("lab");
-    lab.spec.env.retain(|(name, _)| name != "ANTHROPIC_API_KEY");
+    // As a subscriber runs it: no API key, and Claude Code's non-essential traffic on (its OAuth
+    // profile, usage and settings calls go to api.anthropic.com, which is unreachable here).
+    lab.spec.env.retain(|(name, _)| {
+        !matches!(name.as_str(), "ANTHROPIC_API_KEY" | "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC")
+    });
     lab.spec.set_env("CLAUDE_CODE_OAUTH_TOKEN", CLAUDE_OAUTH_TOKEN);
     // Signed in, Claude Code's default model is Sonnet 5.5 rather than Opus 5.5: the same
     // 1,000,000 window.
