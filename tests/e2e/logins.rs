@@ -36,18 +36,12 @@ use crate::support::{self, Known};
 
 const TAP: &[&str] = &["--tap"];
 
-/// Checks that every request `which` picks among those the mock received carried `header` with
-/// the value `want`. Failures name the requests and the header, never a value.
-fn every_request_carried(
-    received: &[Received],
-    which: impl Fn(&Received) -> bool,
-    header: &str,
-    want: &str,
-) {
-    let picked: Vec<&Received> = received.iter().filter(|r| which(r)).collect();
-    assert!(!picked.is_empty(), "no request to check for {header}: {received:#?}");
-    let wrong: Vec<&&Received> =
-        picked.iter().filter(|r| r.credential(header) != Some(want)).collect();
+/// Checks that every request the mock received carried `header` with the value `want`. Failures
+/// name the requests and the header, never a value.
+fn every_request_carried(received: &[Received], header: &str, want: &str) {
+    assert!(!received.is_empty(), "the mock received no request");
+    let wrong: Vec<&Received> =
+        received.iter().filter(|r| r.credential(header) != Some(want)).collect();
     assert!(wrong.is_empty(), "{header} missing or not the login's on: {wrong:#?}");
 }
 
@@ -81,12 +75,7 @@ fn claude_oauth_token_through_the_tap() {
 
     let received = lab.mock.received();
     print_received("claude (OAuth token)", &received);
-    every_request_carried(
-        &received,
-        |_| true,
-        "authorization",
-        &format!("Bearer {CLAUDE_OAUTH_TOKEN}"),
-    );
+    every_request_carried(&received, "authorization", &format!("Bearer {CLAUDE_OAUTH_TOKEN}"));
     assert!(
         received.iter().all(|r| r.credential("x-api-key").is_none()),
         "an x-api-key went out with an OAuth login: {received:#?}"
@@ -228,10 +217,12 @@ fn codex_chatgpt_login_through_the_tap() {
     print_received("codex (ChatGPT login)", &received);
     // Every request reached the mock through the user's base URL, the WebSocket upgrade (if the
     // tap passes it on) included: none was diverted to chatgpt.com.
-    every_request_carried(&received, |_| true, "authorization", &format!("Bearer {access_token}"));
-    every_request_carried(&received, |_| true, "chatgpt-account-id", CHATGPT_ACCOUNT);
+    every_request_carried(&received, "authorization", &format!("Bearer {access_token}"));
+    every_request_carried(&received, "chatgpt-account-id", CHATGPT_ACCOUNT);
+    // Over HTTP (the tap declines the WebSocket with 426) or a WebSocket, whichever the tap
+    // passes on: not asserted.
     assert!(
-        received.iter().any(|r| r.method == "POST" && r.target.ends_with("/v1/responses")),
+        received.iter().any(|r| r.target.starts_with("/v1/responses")),
         "no Responses call reached the mock: {received:#?}"
     );
 }
@@ -274,12 +265,7 @@ fn gemini_google_login_through_the_tap() {
 
     let received = lab.mock.received();
     print_received("gemini (Google login)", &received);
-    every_request_carried(
-        &received,
-        |_| true,
-        "authorization",
-        &format!("Bearer {GOOGLE_ACCESS_TOKEN}"),
-    );
+    every_request_carried(&received, "authorization", &format!("Bearer {GOOGLE_ACCESS_TOKEN}"));
     let calls = lab.mock.calls();
     let billed: Vec<_> = calls.iter().filter(|c| c.kind.is_billed()).collect();
     assert!(
