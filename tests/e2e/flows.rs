@@ -323,7 +323,7 @@ pub fn relay_turns_then(expect: Expect, lab: &Lab, relay_args: &[&str], more: us
         if expect.tap {
             // The tap counts calls made between turns (qwen's memory extraction after a
             // result) at once: they are in the session's figures from the next update on.
-            add_between_turns(&mut session_calls, lab);
+            add_between_turns(&mut session_calls, lab, expect);
         }
         let turn = match run_turn(&client, &lab.mock, &session_id, prompt) {
             Ok(turn) => turn,
@@ -342,7 +342,7 @@ pub fn relay_turns_then(expect: Expect, lab: &Lab, relay_args: &[&str], more: us
         check_turn(&mut checks, phase, &client, &turn, &session_calls, expect, Some(expect.size));
     }
     if expect.tap {
-        last_update_covers_every_call(&mut checks, &client, lab, &mut session_calls);
+        last_update_covers_every_call(&mut checks, &client, lab, &mut session_calls, expect);
     }
     drop(client);
     checks.transcript_waits("results held", lab.scratch.root());
@@ -357,9 +357,10 @@ fn last_update_covers_every_call(
     client: &AcpClient,
     lab: &Lab,
     session_calls: &mut Vec<Call>,
+    expect: Expect,
 ) {
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    add_between_turns(session_calls, lab);
+    add_between_turns(session_calls, lab, expect);
     let updates = client.updates_since(0, "usage_update");
     let Some(last) = updates.last() else {
         checks.fail("after the last turn: no usage_update at all".to_owned());
@@ -382,9 +383,9 @@ fn last_update_covers_every_call(
 }
 
 /// Adds to `calls` the billed calls the mock served that it does not hold yet: calls made
-/// between turns, which the tap counts at once.
-fn add_between_turns(calls: &mut Vec<Call>, lab: &Lab) {
-    add_served(calls, lab, |c| c.kind.is_billed());
+/// between turns, which the tap counts at once (those acp-usage cannot see left out).
+fn add_between_turns(calls: &mut Vec<Call>, lab: &Lab, expect: Expect) {
+    add_served(calls, lab, |c| !expect.accountable([c]).is_empty());
 }
 
 /// Adds to `calls` the calls the mock served that it does not hold yet and that `which` picks.
@@ -547,7 +548,7 @@ fn reopen_through_relay(
         if expect.tap {
             // What the agent did after the last result (a memory extraction) was counted by
             // the tap and kept.
-            add_between_turns(&mut session_calls, lab);
+            add_between_turns(&mut session_calls, lab, expect);
         }
         let client = lab.relayed_with(expect.relay_args()).expect("start the relay");
         let response =

@@ -10,6 +10,9 @@
 //!   (secret, no open proxy, loopback) and failure behaviour, streaming, compression, counting.
 //! - `tap_relay`: `acp-usage --tap` with a real agent: no credential or body in logs and
 //!   recordings, a tap that cannot start, and an upstream over TLS trusted through a test CA.
+//! - `logins`: each login the tap points (Claude Code's OAuth token, Codex signed in with
+//!   ChatGPT, Gemini CLI signed in with Google) through `acp-usage --tap`: the credentials reach
+//!   the mock as sent, every call counted from the tap; an unknown agent runs untapped.
 //! - `import`: sessions run directly, then `acp-usage import` of their transcripts: totals equal
 //!   what the mock served, a second import adds nothing, nor does one after the relay.
 //! - `otlp_infra`: the OTLP tests' own infrastructure, without acp-usage: requests through rotel
@@ -44,6 +47,7 @@ mod import;
 mod kilo;
 mod ledger;
 mod limits;
+mod logins;
 mod npm;
 mod opencode;
 mod otlp;

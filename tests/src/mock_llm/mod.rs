@@ -22,6 +22,7 @@
 
 mod anthropic;
 mod chat;
+mod codeassist;
 mod gemini;
 pub mod http;
 mod openai;
@@ -43,7 +44,7 @@ use serde_json::Value;
 
 use self::http::lock;
 pub use self::http::{Request, Response};
-pub use self::record::{Call, CallKind, Provider, sum_usage};
+pub use self::record::{Call, CallKind, Provider, Received, sum_usage};
 pub use self::script::{Script, Step, ToolCall, Usage};
 
 /// A running mock server; stops when dropped.
@@ -68,6 +69,8 @@ struct State {
     next_id: u64,
     calls: Vec<Call>,
     log: Option<File>,
+    /// Every request's credentials, in arrival order: in memory only, never logged.
+    received: Vec<Received>,
     /// Echo a one-line summary of each call to stderr (the `mock-llm` binary).
     echo: bool,
 }
@@ -108,6 +111,7 @@ impl MockLlm {
                 next_id: 0,
                 calls: Vec::new(),
                 log: None,
+                received: Vec::new(),
                 echo: false,
             }),
             stopping: AtomicBool::new(false),
@@ -176,6 +180,12 @@ impl MockLlm {
         self.state().calls.len()
     }
 
+    /// Every request received so far (model calls, listings, setup calls, declined upgrades),
+    /// with the credentials it carried. For assertions only: never print a credential.
+    pub fn received(&self) -> Vec<Received> {
+        self.state().received.clone()
+    }
+
     pub fn calls(&self) -> Vec<Call> {
         self.state().calls.clone()
     }
@@ -213,11 +223,13 @@ impl Drop for MockLlm {
 fn serve_connection(stream: &TcpStream, shared: &Shared) -> anyhow::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
     let Some(request) = http::read_request(stream)? else { return Ok(()) };
-    let body = request.json();
+    note_credentials(shared, &request);
+    let body = request_json(&request);
     let route = anthropic::route(&request, &body)
         .or_else(|| openai::route(&request, &body))
         .or_else(|| chat::route(&request, &body))
         .or_else(|| gemini::route(&request, &body))
+        .or_else(|| codeassist::route(&request, &body))
         .unwrap_or(Route {
             provider: Provider::Unknown,
             kind: CallKind::Unhandled,
@@ -256,6 +268,9 @@ fn serve_connection(stream: &TcpStream, shared: &Shared) -> anyhow::Result<()> {
         Provider::OpenAi => openai::respond(&route, &request, &body, step.as_ref(), &response_id),
         Provider::OpenAiChat => chat::respond(&route, &request, &body, step.as_ref(), &response_id),
         Provider::Gemini => gemini::respond(&route, &request, &body, step.as_ref(), &response_id),
+        Provider::CodeAssist => {
+            codeassist::respond(&route, &request, &body, step.as_ref(), &response_id)
+        }
         Provider::Unknown => Reply {
             response: Response::error(
                 404,
@@ -321,6 +336,29 @@ fn serve_connection(stream: &TcpStream, shared: &Shared) -> anyhow::Result<()> {
     }
     http::write_response(stream, &reply.response, &headers)?;
     Ok(())
+}
+
+/// Keeps `request`'s credentials for [`MockLlm::received`].
+fn note_credentials(shared: &Shared, request: &Request) {
+    let received = Received::of(request);
+    lock(&shared.state).received.push(received);
+}
+
+/// The request body as JSON, decoded first when it came compressed (Codex signed in with
+/// ChatGPT sends its Responses requests as zstd); `Value::Null` when it is no JSON.
+fn request_json(request: &Request) -> Value {
+    if !request.header("content-encoding").is_some_and(|e| e.eq_ignore_ascii_case("zstd")) {
+        return request.json();
+    }
+    let mut source = request.body.as_slice();
+    let mut plain = Vec::new();
+    let Ok(mut decoder) = ruzstd::decoding::StreamingDecoder::new(&mut source) else {
+        return Value::Null;
+    };
+    match std::io::Read::read_to_end(&mut decoder, &mut plain) {
+        Ok(_) => serde_json::from_slice(&plain).unwrap_or(Value::Null),
+        Err(_) => Value::Null,
+    }
 }
 
 /// Headers worth keeping in the call log (the rest is noise or secrets).

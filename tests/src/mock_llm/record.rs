@@ -18,6 +18,9 @@ pub enum Provider {
     /// [`Usage`] is normalised the same way.
     OpenAiChat,
     Gemini,
+    /// Google's Code Assist (`v1internal:`, Gemini CLI signed in with Google): Gemini requests
+    /// and responses, each wrapped.
+    CodeAssist,
     /// A path the mock does not serve.
     Unknown,
 }
@@ -86,4 +89,55 @@ pub struct Call {
 /// Sums the usage of the billed calls among `calls`.
 pub fn sum_usage<'a>(calls: impl IntoIterator<Item = &'a Call>) -> Usage {
     calls.into_iter().filter_map(|call| call.usage).sum()
+}
+
+/// The request headers that carry a login's credentials, lowercase.
+pub const CREDENTIAL_HEADERS: &[&str] =
+    &["authorization", "x-api-key", "x-goog-api-key", "chatgpt-account-id"];
+
+/// One request as it arrived, with the credentials it carried. Kept in memory for the tests'
+/// assertions; never serialised, so that no log or fixture holds a token.
+#[derive(Clone)]
+pub struct Received {
+    pub method: String,
+    /// Path and query.
+    pub target: String,
+    /// Whether it asked for a protocol upgrade (a WebSocket).
+    pub upgrade: bool,
+    /// [`CREDENTIAL_HEADERS`] present on the request: name and value.
+    pub credentials: Vec<(String, String)>,
+}
+
+impl Received {
+    pub(crate) fn of(request: &super::Request) -> Received {
+        Received {
+            method: request.method.clone(),
+            target: request.target.clone(),
+            upgrade: request.header("upgrade").is_some(),
+            credentials: request
+                .headers
+                .iter()
+                .filter(|(name, _)| CREDENTIAL_HEADERS.contains(&name.as_str()))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// The value of credential header `name`.
+    pub fn credential(&self, name: &str) -> Option<&str> {
+        self.credentials.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+// Debug without the values: a failed assertion prints requests, never tokens.
+impl std::fmt::Debug for Received {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.credentials.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("Received")
+            .field("method", &self.method)
+            .field("target", &self.target)
+            .field("upgrade", &self.upgrade)
+            .field("credentials", &names)
+            .finish()
+    }
 }

@@ -399,3 +399,36 @@ fn chat_mistral_flavour_usage_always_and_whole_tool_calls() {
         chunks.iter().filter(|chunk| chunk["choices"][0]["delta"].get("tool_calls").is_some());
     assert!(pieces.count() > 1);
 }
+
+/// Codex signed in with ChatGPT sends its Responses requests zstd-compressed: the mock reads
+/// them like plain ones, and keeps the credentials for the tests without ever showing them.
+#[test]
+fn zstd_requests_are_read_and_credentials_kept_out_of_sight() {
+    let mock = MockLlm::start(script()).unwrap();
+    let body = json!({"model": "gpt-5.2-codex", "stream": true,
+                      "tools": [{"type": "function", "name": "update_plan"}]});
+    let compressed = ruzstd::encoding::compress_to_vec(
+        body.to_string().as_bytes(),
+        ruzstd::encoding::CompressionLevel::Fastest,
+    );
+    let mut stream = TcpStream::connect(("127.0.0.1", mock.port())).unwrap();
+    let head = format!(
+        "POST /v1/responses HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+         content-encoding: zstd\r\nauthorization: Bearer secret-token-123\r\n\
+         chatgpt-account-id: acct-1\r\ncontent-length: {}\r\n\r\n",
+        compressed.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(&compressed).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    let calls = mock.calls();
+    assert_eq!(calls[0].kind, CallKind::Main);
+    assert_eq!(calls[0].model.as_deref(), Some("gpt-5.2-codex"));
+    let received = mock.received();
+    assert_eq!(received[0].credential("authorization"), Some("Bearer secret-token-123"));
+    assert_eq!(received[0].credential("chatgpt-account-id"), Some("acct-1"));
+    assert!(!format!("{received:?}").contains("secret-token"));
+    assert!(!serde_json::to_string(&calls[0]).unwrap().contains("secret-token"));
+}

@@ -179,8 +179,8 @@ fn point_codex(p: &mut Pointing, env: &Env) {
     if effective_id == "openai" && effective.is_none() {
         let upstream = openai_base.as_deref().unwrap_or(OPENAI.default);
         let route = p.route("codex-openai", upstream);
-        // A ChatGPT login goes to ChatGPT's backend only when no base URL was set: Codex
-        // sends every login's calls to an `openai_base_url` of the user's.
+        // A ChatGPT login goes to ChatGPT's backend only when no `openai_base_url` was set: with
+        // one, Codex sends those calls (header and all) to the user's URL, and so must the tap.
         if openai_base.is_none() {
             p.alternates.push(Alternate {
                 route: route.clone(),

@@ -52,16 +52,17 @@ fn codex_builtin_provider_goes_through_openai_base_url_and_chatgpt_elsewhere() {
 }
 
 #[test]
-fn a_users_openai_base_url_takes_every_codex_login_chatgpt_included() {
-    // Without acp-usage, Codex sends a ChatGPT login's calls to the `openai_base_url` the user
-    // set, so the tap must too: no ChatGPT alternate then.
+fn codex_chatgpt_login_keeps_the_users_openai_base_url() {
+    // A ChatGPT login with `openai_base_url` set (a gateway, a mock): Codex sends its calls,
+    // `chatgpt-account-id` and all, there; the tap must not divert them to chatgpt.com.
     let env = env_of(&[("CODEX_HOME", "/h")]);
     let read = |path: &std::path::Path| {
         (path == std::path::Path::new("/h/config.toml"))
             .then(|| "openai_base_url = \"http://127.0.0.1:8/v1\"\n".to_owned())
     };
     let p = point(profile("codex"), &env, &read);
-    assert_eq!(p.routes[0].upstream, "http://127.0.0.1:8/v1");
+    let route = p.routes.iter().find(|r| r.name == "codex-openai").unwrap();
+    assert_eq!(route.upstream, "http://127.0.0.1:8/v1");
     assert!(p.alternates.is_empty(), "{:?}", p.alternates);
 }
 
