@@ -29,6 +29,7 @@ pub mod record;
 pub mod script;
 #[cfg(test)]
 mod tests;
+pub mod websocket;
 
 use std::fs::File;
 use std::io::Write;
@@ -59,6 +60,9 @@ struct Shared {
     stopping: AtomicBool,
     /// Distinguishes this server's message ids from any other run's.
     tag: String,
+    /// Serve the Responses WebSocket (`MockLlm::enable_websocket`); otherwise an upgrade is
+    /// declined with 426.
+    websocket: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -111,6 +115,7 @@ impl MockLlm {
                 echo: false,
             }),
             stopping: AtomicBool::new(false),
+            websocket: AtomicBool::new(false),
             tag: format!("{:x}{:05x}", std::process::id(), nanos & 0xfffff),
         });
         let accept_shared = Arc::clone(&shared);
@@ -131,6 +136,13 @@ impl MockLlm {
         let file = File::options().create(true).append(true).open(path)?;
         self.state().log = Some(file);
         Ok(())
+    }
+
+    /// Serves OpenAI Responses over a WebSocket too (`GET …/responses` with `Upgrade:
+    /// websocket`), as OpenAI's API does for Codex's built-in provider. Off by default: an
+    /// upgrade is then declined with 426 and the client stays on HTTP.
+    pub fn enable_websocket(&self) {
+        self.shared.websocket.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Print a summary line per call to stderr.
@@ -213,6 +225,18 @@ impl Drop for MockLlm {
 fn serve_connection(stream: &TcpStream, shared: &Shared) -> anyhow::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
     let Some(request) = http::read_request(stream)? else { return Ok(()) };
+    if websocket::is_upgrade(&request) {
+        return websocket::serve(stream, &request, shared);
+    }
+    let (reply, response_id) = answer(&request, shared, false);
+    let headers = [("request-id", format!("req_mock_{response_id}"))];
+    http::write_response(stream, &reply.response, &headers)?;
+    Ok(())
+}
+
+/// Answers one model-API request (`websocket`: a `response.create` message, served as a
+/// stream) and records the call; returns the reply and the call's response id.
+fn answer(request: &Request, shared: &Shared, websocket: bool) -> (Reply, String) {
     let body = request.json();
     let route = anthropic::route(&request, &body)
         .or_else(|| openai::route(&request, &body))
@@ -243,12 +267,16 @@ fn serve_connection(stream: &TcpStream, shared: &Shared) -> anyhow::Result<()> {
                 }
             }
             CallKind::Auxiliary => (None, Some(Step::text("Mock title", state.script.auxiliary))),
+            CallKind::Warmup => (None, Some(Step::text("", openai::WARMUP_USAGE))),
             _ => (None, None),
         };
         (id, step_index, step)
     };
     let response_id = format!("{}_{id:04}", shared.tag);
 
+    let mut route = route;
+    // Every answer on a WebSocket is a stream of events, whatever `stream` says.
+    route.streamed |= websocket;
     let reply = match route.provider {
         Provider::Anthropic => {
             anthropic::respond(&route, &request, &body, step.as_ref(), &response_id)
@@ -296,6 +324,7 @@ fn serve_connection(stream: &TcpStream, shared: &Shared) -> anyhow::Result<()> {
             .cloned()
             .collect(),
         response_id: response_id.clone(),
+        websocket,
         request_body: body,
     };
 
@@ -311,10 +340,7 @@ fn serve_connection(stream: &TcpStream, shared: &Shared) -> anyhow::Result<()> {
         }
         state.calls.push(call);
     }
-
-    let headers = [("request-id", format!("req_mock_{response_id}"))];
-    http::write_response(stream, &reply.response, &headers)?;
-    Ok(())
+    (reply, response_id)
 }
 
 /// Headers worth keeping in the call log (the rest is noise or secrets).
