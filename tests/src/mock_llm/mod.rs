@@ -228,7 +228,7 @@ fn serve_connection(stream: &TcpStream, shared: &Shared) -> anyhow::Result<()> {
     if websocket::is_upgrade(&request) {
         return websocket::serve(stream, &request, shared);
     }
-    let (reply, response_id) = answer(&request, shared, false);
+    let (reply, response_id) = answer(request, shared, false);
     let headers = [("request-id", format!("req_mock_{response_id}"))];
     http::write_response(stream, &reply.response, &headers)?;
     Ok(())
@@ -236,7 +236,7 @@ fn serve_connection(stream: &TcpStream, shared: &Shared) -> anyhow::Result<()> {
 
 /// Answers one model-API request (`websocket`: a `response.create` message, served as a
 /// stream) and records the call; returns the reply and the call's response id.
-fn answer(request: &Request, shared: &Shared, websocket: bool) -> (Reply, String) {
+fn answer(request: Request, shared: &Shared, websocket: bool) -> (Reply, String) {
     let body = request.json();
     let route = anthropic::route(&request, &body)
         .or_else(|| openai::route(&request, &body))

@@ -78,10 +78,11 @@ pub(super) fn serve(stream: &TcpStream, request: &Request, shared: &Shared) -> a
             9 => write_frame(stream, 10, &frame.payload)?,
             _ => (),
         }
-        if frame.fin && frame.opcode < 8 {
-            if let Some((1, text)) = message.take() {
-                respond(stream, request, shared, &text, &mut last_response)?;
-            }
+        if frame.fin
+            && frame.opcode < 8
+            && let Some((1, text)) = message.take()
+        {
+            respond(stream, request, shared, &text, &mut last_response)?;
         }
     }
 }
@@ -98,14 +99,14 @@ fn respond(
     if body["type"] != "response.create" {
         return Ok(());
     }
-    if let Some(previous) = body["previous_response_id"].as_str() {
-        if last_response.as_deref() != Some(previous) {
-            let error = json!({"type": "error", "status": 400, "error": {
-                "type": "invalid_request_error", "code": "previous_response_not_found",
-                "message": format!("mock-llm: no response {previous} on this connection"),
-            }});
-            return write_frame(stream, 1, error.to_string().as_bytes());
-        }
+    if let Some(previous) = body["previous_response_id"].as_str()
+        && last_response.as_deref() != Some(previous)
+    {
+        let error = json!({"type": "error", "status": 400, "error": {
+            "type": "invalid_request_error", "code": "previous_response_not_found",
+            "message": format!("mock-llm: no response {previous} on this connection"),
+        }});
+        return write_frame(stream, 1, error.to_string().as_bytes());
     }
     let request = Request {
         method: "POST".to_owned(),
@@ -113,7 +114,7 @@ fn respond(
         headers: upgrade.headers.clone(),
         body: text.to_vec(),
     };
-    let (reply, response_id) = answer(&request, shared, true);
+    let (reply, response_id) = answer(request, shared, true);
     match reply.response {
         Response::Sse(events) => {
             for (_, data) in events {
