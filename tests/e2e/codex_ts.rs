@@ -14,8 +14,8 @@
 //! `reasoningOutputTokens`) and per model in `_meta.quota.model_usage`. Its title call (another
 //! model, `gpt-5.6-luna`, no tools) is in none of these and in no rollout.
 
-use acp_usage_tests::agents::Agent;
-use acp_usage_tests::lab::Turn;
+use acp_usage_tests::agents::{self, Agent};
+use acp_usage_tests::lab::{Lab, Turn};
 use acp_usage_tests::mock_llm::{Call, CallKind, Usage};
 use serde_json::Value;
 
@@ -207,4 +207,42 @@ fn codex_ts_relay_turns_without_transcripts() {
 fn codex_ts_relay_turns_tapped() {
     let _lock = support::agent_lock(AGENT);
     flows::relay_turns_with(EXPECT.tapped(), &[]);
+}
+
+/// Codex's built-in `openai` provider (an API key, `openai_base_url` at the mock), whose calls
+/// go over the Responses WebSocket, through the tap's tunnel: every turn's usage and the cost
+/// equal what the mock billed, the session's warm-up (`generate: false`) included; the mock
+/// saw the model calls over the WebSocket, so the tap declined no upgrade; after the last
+/// result the editor's last figures cover every billed call. (The adapter's title thread goes
+/// past the tap with this provider, see `use_codex_builtin_openai`: it bills nothing here.)
+#[test]
+fn codex_ts_relay_turns_tapped_over_websocket() {
+    let _lock = support::agent_lock(AGENT);
+    let mut lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
+    lab.mock.enable_websocket();
+    let url = lab.mock.url();
+    agents::use_codex_builtin_openai(&lab.scratch, &mut lab.spec, &url).expect("an API-key login");
+    flows::relay_turns_in(EXPECT.tapped(), &lab, &["--tap"]);
+
+    let calls = lab.mock.calls();
+    let main: Vec<&Call> = calls.iter().filter(|c| c.kind == CallKind::Main).collect();
+    assert!(!main.is_empty(), "no model call reached the mock: {calls:#?}");
+    let over_http: Vec<&Call> = main.iter().copied().filter(|c| !c.websocket).collect();
+    assert!(over_http.is_empty(), "model calls over HTTP, not the WebSocket: {over_http:#?}");
+    let warmups: Vec<&Call> = calls.iter().filter(|c| c.kind == CallKind::Warmup).collect();
+    assert!(!warmups.is_empty(), "Codex sent no warm-up over the WebSocket: {calls:#?}");
+    for call in calls.iter().filter(|c| c.kind == CallKind::Auxiliary) {
+        eprintln!(
+            "codex-ts title call over {}",
+            if call.websocket { "the WebSocket" } else { "HTTP" }
+        );
+    }
+    // The tap logs a declined upgrade at debug level (the tests' relay log level).
+    for entry in std::fs::read_dir(lab.scratch.root()).expect("the scratch directory").flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.contains("-relay-") && name.ends_with(".stderr") {
+            let log = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            assert!(!log.contains("(426)"), "the tap declined an upgrade: {name}");
+        }
+    }
 }

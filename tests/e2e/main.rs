@@ -8,6 +8,8 @@
 //! - `relay_fake`: byte-exact forwarding and injection points, with a scripted agent.
 //! - `tap_proxy`: the LLM-API tap in process against upstreams the tests control: its security
 //!   (secret, no open proxy, loopback) and failure behaviour, streaming, compression, counting.
+//! - `tap_ws`: the tap's WebSocket tunnel in process: bytes unchanged both ways, the usage read
+//!   from a copy, the mock's Responses WebSocket through it, refused upgrades passed back.
 //! - `tap_relay`: `acp-usage --tap` with a real agent: no credential or body in logs and
 //!   recordings, a tap that cannot start, and an upstream over TLS trusted through a test CA.
 //! - `logins`: each login the tap points (Claude Code's OAuth token, Codex signed in with
@@ -61,5 +63,6 @@ mod setup;
 mod support;
 mod tap_proxy;
 mod tap_relay;
+mod tap_ws;
 mod validation;
 mod vibe;

@@ -502,6 +502,29 @@ stream_max_retries = 0
     )
 }
 
+/// Switches a Codex lab to Codex's built-in `openai` provider, logged in with an API key
+/// (`auth.json`, as `codex login --with-api-key` writes it), with `openai_base_url` at the mock.
+/// Unlike a custom provider, the built-in one talks over the Responses WebSocket when the server
+/// accepts the upgrade (`MockLlm::enable_websocket`).
+///
+/// The base URL goes in `CODEX_CONFIG` (the TypeScript adapter's per-thread overrides), not
+/// `config.toml`: the adapter starts its title thread without those overrides, so that thread
+/// goes where `config.toml` says, past any tap. With no base URL there, it goes to OpenAI's
+/// public endpoint, which the offline tests cannot reach: the mock bills only what the tap can
+/// see.
+pub fn use_codex_builtin_openai(
+    scratch: &Scratch,
+    spec: &mut CommandSpec,
+    mock_url: &str,
+) -> anyhow::Result<()> {
+    let codex_home = scratch.home().join(".codex");
+    std::fs::write(codex_home.join("config.toml"), format!("model = \"{CODEX_MODEL}\"\n"))?;
+    let auth = json!({"auth_mode": "apikey", "OPENAI_API_KEY": "sk-mock-key"});
+    std::fs::write(codex_home.join("auth.json"), auth.to_string())?;
+    spec.set_env("CODEX_CONFIG", json!({"openai_base_url": format!("{mock_url}/v1")}).to_string());
+    Ok(())
+}
+
 /// `$VIBE_HOME/config.toml`: the default model on the `mistral` provider (Mistral backend),
 /// pointed at the mock's Mistral flavour; telemetry, update checks and notifications off.
 pub fn vibe_config(mock_url: &str) -> String {

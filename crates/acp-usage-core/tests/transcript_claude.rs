@@ -51,6 +51,7 @@ fn summary(events: &[Event]) -> Vec<String> {
             Event::Prompt { text, .. } => format!("prompt {text:?}"),
             Event::TurnEnd { .. } => "end".to_owned(),
             Event::Window(window) => format!("window {window}"),
+            Event::Limits(l) => format!("limits {}", l.len()),
         })
         .collect()
 }

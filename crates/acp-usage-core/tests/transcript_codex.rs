@@ -62,6 +62,7 @@ fn plain_turn_and_tool_turn() {
             Event::Prompt { .. } => "prompt",
             Event::TurnEnd { .. } => "end",
             Event::Window(_) => "window",
+            Event::Limits(_) => "limits",
         })
         .collect();
     assert_eq!(kinds, ["window", "prompt", "call", "end", "prompt", "call", "call", "end"]);

@@ -37,6 +37,7 @@ fn kinds(events: &[Event]) -> Vec<&'static str> {
             Event::Prompt { .. } => "prompt",
             Event::TurnEnd { .. } => "end",
             Event::Window(_) => "window",
+            Event::Limits(_) => "limits",
         })
         .collect()
 }

@@ -29,6 +29,7 @@ fn kinds(events: &[Event]) -> Vec<&'static str> {
             Event::Prompt { .. } => "prompt",
             Event::TurnEnd { .. } => "end",
             Event::Window(_) => "window",
+            Event::Limits(_) => "limits",
         })
         .collect()
 }

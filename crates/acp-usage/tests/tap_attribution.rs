@@ -68,6 +68,7 @@ fn call(
         estimated: false,
         started_ms: 0,
         ended_ms: 0,
+        warmup: false,
     }
 }
 

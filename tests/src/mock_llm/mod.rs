@@ -30,6 +30,7 @@ pub mod record;
 pub mod script;
 #[cfg(test)]
 mod tests;
+pub mod websocket;
 
 use std::fs::File;
 use std::io::Write;
@@ -60,6 +61,9 @@ struct Shared {
     stopping: AtomicBool,
     /// Distinguishes this server's message ids from any other run's.
     tag: String,
+    /// Serve the Responses WebSocket (`MockLlm::enable_websocket`); otherwise an upgrade is
+    /// declined with 426.
+    websocket: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -115,6 +119,7 @@ impl MockLlm {
                 echo: false,
             }),
             stopping: AtomicBool::new(false),
+            websocket: AtomicBool::new(false),
             tag: format!("{:x}{:05x}", std::process::id(), nanos & 0xfffff),
         });
         let accept_shared = Arc::clone(&shared);
@@ -135,6 +140,13 @@ impl MockLlm {
         let file = File::options().create(true).append(true).open(path)?;
         self.state().log = Some(file);
         Ok(())
+    }
+
+    /// Serves OpenAI Responses over a WebSocket too (`GET …/responses` with `Upgrade:
+    /// websocket`), as OpenAI's API does for Codex's built-in provider. Off by default: an
+    /// upgrade is then declined with 426 and the client stays on HTTP.
+    pub fn enable_websocket(&self) {
+        self.shared.websocket.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Print a summary line per call to stderr.
@@ -224,6 +236,24 @@ fn serve_connection(stream: &TcpStream, shared: &Shared) -> anyhow::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
     let Some(request) = http::read_request(stream)? else { return Ok(()) };
     note_credentials(shared, &request);
+    if websocket::is_upgrade(&request) {
+        return websocket::serve(stream, &request, shared);
+    }
+    let (reply, response_id, step_headers) = answer(request, shared, false);
+    let mut headers = vec![("request-id", format!("req_mock_{response_id}"))];
+    headers.extend(step_headers.iter().map(|(k, v)| (k.as_str(), v.clone())));
+    http::write_response(stream, &reply.response, &headers)?;
+    Ok(())
+}
+
+/// Answers one model-API request (`websocket`: a `response.create` message, served as a
+/// stream) and records the call; returns the reply, the call's response id, and the scripted
+/// step's own response headers (rate limits; the default answers have none).
+fn answer(
+    request: Request,
+    shared: &Shared,
+    websocket: bool,
+) -> (Reply, String, Vec<(String, String)>) {
     let body = request_json(&request);
     let route = anthropic::route(&request, &body)
         .or_else(|| openai::route(&request, &body))
@@ -255,12 +285,16 @@ fn serve_connection(stream: &TcpStream, shared: &Shared) -> anyhow::Result<()> {
                 }
             }
             CallKind::Auxiliary => (None, Some(Step::text("Mock title", state.script.auxiliary))),
+            CallKind::Warmup => (None, Some(Step::text("", openai::WARMUP_USAGE))),
             _ => (None, None),
         };
         (id, step_index, step)
     };
     let response_id = format!("{}_{id:04}", shared.tag);
 
+    let mut route = route;
+    // Every answer on a WebSocket is a stream of events, whatever `stream` says.
+    route.streamed |= websocket;
     let reply = match route.provider {
         Provider::Anthropic => {
             anthropic::respond(&route, &request, &body, step.as_ref(), &response_id)
@@ -311,6 +345,7 @@ fn serve_connection(stream: &TcpStream, shared: &Shared) -> anyhow::Result<()> {
             .cloned()
             .collect(),
         response_id: response_id.clone(),
+        websocket,
         request_body: body,
     };
 
@@ -326,16 +361,11 @@ fn serve_connection(stream: &TcpStream, shared: &Shared) -> anyhow::Result<()> {
         }
         state.calls.push(call);
     }
-
-    let mut headers = vec![("request-id", format!("req_mock_{response_id}"))];
-    // A scripted step's own headers (rate limits); the default answers have none.
-    if step_index.is_some()
-        && let Some(step) = &step
-    {
-        headers.extend(step.headers.iter().map(|(k, v)| (k.as_str(), v.clone())));
-    }
-    http::write_response(stream, &reply.response, &headers)?;
-    Ok(())
+    let step_headers = match (step_index, &step) {
+        (Some(_), Some(step)) => step.headers.clone(),
+        _ => Vec::new(),
+    };
+    (reply, response_id, step_headers)
 }
 
 /// Keeps `request`'s credentials for [`MockLlm::received`].

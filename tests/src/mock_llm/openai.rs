@@ -4,12 +4,28 @@ use serde_json::{Value, json};
 
 use super::http::{Request, Response};
 use super::record::{CallKind, Provider};
-use super::script::{Step, ToolCall};
+use super::script::{Step, ToolCall, Usage};
 use super::{Reply, Route};
+
+/// What a warm-up bills: its input only (a prompt's worth, as OpenAI's answer to Codex's
+/// `generate: false`).
+pub(crate) const WARMUP_USAGE: Usage = Usage {
+    input: 10_786,
+    cache_read: 0,
+    cache_write_5m: 0,
+    cache_write_1h: 0,
+    output: 0,
+    thought: 0,
+    anthropic_cache_split: false,
+};
 
 pub(crate) fn route(request: &Request, body: &Value) -> Option<Route> {
     let path = request.path();
     let kind = match (request.method.as_str(), path) {
+        // Codex's warm-up over the WebSocket: the prompt is processed, nothing generated.
+        ("POST", path) if path.ends_with("/responses") && body["generate"] == false => {
+            CallKind::Warmup
+        }
         ("POST", path) if path.ends_with("/responses") => {
             // Codex's turns declare tools; title generation (codex-acp TS) does not.
             match declared_tools(body).is_empty() {

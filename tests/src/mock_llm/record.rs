@@ -36,6 +36,9 @@ pub enum CallKind {
     Auxiliary,
     /// `count_tokens` / `countTokens`: free, no usage.
     CountTokens,
+    /// A warm-up: Codex's WebSocket `response.create` with `generate: false`. Billed (its input
+    /// is processed), generates nothing, does not consume the script.
+    Warmup,
     /// `GET /v1/models` and the like.
     Listing,
     /// Anything else; answered 404.
@@ -45,7 +48,7 @@ pub enum CallKind {
 impl CallKind {
     /// Whether the provider bills this call (it produced tokens).
     pub fn is_billed(self) -> bool {
-        matches!(self, CallKind::Main | CallKind::Auxiliary)
+        matches!(self, CallKind::Main | CallKind::Auxiliary | CallKind::Warmup)
     }
 }
 
@@ -81,6 +84,9 @@ pub struct Call {
     pub headers: Vec<(String, String)>,
     /// The `request-id` (Anthropic) or response id the mock sent back.
     pub response_id: String,
+    /// The call came over the Responses WebSocket (a `response.create` message), not HTTP.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub websocket: bool,
     /// The request body (JSON when it parsed); kept in memory only.
     #[serde(skip)]
     pub request_body: Value,

@@ -8,9 +8,12 @@
 //! whether the first event of a stream whose upstream holds back the rest gets through. Every
 //! reply is checked against the bytes served, and every call the tap reports is checked against
 //! the usage the upstream stated, so the figures are those of a tap that copies and reads.
+//! The same two figures (first byte, stream MB/s) are then taken over a WebSocket ([`ws`]),
+//! direct and through the tap's tunnel.
 
 pub mod measure;
 pub mod upstream;
+pub mod ws;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -108,6 +111,8 @@ pub struct TapResults {
     pub compared: u64,
     /// What the tap got wrong: a call not reported, usage not as served.
     pub problems: Vec<String>,
+    /// Time to first byte and stream MB/s over a WebSocket, direct and through the tunnel.
+    pub ws: ws::WsFigures,
 }
 
 /// Runs the tap benchmark; progress goes to stderr. Errors are real failures: a request that
@@ -120,15 +125,21 @@ pub fn run(options: &TapOptions) -> anyhow::Result<TapResults> {
         session_headers: Vec::new(),
         alternates: Vec::new(),
     };
-    let tap = Tap::start(config, tx, Arc::new(tokio::sync::Notify::new()))?;
+    // The bench's upstream states no subscription windows: nothing arrives on this channel.
+    let (limits_tx, _limits) = tokio::sync::mpsc::unbounded_channel();
+    let tap = Tap::start(config, tx, limits_tx, Arc::new(tokio::sync::Notify::new()))?;
     let client = Arc::new(Client::new(&upstream.base_url(), &tap.base_url("bench"))?);
+    // `http://127.0.0.1:PORT/<secret>/bench`: the tap's address and its path for the WebSocket.
+    let tap_base = tap.base_url("bench");
+    let tap_path = tap_base.splitn(4, '/').nth(3).map(|p| format!("/{p}{}", ws::PATH));
+    let ws_ends = ((upstream.addr, ws::PATH.to_owned()), (tap.addr, tap_path.unwrap_or_default()));
     // The client gets two workers, as the upstream and the tap do.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("bench-client")
         .enable_all()
         .build()?;
-    runtime.block_on(measure_all(options, &upstream, &client, calls))
+    runtime.block_on(measure_all(options, &upstream, &client, calls, ws_ends))
 }
 
 /// Reads the tap's calls as the relay would, checking each against what was served.
@@ -188,6 +199,7 @@ async fn measure_all(
     upstream: &Upstream,
     client: &Arc<Client>,
     calls: tokio::sync::mpsc::UnboundedReceiver<TapCall>,
+    ws_ends: ((std::net::SocketAddr, String), (std::net::SocketAddr, String)),
 ) -> anyhow::Result<TapResults> {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let drainer = tokio::spawn(drain(calls, seen.clone()));
@@ -303,6 +315,15 @@ async fn measure_all(
             s.calls
         ));
     }
+    // Over a WebSocket, after the HTTP figures (the tap's calls are no longer counted).
+    let ws = ws::measure(ws_ends.0, ws_ends.1, o.requests, 2 * o.rounds, frames).await?;
+    eprintln!(
+        "tap over a WebSocket: TTFB p50 {:.3} / {:.3} ms; {:.0} / {:.0} MB/s (direct / tapped)",
+        percentile(&ws.ttfb_direct_us, 50.0).unwrap_or(f64::NAN) / 1e3,
+        percentile(&ws.ttfb_tapped_us, 50.0).unwrap_or(f64::NAN) / 1e3,
+        median(&ws.mb_per_s_direct).unwrap_or(f64::NAN),
+        median(&ws.mb_per_s_tapped).unwrap_or(f64::NAN),
+    );
     Ok(TapResults {
         options: o.clone(),
         direct,
@@ -317,6 +338,7 @@ async fn measure_all(
         long_usage: s.long_read,
         compared: client.compared(),
         problems,
+        ws,
     })
 }
 
@@ -398,6 +420,25 @@ impl TapResults {
             num(cpsd),
             num(cpst),
             times(ratio(cpst, cpsd)),
+        );
+        let w = &self.ws;
+        let (wd, wt) = (percentile(&w.ttfb_direct_us, 50.0), percentile(&w.ttfb_tapped_us, 50.0));
+        row(
+            format!("WebSocket: time to first byte p50 ({} small replies)", w.ttfb_direct_us.len()),
+            ms(wd),
+            ms(wt),
+            diff(wt, wd),
+        );
+        let (wmd, wmt) = (median(&w.mb_per_s_direct), median(&w.mb_per_s_tapped));
+        row(
+            format!(
+                "WebSocket: streaming, a {} MiB reply in 16 KiB text frames (median of {})",
+                o.stream_mib,
+                w.mb_per_s_tapped.len()
+            ),
+            format!("{} MB/s", num(wmd)),
+            format!("{} MB/s", num(wmt)),
+            times(ratio(wmt, wmd)),
         );
         row(
             "first event of a held stream".into(),

@@ -6,7 +6,8 @@
 //! body is a pure function of them ([`small_body`], [`Long`]), so the client can check each byte
 //! it receives, direct or tapped, against what was served. The long stream is generated as it
 //! is sent (one 16 KiB frame, cloned), so neither this server nor anything after it needs to
-//! hold the stream to serve it.
+//! hold the stream to serve it. `GET /v1/responses` with `Upgrade: websocket` is its WebSocket
+//! mode (`ws.rs`).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -260,6 +261,8 @@ async fn serve(listener: tokio::net::TcpListener, holds: Holds) {
             let service = hyper::service::service_fn(move |req| answer(holds.clone(), req));
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
+                // The WebSocket mode (`ws.rs`) takes the connection over after its 101.
+                .with_upgrades()
                 .await;
         });
     }
@@ -270,6 +273,9 @@ fn header_u64(req: &Request<Incoming>, name: &str) -> u64 {
 }
 
 async fn answer(holds: Holds, req: Request<Incoming>) -> Result<Response<Reply>, Infallible> {
+    if super::ws::is_upgrade(&req) && req.uri().path() == super::ws::PATH {
+        return Ok(super::ws::accept(req, Reply::whole(Bytes::new())));
+    }
     let kind = req.headers().get(KIND).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
     let seq = header_u64(&req, SEQ);
     let frames = header_u64(&req, FRAMES);

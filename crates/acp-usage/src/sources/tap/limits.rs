@@ -38,7 +38,6 @@ pub(super) fn observe_headers(state: &State, session: Option<String>, headers: &
 }
 
 /// The windows of one `codex.rate_limits` event (a WebSocket text message).
-#[allow(dead_code)] // The WebSocket tunnel reads these events.
 pub(super) fn observe_event(state: &State, session: Option<String>, json: &[u8]) {
     send(state, session, limits::from_codex_event(json, now_ms()));
 }

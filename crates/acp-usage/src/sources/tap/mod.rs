@@ -11,10 +11,13 @@
 //! so that neither the relay nor the proxy ever waits for the other.
 
 mod decode;
+mod frames;
 pub mod limits;
 pub mod point;
 mod proxy;
 mod watch;
+mod ws;
+mod ws_usage;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -60,6 +63,10 @@ pub struct TapCall {
     /// When the request arrived and when its usage was read, in Unix milliseconds.
     pub started_ms: i64,
     pub ended_ms: i64,
+    /// A warm-up: Codex's WebSocket `response.create` with `generate: false`, which bills its
+    /// input (the prompt is processed and cached) and generates nothing. A side call of the
+    /// session, not a turn's model call.
+    pub warmup: bool,
 }
 
 /// A tap started for an agent: how to start the agent, and where its calls arrive.

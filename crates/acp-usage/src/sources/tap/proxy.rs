@@ -1,6 +1,7 @@
 //! The tap's HTTP side: a hyper server on 127.0.0.1 that checks the secret, picks the route and
 //! forwards the request unchanged to the upstream through reqwest (rustls with the system's
-//! roots, `SSL_CERT_FILE`/`SSL_CERT_DIR`, `HTTPS_PROXY`/`NO_PROXY`).
+//! roots, `SSL_CERT_FILE`/`SSL_CERT_DIR`, `HTTPS_PROXY`/`NO_PROXY`). A WebSocket upgrade goes
+//! to the same upstream through `ws.rs`'s tunnel.
 //!
 //! It is no open proxy: a request must start with the exact secret, the upstream comes from the
 //! route table and never from the request (absolute-form targets and CONNECT are refused, the
@@ -22,10 +23,10 @@ use hyper_util::rt::TokioIo;
 
 use super::decode::Decoder;
 use super::watch::{Pending, Watched};
-use super::{Route, TapCall, now_ms};
+use super::{Route, TapCall, now_ms, ws};
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-type Body = BoxBody<Bytes, BoxError>;
+pub(super) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(super) type Body = BoxBody<Bytes, BoxError>;
 
 /// What every connection shares.
 #[derive(Debug)]
@@ -76,7 +77,9 @@ pub(super) async fn serve(listener: tokio::net::TcpListener, state: Arc<State>) 
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req| handle(state.clone(), req));
             let conn = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service);
+                .serve_connection(TokioIo::new(stream), service)
+                // A WebSocket's connection is handed to `ws.rs` after its 101.
+                .with_upgrades();
             if let Err(e) = conn.await {
                 tracing::debug!("tap: connection ended: {e}");
             }
@@ -85,7 +88,7 @@ pub(super) async fn serve(listener: tokio::net::TcpListener, state: Arc<State>) 
 }
 
 /// A response of the tap's own (the request was refused or the upstream could not be reached).
-fn own_response(status: StatusCode, message: &str) -> Response<Body> {
+pub(super) fn own_response(status: StatusCode, message: &str) -> Response<Body> {
     let body = serde_json::json!({
         "type": "error",
         "error": {"type": "acp_usage_tap_error", "message": message},
@@ -136,7 +139,7 @@ fn hop_by_hop(name: &HeaderName) -> bool {
     )
 }
 
-fn forwardable(headers: &HeaderMap) -> HeaderMap {
+pub(super) fn forwardable(headers: &HeaderMap) -> HeaderMap {
     // Headers named in `Connection` are hop-by-hop too.
     let listed: Vec<String> = headers
         .get_all(header::CONNECTION)
@@ -154,13 +157,16 @@ fn forwardable(headers: &HeaderMap) -> HeaderMap {
 }
 
 async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
-    Ok(match forward(&state, req).await {
+    Ok(match forward(state, req).await {
         Ok(resp) => resp,
         Err(resp) => resp,
     })
 }
 
-async fn forward(state: &State, req: Request<Incoming>) -> Result<Response<Body>, Response<Body>> {
+async fn forward(
+    state: Arc<State>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Response<Body>> {
     // No open proxy: only origin-form targets under the secret are served.
     if req.method() == Method::CONNECT {
         return Err(own_response(StatusCode::METHOD_NOT_ALLOWED, "CONNECT is not served"));
@@ -176,12 +182,6 @@ async fn forward(state: &State, req: Request<Incoming>) -> Result<Response<Body>
     let Some(route) = state.routes.iter().find(|r| r.name == route_name) else {
         return Err(own_response(StatusCode::NOT_FOUND, "no such route"));
     };
-    // The tap reads HTTP responses only: a WebSocket upgrade (Codex's built-in provider tries
-    // one first) is declined with 426, after which the agent uses HTTP at once.
-    if req.headers().get(header::UPGRADE).is_some() {
-        tracing::debug!(route = route_name, "tap: a protocol upgrade declined (426)");
-        return Err(own_response(StatusCode::UPGRADE_REQUIRED, "the tap serves plain HTTP only"));
-    }
     let upstream_base = state
         .alternates
         .iter()
@@ -193,17 +193,25 @@ async fn forward(state: &State, req: Request<Incoming>) -> Result<Response<Body>
         Some(q) => format!("{upstream_base}{rest}?{q}"),
         None => format!("{upstream_base}{rest}"),
     };
+    // Codex's built-in provider talks over a WebSocket: tunnelled to the same upstream.
+    if ws::is_websocket(req.headers()) {
+        let upstream_base = upstream_base.to_owned();
+        return ws::tunnel(state.clone(), req, route_name, &upstream_base, &rest, &url).await;
+    }
+    // Any other protocol upgrade is declined with 426 (the client then stays on HTTP).
+    if req.headers().get(header::UPGRADE).is_some() {
+        tracing::debug!(route = route_name, "tap: a protocol upgrade declined (426)");
+        return Err(own_response(
+            StatusCode::UPGRADE_REQUIRED,
+            "the tap tunnels WebSockets and plain HTTP only",
+        ));
+    }
     let method = req.method().clone();
     let api = api::classify(method.as_str(), &rest);
     tracing::debug!(%method, route = route_name, path = %rest, model_call = api.is_some(), "tap: request");
 
     let (parts, body) = req.into_parts();
-    let session_header = state
-        .session_headers
-        .iter()
-        .find_map(|h| parts.headers.get(h.as_str()))
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    let session_header = session_header(&state, &parts.headers);
     // The request body is read whole before it is forwarded: requests are sent at once and are
     // small next to the response's time, and attribution reads it.
     let body = match body.collect().await {
@@ -224,25 +232,14 @@ async fn forward(state: &State, req: Request<Incoming>) -> Result<Response<Body>
     let upstream = match upstream {
         Ok(resp) => resp,
         Err(e) => {
-            // As close as the tap can come to what the agent would have seen: no response.
-            tracing::warn!(
-                route = route_name,
-                "tap: the upstream could not be reached: {}",
-                root_cause(&e)
-            );
-            let message = format!(
-                "acp-usage tap: the upstream {} could not be reached: {}",
-                without_userinfo(upstream_base),
-                root_cause(&e)
-            );
             let status =
                 if e.is_timeout() { StatusCode::GATEWAY_TIMEOUT } else { StatusCode::BAD_GATEWAY };
-            return Err(own_response(status, &message));
+            return Err(unreachable(route_name, upstream_base, &root_cause(&e), status));
         }
     };
 
     let status = upstream.status();
-    super::limits::observe_headers(state, session_header.clone(), upstream.headers());
+    super::limits::observe_headers(&state, session_header.clone(), upstream.headers());
     let mut resp = Response::builder().status(status).version(hyper::Version::HTTP_11);
     if let Some(h) = resp.headers_mut() {
         *h = forwardable(upstream.headers());
@@ -258,7 +255,7 @@ async fn forward(state: &State, req: Request<Incoming>) -> Result<Response<Body>
         _ => body.clone(),
     };
     if api.is_none() && super::limits::is_quota(&rest) {
-        let stream = super::limits::QuotaCopy::new(upstream.bytes_stream(), state, session_header);
+        let stream = super::limits::QuotaCopy::new(upstream.bytes_stream(), &state, session_header);
         let body = StreamBody::new(futures_util::StreamExt::map(stream, |chunk| {
             chunk.map(Frame::data).map_err(|e| Box::new(e) as BoxError)
         }));
@@ -276,6 +273,7 @@ async fn forward(state: &State, req: Request<Incoming>) -> Result<Response<Body>
             body: plain,
             session_header,
             started_ms,
+            warmup: false,
             status: status.as_u16(),
             content_type,
             encoding,
@@ -290,6 +288,32 @@ async fn forward(state: &State, req: Request<Incoming>) -> Result<Response<Body>
     }));
     resp.body(BodyExt::boxed(body))
         .map_err(|_| own_response(StatusCode::BAD_GATEWAY, "the upstream's response was malformed"))
+}
+
+/// The session id a header of the request names (the agent's profile says which headers).
+pub(super) fn session_header(state: &State, headers: &HeaderMap) -> Option<String> {
+    state
+        .session_headers
+        .iter()
+        .find_map(|h| headers.get(h.as_str()))
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+/// The answer when the upstream could not be reached (`status`: 502, or 504 for a timeout): as
+/// close as the tap can come to what the agent would have seen, no response.
+pub(super) fn unreachable(
+    route: &str,
+    upstream_base: &str,
+    cause: &str,
+    status: StatusCode,
+) -> Response<Body> {
+    tracing::warn!(route, "tap: the upstream could not be reached: {cause}");
+    let message = format!(
+        "acp-usage tap: the upstream {} could not be reached: {cause}",
+        without_userinfo(upstream_base)
+    );
+    own_response(status, &message)
 }
 
 /// A URL without `user:password@`: error bodies reach the agent, which may show or log them.

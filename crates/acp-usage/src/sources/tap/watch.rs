@@ -24,6 +24,8 @@ pub(super) struct Pending {
     pub body: Bytes,
     pub session_header: Option<String>,
     pub started_ms: i64,
+    /// A warm-up (Codex's WebSocket `generate: false`), see [`TapCall::warmup`].
+    pub warmup: bool,
     pub status: u16,
     pub content_type: Option<String>,
     pub encoding: Option<String>,
@@ -50,7 +52,8 @@ pub(super) struct Watch {
 }
 
 impl Watch {
-    fn feed(&mut self, chunk: &[u8]) {
+    /// Reads the next piece of the body; reports the call as soon as its usage is final.
+    pub fn feed(&mut self, chunk: &[u8]) {
         if self.reader.is_none() {
             return;
         }
@@ -70,8 +73,20 @@ impl Watch {
         }
     }
 
+    /// Whether the call has been reported (or found to have no usage): nothing more is read.
+    pub fn is_done(&self) -> bool {
+        self.reader.is_none()
+    }
+
+    /// The response failed with `status` (a WebSocket's error event): reports what was seen,
+    /// marked incomplete.
+    pub fn fail(&mut self, status: u16) {
+        self.pending.status = status;
+        self.report();
+    }
+
     /// Reports the call (once): what the reader has, if it saw any usage.
-    fn report(&mut self) {
+    pub fn report(&mut self) {
         let Some(mut reader) = self.reader.take() else { return };
         let rest = self.decoder.finish();
         if !rest.is_empty() {
@@ -93,6 +108,7 @@ impl Watch {
             estimated: observed.estimated,
             started_ms: p.started_ms,
             ended_ms: now_ms(),
+            warmup: p.warmup,
         };
         // The relay may have ended: then nobody is counting any more.
         if p.calls.send(call).is_ok() {
