@@ -98,7 +98,9 @@ impl Observer {
         let profile = self.profile;
         let cx = ledger_context(&self.settings, self.context_parts(id));
         let Some(s) = self.sessions.get_mut(id) else { return };
-        let role = if !call.request.has_tools || profile.is_side_call(&call.body) {
+        // Codex's WebSocket warm-up (`generate: false`) fills the provider's cache for the
+        // session and answers nothing: billed, but no turn's model call.
+        let role = if call.warmup || !call.request.has_tools || profile.is_side_call(&call.body) {
             Role::Side
         } else {
             match (s.tap.main_system, call.request.system_fingerprint) {
