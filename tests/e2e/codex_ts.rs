@@ -222,7 +222,7 @@ fn codex_ts_relay_turns_tapped_over_websocket() {
     lab.mock.enable_websocket();
     let url = lab.mock.url();
     agents::use_codex_builtin_openai(&lab.scratch, &mut lab.spec, &url).expect("an API-key login");
-    flows::relay_turns_in(EXPECT.tapped(), &lab, &["--tap"]);
+    flows::relay_turns_in(EXPECT.tapped(), &lab, &[]);
 
     let calls = lab.mock.calls();
     let main: Vec<&Call> = calls.iter().filter(|c| c.kind == CallKind::Main).collect();

@@ -34,7 +34,8 @@ use serde_json::json;
 use crate::flows::{self, Expect};
 use crate::support::{self, Known};
 
-const TAP: &[&str] = &["--tap"];
+/// No flag: the tap is on by default for every agent with a profile.
+const TAP: &[&str] = &[];
 
 /// Checks that every request the mock received carried `header` with the value `want`. Failures
 /// name the requests and the header, never a value.
