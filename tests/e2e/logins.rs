@@ -262,7 +262,23 @@ fn gemini_google_login_through_the_tap() {
     lab.spec.set_env("CODE_ASSIST_ENDPOINT", lab.mock.url());
     lab.spec.set_env("GOOGLE_GENAI_USE_GCA", "true");
     lab.spec.set_env("GOOGLE_CLOUD_ACCESS_TOKEN", GOOGLE_ACCESS_TOKEN);
+    let ledger = lab.scratch.path("ledger.db");
+    lab.spec.set_env("ACP_USAGE_LEDGER", ledger.display().to_string());
     flows::relay_turns_in(GEMINI_EXPECT.tapped(), &lab, TAP);
+
+    // The quota Gemini CLI asked for after its calls, as the tap read it: 0.75 remaining.
+    let out = std::process::Command::new(relay::relay_binary().expect("binary"))
+        .args(["report", "limits", "--json", "--utc", "--ledger"])
+        .arg(&ledger)
+        .output()
+        .expect("report limits");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let google = report["rows"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["provider"] == "google"))
+        .unwrap_or_else(|| panic!("no Code Assist quota in the ledger: {report:#}"));
+    assert_eq!(google["lastUsedPercent"].as_f64(), Some(25.0), "{google}");
+    assert_eq!(google["resetsAt"], "2099-01-01T00:00:00Z", "{google}");
 
     let received = lab.mock.received();
     print_received("gemini (Google login)", &received);

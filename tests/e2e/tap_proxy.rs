@@ -746,3 +746,60 @@ async fn tap_reads_subscription_windows_from_headers_and_quota_answers() {
     );
     assert!((limits[0].used_percent - 70.0).abs() < 1e-9, "{limits:?}");
 }
+
+#[tokio::test]
+async fn tap_counts_what_was_billed_before_the_agent_aborted() {
+    let mut upstream = RawUpstream::start().await.expect("an upstream");
+    let mut rig = Rig::start(&[("r", upstream.url())]);
+
+    // The agent hangs up after message_start (a cancelled turn): the input it stated counts,
+    // marked incomplete.
+    let mut client = rig.client().await;
+    client.send(&model_call(&rig.path("r", "/v1/messages"), true)).await.unwrap();
+    let mut arrival = upstream.arrival().await.expect("the request reached the upstream");
+    let first = message_start("msg_abort_1", 4321, 1000, 0, 1);
+    let head =
+        response_head(200, &["content-type: text/event-stream", "transfer-encoding: chunked"]);
+    arrival.stream.write_all(&head).await.unwrap();
+    let chunk = format!("{:x}\r\n{first}\r\n", first.len());
+    arrival.stream.write_all(chunk.as_bytes()).await.unwrap();
+    assert_eq!(client.head().await.unwrap().status, 200);
+    let mut got = Vec::new();
+    while got.len() < first.len() {
+        got.extend(client.piece().await.unwrap().expect("the stream went on"));
+    }
+    drop(client);
+    let call = rig.next_call().await;
+    assert_eq!(call.id.as_deref(), Some("msg_abort_1"));
+    assert!(!call.complete, "an aborted call's usage is not final: {call:#?}");
+    assert_eq!((call.record.input, call.record.cache_read), (5321, 1000), "{call:#?}");
+
+    // Aborted before any usage arrived: nothing is counted. The next call the tap reports is
+    // the one that follows.
+    let mut client = rig.client().await;
+    client.send(&model_call(&rig.path("r", "/v1/messages"), true)).await.unwrap();
+    let mut arrival = upstream.arrival().await.expect("the second request reached the upstream");
+    arrival.stream.write_all(&head_again()).await.unwrap();
+    assert_eq!(client.head().await.unwrap().status, 200);
+    drop(client);
+    let mut client = rig.client().await;
+    client.send(&model_call(&rig.path("r", "/v1/messages"), false)).await.unwrap();
+    let mut marker = upstream.arrival().await.expect("the marker reached the upstream");
+    let body = json!({"id": "msg_after_abort", "type": "message", "model": "claude-test-1",
+                      "usage": {"input_tokens": 3, "output_tokens": 1}})
+    .to_string();
+    let mut reply = response_head(
+        200,
+        &["content-type: application/json", &format!("content-length: {}", body.len())],
+    );
+    reply.extend_from_slice(body.as_bytes());
+    marker.stream.write_all(&reply).await.unwrap();
+    client.response().await.expect("the marker's response");
+    let next = rig.next_call().await;
+    assert_eq!(next.id.as_deref(), Some("msg_after_abort"), "a call without usage was counted");
+    drop(arrival);
+}
+
+fn head_again() -> Vec<u8> {
+    response_head(200, &["content-type: text/event-stream", "transfer-encoding: chunked"])
+}

@@ -169,15 +169,24 @@ fn forked_rollouts_fed_one_after_another() {
     assert_eq!(calls(&events).len(), 4);
 }
 
+/// 2026-11-22T04:16:38.255Z.
+const OBSERVED_MS: i64 = 1_795_320_998_255;
+
 #[test]
-fn rate_limit_only_and_unknown_records_are_skipped() {
+fn rate_limits_are_read_and_unknown_records_skipped() {
     let lines = [
         r#"{"timestamp":"2026-11-22T04:16:38.255Z","type":"event_msg","payload":{"type":"token_count","info":null,"rate_limits":{"primary":{"used_percent":3.0}}}}"#,
         r#"{"timestamp":"2026-11-22T04:16:38.255Z","type":"compacted","payload":{"message":"..."}}"#,
         r#"{"timestamp":"2026-11-22T04:16:38.255Z","type":"event_msg","payload":{"type":"some_future_event"}}"#,
         r#"{"type":"brand_new_record"}"#,
     ];
-    assert!(parse_lines(&mut CodexParser::default(), FileRole::Main, lines).is_empty());
+    let events = parse_lines(&mut CodexParser::default(), FileRole::Main, lines);
+    // The rate-limit-only `token_count` is no call, but its window is read.
+    assert_eq!(events.len(), 1, "{events:?}");
+    let Event::Limits(limits) = &events[0] else { panic!("{events:?}") };
+    assert_eq!((limits[0].window.as_str(), limits[0].used_percent), ("primary", 3.0));
+    // Observed when the rollout says it was written.
+    assert_eq!(limits[0].observed_ms, OBSERVED_MS);
 }
 
 #[test]
