@@ -178,7 +178,9 @@ fn history(agent: Agent, relay_args: Option<&[&str]>) -> anyhow::Result<History>
 /// Starts the relay in `lab` (with `relay_args`), initializes and opens a session; the checks
 /// demand exact figures when `expect` says the transcript gives them.
 fn relayed_session(expect: Expect, lab: &Lab, relay_args: &[&str]) -> (AcpClient, Checks, String) {
-    let client = lab.relayed_with(relay_args).expect("start the relay");
+    // The tap is on by default: an expectation without it adds `--tap off`.
+    let args = [expect.relay_args(), relay_args].concat();
+    let client = lab.relayed_with(&args).expect("start the relay");
     let mut checks = Checks::new(expect.agent);
     checks.exact_everything = expect.known == Known::Everything;
     client.initialize().expect("initialize through the relay");

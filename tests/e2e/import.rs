@@ -221,11 +221,11 @@ fn import_qwen() {
 
 /// A session through the relay with the ledger on (a plain turn and a tool turn); returns the
 /// lab, the ledger, what the relay recorded, and the import's calls added and output.
-fn relay_then_import(agent: Agent) -> (Lab, Sums, Sums, u64, String) {
+fn relay_then_import(agent: Agent, relay_args: &[&str]) -> (Lab, Sums, Sums, u64, String) {
     let mut lab = Lab::new(agent, support::script(agent)).expect("lab");
     let ledger = lab.scratch.path("ledger.db");
     lab.spec.set_env("ACP_USAGE_LEDGER", ledger.display().to_string());
-    let client = lab.relayed().expect("relay");
+    let client = lab.relayed_with(relay_args).expect("relay");
     client.initialize().expect("initialize");
     let id = flows::session_id(&client.new_session(&lab.scratch.work()).expect("new")).unwrap();
     for prompt in [flows::PLAIN_PROMPT, flows::TOOL_PROMPT] {
@@ -250,7 +250,7 @@ fn relay_then_import(agent: Agent) -> (Lab, Sums, Sums, u64, String) {
 #[test]
 fn import_after_the_relay_codex() {
     let _lock = support::agent_lock(Agent::Codex);
-    let (lab, before, after, added, stderr) = relay_then_import(Agent::Codex);
+    let (lab, before, after, added, stderr) = relay_then_import(Agent::Codex, &[]);
     let want = sums(&recorded(Agent::Codex, &lab.mock.calls()));
     assert_eq!(before, want, "the relay recorded every call");
     assert_eq!((added, after), (0, want), "{stderr}");
@@ -261,17 +261,34 @@ fn import_after_the_relay_codex() {
 #[test]
 fn import_after_the_relay_claude() {
     let _lock = support::agent_lock(Agent::Claude);
-    let (_lab, before, after, added, stderr) = relay_then_import(Agent::Claude);
+    let (_lab, before, after, added, stderr) = relay_then_import(Agent::Claude, &[]);
     assert_eq!((added, after), (0, before), "{stderr}");
 }
 
-/// qwen-code through the relay: its calls come from qwen's ACP reports, without ids, so they
-/// are matched by their counts; import adds only what the relay could not see (memory
-/// extraction), and every recorded call is then in the ledger once.
+/// qwen-code through the relay without the tap: its calls come from qwen's ACP reports,
+/// without ids, so they are matched by their counts; import adds only what the relay could not
+/// see (memory extraction), and every recorded call is then in the ledger once.
 #[test]
 fn import_after_the_relay_qwen() {
     let _lock = support::agent_lock(Agent::Qwen);
-    let (lab, before, after, added, stderr) = relay_then_import(Agent::Qwen);
+    let (lab, before, after, added, stderr) = relay_then_import(Agent::Qwen, &["--tap", "off"]);
     let want = sums(&recorded(Agent::Qwen, &lab.mock.calls()));
     assert_eq!((after, added), (want, want.0 - before.0), "{stderr}");
+}
+
+/// qwen-code through the relay as it runs by default, with the tap: the relay recorded every
+/// billed call, side calls included, and an import of qwen's records adds none of them again.
+#[test]
+fn import_after_the_tapped_relay_qwen() {
+    let _lock = support::agent_lock(Agent::Qwen);
+    let (lab, before, after, added, stderr) = relay_then_import(Agent::Qwen, &[]);
+    // Every call qwen records, and its side calls besides (a memory extraction still running
+    // when the session closes may miss the ledger: the relay is ending).
+    let recorded = sums(&recorded(Agent::Qwen, &lab.mock.calls()));
+    let billed = lab.mock.calls().into_iter().filter(|c| c.kind.is_billed()).count() as u64;
+    assert!(
+        (recorded.0..=billed).contains(&before.0),
+        "the tap recorded {before:?}; qwen's records hold {recorded:?}, the mock billed {billed}"
+    );
+    assert_eq!((added, after), (0, before), "{stderr}");
 }

@@ -314,9 +314,11 @@ async fn tap_is_no_open_proxy() {
         ),
         ("CONNECT to the upstream", format!("CONNECT {up} HTTP/1.1\r\nhost: {up}\r\n\r\n")),
         (
-            "a WebSocket upgrade on a route (a tunnel once accepted)",
+            // A route's upgrade under the secret is tunnelled to the route's upstream (tap_ws);
+            // without the secret it is refused like any request.
+            "a WebSocket upgrade without the secret (a tunnel once accepted)",
             format!(
-                "GET /{s}/r/v1/responses HTTP/1.1\r\nhost: {tap}\r\nconnection: Upgrade\r\n\
+                "GET /r/v1/responses HTTP/1.1\r\nhost: {tap}\r\nconnection: Upgrade\r\n\
                  upgrade: websocket\r\nsec-websocket-version: 13\r\n\
                  sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
             ),

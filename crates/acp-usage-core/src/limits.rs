@@ -99,6 +99,28 @@ const ANTHROPIC_WINDOWS: [(&str, &str, Option<u64>); 4] = [
     ("overage", "overage", None),
 ];
 
+/// One of Anthropic's unified windows, `fraction` full.
+fn anthropic(
+    claim: &str,
+    fraction: f64,
+    resets_at: Option<f64>,
+    status: Option<String>,
+    source: LimitSource,
+    observed_ms: i64,
+) -> Limit {
+    Limit {
+        provider: "anthropic".into(),
+        window: claim.into(),
+        limit_id: None,
+        window_minutes: ANTHROPIC_WINDOWS.iter().find(|(c, _, _)| *c == claim).and_then(|w| w.2),
+        used_percent: fraction * 100.0,
+        resets_at: resets_at.map(|s| s.round() as i64),
+        status,
+        source,
+        observed_ms,
+    }
+}
+
 /// The windows a response's headers state: Anthropic's `anthropic-ratelimit-unified-*` and
 /// Codex's `x-<limit>-primary-*`/`-secondary-*`. Names are matched without regard to case.
 pub fn from_headers<'a>(
@@ -111,25 +133,17 @@ pub fn from_headers<'a>(
     let mut out = Vec::new();
 
     // Anthropic: utilization is a fraction, resets are Unix seconds.
-    for (claim, infix, minutes) in ANTHROPIC_WINDOWS {
+    for (claim, infix, _) in ANTHROPIC_WINDOWS {
         let prefix = format!("anthropic-ratelimit-unified-{infix}");
         let Some(fraction) = get(&format!("{prefix}-utilization")).and_then(number) else {
             continue;
         };
-        out.push(Limit {
-            provider: "anthropic".into(),
-            window: claim.into(),
-            limit_id: None,
-            window_minutes: minutes,
-            used_percent: fraction * 100.0,
-            resets_at: get(&format!("{prefix}-reset")).and_then(number).map(|s| s.round() as i64),
-            status: get(&format!("{prefix}-status"))
-                .or_else(|| get("anthropic-ratelimit-unified-status"))
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned),
-            source: LimitSource::Tap,
-            observed_ms,
-        });
+        let status = get(&format!("{prefix}-status"))
+            .or_else(|| get("anthropic-ratelimit-unified-status"))
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned);
+        let reset = get(&format!("{prefix}-reset")).and_then(number);
+        out.push(anthropic(claim, fraction, reset, status, LimitSource::Tap, observed_ms));
     }
 
     // Codex: every family `x-<id>-primary-used-percent` names; used is a percent, the reset
@@ -290,20 +304,12 @@ pub fn from_claude_rate_limit(json: &[u8], observed_ms: i64) -> Vec<Limit> {
     let Ok(info) = serde_json::from_slice::<Value>(json) else { return Vec::new() };
     let mut out = Vec::new();
     let windows = info.get("unifiedWindows").and_then(Value::as_object);
-    for (claim, _, minutes) in ANTHROPIC_WINDOWS {
+    let status = |v: &Value| v.get("status").and_then(Value::as_str).map(str::to_owned);
+    let resets = |v: &Value| v.get("resetsAt").and_then(Value::as_f64);
+    for (claim, _, _) in ANTHROPIC_WINDOWS {
         let Some(w) = windows.and_then(|w| w.get(claim)) else { continue };
         let Some(fraction) = w.get("utilization").and_then(Value::as_f64) else { continue };
-        out.push(Limit {
-            provider: "anthropic".into(),
-            window: claim.into(),
-            limit_id: None,
-            window_minutes: minutes,
-            used_percent: fraction * 100.0,
-            resets_at: w.get("resetsAt").and_then(Value::as_f64).map(|s| s.round() as i64),
-            status: w.get("status").and_then(Value::as_str).map(str::to_owned),
-            source: LimitSource::Agent,
-            observed_ms,
-        });
+        out.push(anthropic(claim, fraction, resets(w), status(w), LimitSource::Agent, observed_ms));
     }
     if out.is_empty()
         && let (Some(claim), Some(fraction)) = (
@@ -311,56 +317,15 @@ pub fn from_claude_rate_limit(json: &[u8], observed_ms: i64) -> Vec<Limit> {
             info.get("utilization").and_then(Value::as_f64),
         )
     {
-        let minutes = ANTHROPIC_WINDOWS.iter().find(|(c, _, _)| *c == claim).and_then(|w| w.2);
-        out.push(Limit {
-            provider: "anthropic".into(),
-            window: claim.into(),
-            limit_id: None,
-            window_minutes: minutes,
-            used_percent: fraction * 100.0,
-            resets_at: info.get("resetsAt").and_then(Value::as_f64).map(|s| s.round() as i64),
-            status: info.get("status").and_then(Value::as_str).map(str::to_owned),
-            source: LimitSource::Agent,
-            observed_ms,
-        });
+        let (reset, status) = (resets(&info), status(&info));
+        out.push(anthropic(claim, fraction, reset, status, LimitSource::Agent, observed_ms));
     }
     out
 }
 
-/// `2026-11-26T14:00:00Z` or with an offset and fractions: Unix seconds.
+/// `2026-11-26T14:00:00Z` (or with an offset, or fractions): Unix seconds.
 pub fn parse_rfc3339(text: &str) -> Option<i64> {
-    let t = text.trim();
-    let (date, rest) = t.split_once(['T', 't', ' '])?;
-    let mut d = date.splitn(3, '-');
-    let (y, m, day): (i64, i64, i64) =
-        (d.next()?.parse().ok()?, d.next()?.parse().ok()?, d.next()?.parse().ok()?);
-    let (clock, offset_s) = if let Some(c) = rest.strip_suffix(['Z', 'z']) {
-        (c, 0)
-    } else {
-        let at = rest.rfind(['+', '-'])?;
-        let (c, off) = rest.split_at(at);
-        let sign = if off.starts_with('-') { -1 } else { 1 };
-        let (oh, om) = off[1..].split_once(':').unwrap_or((&off[1..], "0"));
-        (c, sign * (oh.parse::<i64>().ok()? * 3600 + om.parse::<i64>().ok()? * 60))
-    };
-    let mut c = clock.splitn(3, ':');
-    let (h, mi): (i64, i64) = (c.next()?.parse().ok()?, c.next()?.parse().ok()?);
-    let s: f64 = c.next().unwrap_or("0").parse().ok()?;
-    if !(1..=12).contains(&m) || !(1..=31).contains(&day) {
-        return None;
-    }
-    Some(days_from_civil(y, m, day) * 86_400 + h * 3600 + mi * 60 + s.floor() as i64 - offset_s)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    crate::transcript::parse_timestamp(text.trim()).map(|ms| ms.div_euclid(1000))
 }
 
 /// A line a window crossed.

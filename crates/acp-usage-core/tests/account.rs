@@ -98,6 +98,7 @@ fn check(window_percent: u64, script: &str, expect: Expect) {
             "agent_model" => models.push(record(&mut it)),
             "models" => account.agent_turn_models(std::mem::take(&mut models)),
             "agent_cost" => account.agent_cost(it.next().unwrap().parse().unwrap()),
+            "agent_cost_floor" => account.agent_cost_floor(it.next().unwrap().parse().unwrap()),
             "agent_turn" => account.agent_turn(record(&mut it), TurnReport::Complete, None),
             "agent_quota" => {
                 account.agent_turn(record(&mut it), TurnReport::WithoutCacheAndThoughts, None)
@@ -603,6 +604,31 @@ fn a_reopened_session_keeps_the_side_calls_an_earlier_tapped_run_counted() {
             snap: used=12019 (tap) split=Some((12012, 7)) size=200000 (catalog) cost=0.014301 (catalog) model=Some("claude-sonnet-4-5") total=12181 exact=true
             snap: used=12019 (transcript) split=Some((12012, 7)) size=200000 (catalog) cost=0.014301 (catalog) model=Some("claude-sonnet-4-5") total=12181 exact=true
             snap: used=12070 (transcript) split=Some((12040, 30)) size=200000 (catalog) cost=0.018261 (catalog) model=Some("claude-sonnet-4-5") total=24089 exact=true
+        "#]],
+    );
+}
+
+#[test]
+fn a_tapped_session_whose_history_no_run_saw_keeps_the_agents_cost_as_a_floor() {
+    // Mistral Vibe loaded in a process that never saw the session: its stated cost covers the
+    // history, which the tap did not see. The tap's first call must not drop the cost below it.
+    check(
+        100,
+        "restored
+         select claude-sonnet-4-5
+         agent_cost_floor 0.015
+         snap
+         turn
+         prompt 5
+         tap main anthropic 12 9000 3000 0 7 claude-sonnet-4-5
+         end
+         agent_cost_floor 0.029
+         snap",
+        expect![[r#"
+            snap: used=0 (estimate inexact) split=None size=200000 (catalog) cost=0.015000 (agent partial floor=0.015) model=Some("claude-sonnet-4-5") total=0 exact=true
+              main: in=12012 out=7
+            turn: in=12012 cr=9000 cw=3000 out=7 th=0 total=12019 calls=Some(1) src=tap cache=true cost=0.014091
+            snap: used=12019 (tap) split=Some((12012, 7)) size=200000 (catalog) cost=0.029000 (agent partial floor=0.029) model=Some("claude-sonnet-4-5") total=12019 exact=true
         "#]],
     );
 }

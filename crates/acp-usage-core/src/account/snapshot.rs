@@ -51,9 +51,12 @@ impl Account {
             totals_exact &= c.totals_exact;
         }
         // What the agent states it spent covers calls no source showed acp-usage (Claude Code's
-        // titles and prompt suggestions are in no transcript): never send less than that.
+        // titles and prompt suggestions are in no transcript): never send less than that. The
+        // tap sees every call from the session's start on, but not the history of a session
+        // reopened here that no run of acp-usage saw.
         let mut cost_floor = None;
-        if let Some(floor) = self.stated_floor.filter(|_| !self.tap)
+        let unseen = self.history_unseen && self.carried.is_none();
+        if let Some(floor) = self.stated_floor.filter(|_| !self.tap || unseen)
             && cost.is_none_or(|c| floor > c + 1e-9)
         {
             cost = Some(floor);

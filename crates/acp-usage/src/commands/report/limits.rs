@@ -160,19 +160,7 @@ pub fn write_table(w: &mut impl Write, rows: &[LimitRow], zone: Zone, per: Per) 
         }
     }
     for row in std::iter::once(&head).chain(&body) {
-        let mut line = String::new();
-        for (k, (cell, width)) in row.iter().zip(widths).enumerate() {
-            let pad = " ".repeat(width - cell.chars().count());
-            if matches!(k, 2 | 3 | 5) {
-                line.push_str(&pad);
-                line.push_str(cell);
-            } else {
-                line.push_str(cell);
-                line.push_str(&pad);
-            }
-            line.push_str("  ");
-        }
-        writeln!(w, "{}", line.trim_end())?;
+        writeln!(w, "{}", crate::commands::watch::aligned(row, &widths, &[2, 3, 5]))?;
     }
     Ok(())
 }

@@ -416,23 +416,29 @@ pub fn render_text(snap: &Snapshot, now: i64) -> String {
     }
     let header = HEADERS.map(str::to_owned);
     for row in std::iter::once(&header).chain(&rows) {
-        let mut line = String::new();
-        for (k, (cell, w)) in row.iter().zip(widths).enumerate() {
-            let pad = " ".repeat(w - cell.chars().count());
-            // Numbers right-aligned, text left.
-            if matches!(k, 4 | 5) {
-                line.push_str(&pad);
-                line.push_str(cell);
-            } else {
-                line.push_str(cell);
-                line.push_str(&pad);
-            }
-            line.push_str("  ");
-        }
-        out.push_str(line.trim_end());
+        // Numbers right-aligned, text left.
+        out.push_str(&aligned(row, &widths, &[4, 5]));
         out.push('\n');
     }
     out
+}
+
+/// One row of a plain-text table: each cell padded to its column's width, the columns in
+/// `right` right-aligned, two spaces between columns, no trailing blanks.
+pub(crate) fn aligned(row: &[String], widths: &[usize], right: &[usize]) -> String {
+    let mut line = String::new();
+    for (k, (cell, w)) in row.iter().zip(widths).enumerate() {
+        let pad = " ".repeat(w.saturating_sub(cell.chars().count()));
+        if right.contains(&k) {
+            line.push_str(&pad);
+            line.push_str(cell);
+        } else {
+            line.push_str(cell);
+            line.push_str(&pad);
+        }
+        line.push_str("  ");
+    }
+    line.trim_end().to_owned()
 }
 
 /// `--once`, or stdout not a terminal: one snapshot.
