@@ -58,6 +58,7 @@ fn call(k: usize) -> AccountedCall {
         source: Source::Tap,
         cost: Some(0.0123),
         cost_stated: false,
+        modifiers_unpriced: false,
         key: Some(format!("msg_{k:012}")),
         in_turn: true,
     }

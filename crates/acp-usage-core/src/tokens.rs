@@ -63,6 +63,65 @@ pub struct TokenRecord {
     pub model: Option<String>,
     /// A cost the provider or agent states for this call, in USD.
     pub stated_cost: Option<f64>,
+    /// How the provider billed the request beyond its tokens (fast mode, US-only inference).
+    pub modifiers: Modifiers,
+}
+
+/// Request-level billing modifiers: each multiplies the price of every token of the call, so
+/// they stay on the call (the model is the same model) rather than becoming a model name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct Modifiers {
+    /// Fast mode (Anthropic `usage.speed: "fast"`): 6x on Opus 4.6/4.7, 2x on 4.8.
+    pub fast: bool,
+    /// US-only inference (Anthropic `usage.inference_geo: "us"`): 1.1x.
+    pub us_only: bool,
+}
+
+impl Modifiers {
+    /// Whether the call was billed at standard rates.
+    pub fn is_empty(self) -> bool {
+        self == Modifiers::default()
+    }
+
+    /// The modifiers' wire names (`fast`, `us_only`), in a fixed order.
+    pub fn names(self) -> Vec<&'static str> {
+        [(self.fast, "fast"), (self.us_only, "us_only")]
+            .into_iter()
+            .filter_map(|(on, name)| on.then_some(name))
+            .collect()
+    }
+
+    /// The ledger's text form: names joined by commas, `None` for a standard call.
+    pub fn to_text(self) -> Option<String> {
+        (!self.is_empty()).then(|| self.names().join(","))
+    }
+
+    /// Reads [`Modifiers::to_text`]; unknown names (a newer build's) are ignored.
+    pub fn from_text(text: &str) -> Modifiers {
+        let mut m = Modifiers::default();
+        for name in text.split(',').map(str::trim) {
+            match name {
+                "fast" => m.fast = true,
+                "us_only" => m.us_only = true,
+                _ => (),
+            }
+        }
+        m
+    }
+
+    /// Both sets: lines or reports of one call may each carry only some of its modifiers.
+    pub fn union(self, other: Modifiers) -> Modifiers {
+        Modifiers { fast: self.fast || other.fast, us_only: self.us_only || other.us_only }
+    }
+
+    /// Anthropic's usage object: `speed: "fast"`, `inference_geo: "us"` (an empty or `global`
+    /// geo is the standard price).
+    pub fn from_anthropic(speed: Option<&str>, inference_geo: Option<&str>) -> Modifiers {
+        Modifiers {
+            fast: speed.is_some_and(|s| s.eq_ignore_ascii_case("fast")),
+            us_only: inference_geo.is_some_and(|g| g.eq_ignore_ascii_case("us")),
+        }
+    }
 }
 
 impl TokenRecord {
@@ -127,6 +186,7 @@ impl TokenRecord {
             thought: self.thought.saturating_sub(before.thought),
             model: self.model.clone(),
             stated_cost: None,
+            modifiers: self.modifiers,
         }
     }
 

@@ -88,3 +88,56 @@ fn a_fork_takes_none_of_its_parents_unsettled_calls() {
     assert!(fork.take_accounted().is_empty());
     assert_eq!(parent.take_accounted().len(), 1);
 }
+
+#[test]
+fn a_modifier_with_an_unknown_multiplier_is_priced_at_1x_and_not_exact() {
+    use acp_usage_core::account::price_call;
+    let catalog = Catalog::embedded().clone();
+    let cx = cx(&catalog);
+    // Sonnet 4.5 has no fast mode in the corrections: priced at the standard price, not exact.
+    let mut fast = rec(1000, 50);
+    fast.modifiers.fast = true;
+    let standard = price_call(&rec(1000, 50), None, 1, &catalog);
+    let priced = price_call(&fast, None, 1, &catalog);
+    assert_eq!((priced.cost, priced.modifiers_unpriced), (standard.cost, true));
+    // A stated cost already includes whatever the modifiers cost.
+    let stated = TokenRecord { stated_cost: Some(0.5), ..fast.clone() };
+    assert!(!price_call(&stated, None, 1, &catalog).modifiers_unpriced);
+
+    let mut l = Account::new();
+    l.begin_turn();
+    l.tap_call(fast, Some("msg_f".into()), Role::Main, &cx);
+    l.end_turn(&cx).expect("a turn");
+    let settled = l.take_accounted();
+    assert_eq!(settled.len(), 1);
+    assert!(!settled[0].exact() && settled[0].modifiers_unpriced);
+    // The session's cost is no longer exact either.
+    let snap = l.snapshot(&cx);
+    assert_eq!(snap.cost_source, Source::Estimate, "{snap:?}");
+}
+
+#[test]
+fn a_fast_mode_call_costs_its_multiple_and_stays_exact() {
+    let catalog = Catalog::embedded().clone();
+    let cx = cx(&catalog);
+    let opus = |fast| TokenRecord {
+        input: 10_000,
+        output: 500,
+        model: Some("claude-opus-4-6".into()),
+        modifiers: acp_usage_core::Modifiers { fast, us_only: false },
+        ..TokenRecord::default()
+    };
+    let mut standard = Account::new();
+    standard.begin_turn();
+    standard.tap_call(opus(false), Some("msg_s".into()), Role::Main, &cx);
+    let mut fast = Account::new();
+    fast.begin_turn();
+    fast.tap_call(opus(true), Some("msg_f".into()), Role::Main, &cx);
+    standard.end_turn(&cx).expect("a turn");
+    fast.end_turn(&cx).expect("a turn");
+    let s = standard.take_accounted().remove(0);
+    let f = fast.take_accounted().remove(0);
+    assert!((f.cost.unwrap() - 6.0 * s.cost.unwrap()).abs() < 1e-12);
+    assert!(f.exact());
+    assert_eq!(fast.snapshot(&cx).cost_source, Source::Catalog);
+}

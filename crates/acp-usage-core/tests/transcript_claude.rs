@@ -323,3 +323,38 @@ fn a_fork_copies_the_parent_lines_under_the_same_keys() {
         .collect();
     assert_eq!(prompts, ["Say hi.", "After load.", "In the fork.", "In the fork again."]);
 }
+
+#[test]
+fn fast_mode_and_us_only_calls_are_read_and_priced_with_their_multipliers() {
+    use acp_usage_core::account::price_call;
+    use acp_usage_core::tokens::Modifiers;
+    use acp_usage_core::{Catalog, pricing};
+
+    let calls =
+        calls(&feed(&mut ClaudeParser::default(), FileRole::Main, &fixture("fast-mode.jsonl")));
+    let last: Vec<_> = ["msg_mock_177e9c6ca_0002", "msg_mock_177e9c6ca_0003"]
+        .iter()
+        .map(|key| calls.iter().rev().find(|c| c.key == *key).expect("the call"))
+        .collect();
+    // Only the message's final line says `fast`: the call keeps it.
+    assert_eq!(last[0].record.modifiers, Modifiers { fast: true, us_only: false });
+    assert_eq!(last[1].record.modifiers, Modifiers { fast: true, us_only: true });
+    // The call stays under its own model.
+    assert_eq!(last[0].record.model.as_deref(), Some("claude-opus-4-6"));
+    let catalog = Catalog::embedded();
+    let standard = |rec: &TokenRecord| {
+        let info = catalog.lookup(rec.model.as_deref().unwrap()).unwrap();
+        pricing::cost(rec, info.prices.as_ref().unwrap())
+    };
+    // Opus 4.6 fast: 6x. 15 in, 12,000 read, 200 written, 61 out at $5/$0.50/$6.25/$25 per M.
+    let base = standard(&last[0].record);
+    assert!((base - 0.00885).abs() < 1e-12, "{base}");
+    let priced = price_call(&last[0].record, None, 1, catalog);
+    assert!((priced.cost.unwrap() - 6.0 * base).abs() < 1e-12, "{priced:?}");
+    assert!(!priced.modifiers_unpriced);
+    // Opus 4.8 fast and US-only: 2x and 1.1x.
+    let priced = price_call(&last[1].record, None, 1, catalog);
+    let want = 2.2 * standard(&last[1].record);
+    assert!((priced.cost.unwrap() - want).abs() < 1e-12, "{priced:?}");
+    assert!(!priced.modifiers_unpriced);
+}

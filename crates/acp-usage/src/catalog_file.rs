@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use acp_usage_core::catalog::{ModelPatch, TierPatch};
+use acp_usage_core::catalog::{Corrections, ModelPatch, TierPatch};
 use acp_usage_core::{Catalog, ModelInfo, Prices, Tier};
 use anyhow::{Context, bail};
 use serde::Deserialize;
@@ -26,7 +26,7 @@ pub const EMBEDDED_CATALOG_FILE: &str = "crates/acp-usage-core/src/catalog.tsv";
 
 /// The source line of the embedded catalog (also its attribution: the data is MIT-licensed).
 pub const EMBEDDED_SOURCE: &str = "LiteLLM model_prices_and_context_window.json 1.109.1 \
-                                   (MIT, Copyright (c) 2023 Berri AI)";
+                                   (MIT, Copyright (c) 2023 Berri AI) + acp-usage corrections";
 
 /// Price keys are per token; humans write per million.
 const PER_MILLION: f64 = 1_000_000.0;
@@ -38,6 +38,10 @@ const PER_MILLION: f64 = 1_000_000.0;
 /// is optional and numbers may be ints or floats; a value of the wrong type is ignored rather
 /// than fatal, because a newer LiteLLM file must not break the whole catalog over one entry.
 /// Batch, flex and priority prices are left out: agents run on the standard tier.
+///
+/// The project's corrections (`acp-usage-core/data/corrections.toml`) then fill the holes of the
+/// file's entries (Sonnet 4.5's long-context tier, ...): the embedded catalog and a user's newer
+/// file both carry them, and a figure the file has wins.
 pub fn from_litellm_json(text: &str) -> anyhow::Result<Catalog> {
     let value: Value = serde_json::from_str(text).context("not valid JSON")?;
     let Value::Object(entries) = value else {
@@ -57,6 +61,7 @@ pub fn from_litellm_json(text: &str) -> anyhow::Result<Catalog> {
             catalog.insert(info);
         }
     }
+    Corrections::embedded().fill(&mut catalog, false);
     Ok(catalog)
 }
 
@@ -64,6 +69,8 @@ pub fn from_litellm_json(text: &str) -> anyhow::Result<Catalog> {
 /// writes to [`EMBEDDED_CATALOG_FILE`]).
 pub fn compile_embedded(litellm_json: &str) -> anyhow::Result<String> {
     let mut catalog = from_litellm_json(litellm_json)?;
+    // Models LiteLLM lacks altogether (Sonnet 4's dated id) come only into the embedded catalog.
+    Corrections::embedded().fill(&mut catalog, true);
     catalog.set_source(EMBEDDED_SOURCE);
     Ok(catalog.to_compact())
 }
@@ -433,6 +440,49 @@ mod tests {
         assert_eq!(t.prices.cache_write_1h, Some(7e-6));
         assert_eq!(c.get("no-mode").unwrap().prices.as_ref().unwrap().output, 0.0);
         assert!(from_litellm_json("[]").is_err());
+    }
+
+    #[test]
+    fn a_users_newer_litellm_file_keeps_the_corrections() {
+        // A newer LiteLLM file with Sonnet 4.5 at a new base price and, as in 1.109.1, no
+        // long-context tier for the direct id; and a model with a tier of its own.
+        let json = r#"{
+            "claude-sonnet-4-5": {"litellm_provider": "anthropic", "mode": "chat",
+                "max_input_tokens": 200000, "input_cost_per_token": 3.5e-6,
+                "output_cost_per_token": 1.6e-5, "cache_read_input_token_cost": 3.5e-7},
+            "claude-sonnet-4-5-20250929": {"litellm_provider": "anthropic", "mode": "chat",
+                "input_cost_per_token": 3e-6, "output_cost_per_token": 1.5e-5,
+                "input_cost_per_token_above_200k_tokens": 7e-6,
+                "output_cost_per_token_above_200k_tokens": 3e-5}
+        }"#;
+        let layer = parse_layer(json, Path::new("litellm.json")).unwrap();
+        assert_eq!(layer.len(), 2, "corrections add no model to a user's file");
+        let mut catalog = Catalog::embedded().clone();
+        layer.apply(&mut catalog).unwrap();
+        let p = catalog.get("claude-sonnet-4-5").unwrap().prices.clone().unwrap();
+        // The file's own prices win; the missing tier comes from the corrections.
+        assert_eq!((p.input, p.output, p.cache_read), (3.5e-6, 1.6e-5, Some(3.5e-7)));
+        let t = p.tier.unwrap();
+        assert_eq!((t.threshold, t.prices.input, t.prices.output), (200_000, 6e-6, 2.25e-5));
+        assert_eq!(t.prices.cache_write_1h, Some(1.2e-5));
+        // A tier the file has is kept as the file has it.
+        let p = catalog.get("claude-sonnet-4-5-20250929").unwrap().prices.clone().unwrap();
+        let t = p.tier.unwrap();
+        assert_eq!(
+            (t.prices.input, t.prices.output, t.prices.cache_read),
+            (7e-6, 3e-5, None)
+        );
+        // Models the file lacks keep the embedded (corrected) entries.
+        assert!(
+            catalog
+                .get("claude-sonnet-4-20250514")
+                .unwrap()
+                .prices
+                .as_ref()
+                .unwrap()
+                .tier
+                .is_some()
+        );
     }
 
     #[test]

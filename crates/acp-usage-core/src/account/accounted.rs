@@ -7,7 +7,7 @@
 //! transcripts on disk, outside any session this run accounts).
 
 use super::{Account, Context, Origin, Role};
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, Corrections};
 use crate::pricing;
 use crate::tokens::{Source, TokenRecord};
 
@@ -30,6 +30,9 @@ pub struct AccountedCall {
     /// Whether the cost was stated (by the provider, the agent or its transcript) rather than
     /// priced from the catalog.
     pub cost_stated: bool,
+    /// The call carried a modifier (`record.modifiers`) whose multiplier for its model is
+    /// unknown: it was priced at 1x, so its cost is a floor, not exact.
+    pub modifiers_unpriced: bool,
     /// The provider's message id (from the tap, or a transcript that keeps it), else the
     /// transcript's own key of the call: what a later import matches to count it once.
     pub key: Option<String>,
@@ -40,7 +43,7 @@ pub struct AccountedCall {
 impl AccountedCall {
     /// Whether both its counts and its cost are exact.
     pub fn exact(&self) -> bool {
-        self.source.is_exact()
+        self.source.is_exact() && !self.modifiers_unpriced
     }
 }
 
@@ -53,20 +56,30 @@ pub struct Priced {
     pub stated: bool,
     /// The catalog's provider of the model, when the catalog knows the model.
     pub provider: Option<String>,
+    /// A modifier of the record has no known multiplier for the model: priced at 1x.
+    pub modifiers_unpriced: bool,
 }
 
 /// What one record costs: its stated cost, else the catalog's price of its model (the
-/// record's own, else `model`), the tier chosen per call as if it summed `calls` calls.
+/// record's own, else `model`), the tier chosen per call as if it summed `calls` calls, times
+/// the multipliers of the request's modifiers (fast mode, US-only inference) from the
+/// corrections file. A stated cost already includes them.
 pub fn price_call(rec: &TokenRecord, model: Option<&str>, calls: u64, catalog: &Catalog) -> Priced {
     let model = rec.model.as_deref().or(model);
     let info = model.and_then(|m| catalog.lookup(m));
     let provider = info.map(|i| i.provider.clone()).filter(|p| !p.is_empty());
-    match (rec.stated_cost, info.and_then(|i| i.prices.as_ref())) {
-        (Some(c), _) => Priced { cost: Some(c), stated: true, provider },
-        (None, Some(p)) => {
-            Priced { cost: Some(pricing::cost_of_calls(rec, p, calls)), stated: false, provider }
+    match (rec.stated_cost, info.and_then(|i| i.prices.as_ref().map(|p| (i, p)))) {
+        (Some(c), _) => Priced { cost: Some(c), stated: true, provider, modifiers_unpriced: false },
+        (None, Some((info, p))) => {
+            let (factor, known) = Corrections::embedded().factor(&info.id, rec.modifiers);
+            Priced {
+                cost: Some(pricing::cost_of_calls(rec, p, calls) * factor),
+                stated: false,
+                provider,
+                modifiers_unpriced: !known,
+            }
         }
-        (None, None) => Priced { cost: None, stated: false, provider },
+        (None, None) => Priced { cost: None, stated: false, provider, modifiers_unpriced: false },
     }
 }
 
@@ -82,6 +95,8 @@ pub(super) fn scale_to(calls: &mut [AccountedCall], turn_cost: f64) {
             Some(if k == 0 { turn_cost } else { 0.0 })
         };
         call.cost_stated = true;
+        // The agent's figure covers whatever the call's modifiers cost.
+        call.modifiers_unpriced = false;
     }
 }
 
@@ -128,6 +143,7 @@ impl Account {
             source,
             cost: priced.cost,
             cost_stated: priced.stated,
+            modifiers_unpriced: priced.modifiers_unpriced,
             key,
             in_turn,
         }
@@ -196,6 +212,10 @@ impl Account {
             match call.cost {
                 Some(c) => *cost.get_or_insert(0.0) += c,
                 None => self.unpriced_calls += 1,
+            }
+            // A modifier priced at 1x: the session's cost is a floor from here on.
+            if call.modifiers_unpriced {
+                self.priced_exact = false;
             }
             if origin.is_some() {
                 self.accounted.push(call);

@@ -11,13 +11,15 @@
 use serde_json::Value;
 
 use super::reader::{Said, count};
-use crate::tokens::TokenRecord;
+use crate::tokens::{Modifiers, TokenRecord};
 
 /// What an Anthropic response said so far.
 #[derive(Debug, Default)]
 pub(super) struct Messages {
     pub(super) said: Said,
     counts: Option<Counts>,
+    /// Fast mode or US-only inference, stated by any usage object of the response.
+    modifiers: Modifiers,
 }
 
 /// The usage fields as Anthropic names them, each the largest value seen.
@@ -68,6 +70,9 @@ impl Messages {
         if !usage.is_object() {
             return;
         }
+        let stated =
+            Modifiers::from_anthropic(usage["speed"].as_str(), usage["inference_geo"].as_str());
+        self.modifiers = self.modifiers.union(stated);
         let counts = self.counts.get_or_insert_with(Counts::default);
         let split = &usage["cache_creation"];
         let fields = [
@@ -90,12 +95,14 @@ impl Messages {
         // total has beyond the split is too.
         let write_1h = counts.write_1h;
         let write_5m = counts.write_5m.max(counts.cache_write.saturating_sub(write_1h));
-        Some(TokenRecord::from_anthropic(
+        let mut record = TokenRecord::from_anthropic(
             counts.input,
             counts.cache_read,
             write_5m,
             write_1h,
             counts.output,
-        ))
+        );
+        record.modifiers = self.modifiers;
+        Some(record)
     }
 }

@@ -13,6 +13,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 
+pub mod corrections;
+
+pub use corrections::Corrections;
+
 /// Prices in USD per token for one model.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Prices {

@@ -37,7 +37,7 @@ use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
 use super::{Block, Call, Event, FileRole, FormatError, Parser, json_record, parse_timestamp};
-use crate::tokens::TokenRecord;
+use crate::tokens::{Modifiers, TokenRecord};
 
 /// Parses one Claude Code session's transcripts (the main file and its subagents' files).
 #[derive(Debug, Default)]
@@ -57,6 +57,8 @@ struct Seen {
     /// A main-file, non-sidechain copy was seen: replays elsewhere are ignored.
     main: bool,
     counters: Counters,
+    /// Fast mode, US-only inference: any line of the message stating one counts.
+    modifiers: Modifiers,
     model: Option<String>,
     at_ms: Option<i64>,
 }
@@ -137,6 +139,12 @@ struct Usage {
     cache_read_input_tokens: Option<u64>,
     #[serde(default)]
     cache_creation: Option<CacheCreation>,
+    /// `standard` or `fast` (fast mode, billed at a multiple of the standard price).
+    #[serde(default)]
+    speed: Option<String>,
+    /// `us` for US-only inference (1.1x); empty or `global` otherwise.
+    #[serde(default)]
+    inference_geo: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -230,6 +238,8 @@ impl ClaudeParser {
             return Err(FormatError("claude: assistant record without message.usage".to_owned()));
         };
         let counters = usage.counters()?;
+        let modifiers =
+            Modifiers::from_anthropic(usage.speed.as_deref(), usage.inference_geo.as_deref());
         // Fallbacks for gateways that send no message id: the request id still groups a
         // message's lines; a line's own uuid at least never merges two calls.
         let Some(key) = message
@@ -248,6 +258,7 @@ impl ClaudeParser {
             Some(seen) => {
                 seen.main |= is_main;
                 seen.counters = seen.counters.max(counters);
+                seen.modifiers = seen.modifiers.union(modifiers);
                 seen.model = model.or(seen.model.take());
                 seen.at_ms = match (seen.at_ms, at_ms) {
                     (Some(a), Some(b)) => Some(a.min(b)),
@@ -256,7 +267,7 @@ impl ClaudeParser {
                 seen.clone()
             }
             None => {
-                let seen = Seen { main: is_main, counters, model, at_ms };
+                let seen = Seen { main: is_main, counters, modifiers, model, at_ms };
                 self.calls.insert(key.clone(), seen.clone());
                 seen
             }
@@ -270,6 +281,7 @@ impl ClaudeParser {
             c.output,
         );
         token_record.model = seen.model;
+        token_record.modifiers = seen.modifiers;
         out.push(Event::Call(Call {
             key: key.clone(),
             record: token_record,

@@ -274,6 +274,7 @@ fn write_session(
             source: Source::Transcript,
             cost: priced.cost,
             cost_stated: priced.stated,
+            modifiers_unpriced: priced.modifiers_unpriced,
             key: Some(c.key.clone()),
             in_turn: true,
         });

@@ -266,6 +266,7 @@ fn relay_call(record: TokenRecord, key: Option<&str>) -> AccountedCall {
         source: if key.is_some() { Source::Tap } else { Source::Agent },
         cost: Some(0.01),
         cost_stated: false,
+        modifiers_unpriced: false,
         key: key.map(String::from),
         in_turn: true,
     }

@@ -82,6 +82,7 @@ fn call(
             thought: output / 5,
             model: model.map(str::to_owned),
             stated_cost: None,
+            modifiers: Default::default(),
         },
         calls: 1,
         role: Role::Main,
@@ -89,6 +90,7 @@ fn call(
         source,
         cost,
         cost_stated: false,
+        modifiers_unpriced: false,
         key: None,
         in_turn: true,
     }
@@ -558,4 +560,33 @@ fn limits_per_day_and_per_hour() {
     assert_eq!(hours, [("2026-11-26 09:00", 80.0, 80.0), ("2026-11-26 10:00", 95.0, 95.0)]);
     assert_eq!(rows.len(), 4, "the 27th is after --until: {json}");
     assert_eq!(rows[0]["resetsAt"], "2026-11-26T14:00:00Z");
+}
+
+#[test]
+fn a_call_priced_without_its_modifier_is_not_exact() {
+    let mut l = Ledger::new("modifiers");
+    l.session("s-fast", "claude", None, None);
+    let opus = Some("claude-opus-4-6");
+    // Fast mode on Opus 4.6, priced with its 6x: exact.
+    let mut priced = call(opus, 1000, 100, Some(6.0), Source::Transcript);
+    priced.record.modifiers.fast = true;
+    // Fast mode on a model whose multiplier is unknown: priced at 1x, a floor.
+    let mut floor = call(Some("claude-sonnet-4-5"), 1000, 100, Some(1.0), Source::Transcript);
+    floor.record.modifiers.fast = true;
+    floor.modifiers_unpriced = true;
+    l.calls(
+        "s-fast",
+        "claude",
+        &[("2026-11-30T10:00:00Z", priced), ("2026-11-30T11:00:00Z", floor)],
+    );
+    let r = l.read(&opts(Group::Daily));
+    assert_eq!((r.totals.cost(), r.totals.exact_cost), (Some(7.0), 6.0));
+    let v = to_json(&r, &opts(Group::Daily));
+    assert_eq!(
+        (v["totals"]["cost"].as_f64(), v["totals"]["exactCost"].as_f64()),
+        (Some(7.0), Some(6.0))
+    );
+    // 6 of 7 exact: the EXACT column says 85%, not 100%.
+    let text = table(&r, false);
+    assert!(text.lines().any(|line| line.starts_with("TOTAL") && line.ends_with("85%")), "{text}");
 }

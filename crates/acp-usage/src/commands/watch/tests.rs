@@ -40,6 +40,7 @@ pub(crate) fn call(cost: Option<f64>) -> AccountedCall {
         source: Source::Tap,
         cost,
         cost_stated: false,
+        modifiers_unpriced: false,
         key: None,
         in_turn: true,
     }

@@ -107,6 +107,11 @@ const MIGRATIONS: &[&str] = &[
     CREATE UNIQUE INDEX limits_observation ON limits(provider, limit_id, window, source, at);
     CREATE INDEX limits_at ON limits(at);
     ",
+    // 4: the request modifiers a call was billed with (`fast`, `us_only`, comma-separated; NULL
+    // for a standard call), so a report can tell a fast-mode call's cost from a standard one's.
+    "
+    ALTER TABLE calls ADD COLUMN modifiers TEXT;
+    ",
 ];
 
 /// The version this build writes.
@@ -140,4 +145,33 @@ pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
     }
     tx.pragma_update(None, "user_version", VERSION)?;
     tx.commit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_3_ledger_gains_the_modifiers_column_and_keeps_its_calls() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        for sql in &MIGRATIONS[..3] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.execute_batch(
+            "PRAGMA user_version = 3;
+             INSERT INTO sessions(session_id, agent, first_seen, last_seen) VALUES ('s', 'a', 0, 0);
+             INSERT INTO calls(session, at, role, input, cache_read, cache_write_5m,
+                 cache_write_1h, output, thought, exact, source, origin)
+             VALUES (1, 0, 'main', 10, 0, 0, 0, 5, 0, 1, 'tap', 'relay');",
+        )
+        .unwrap();
+        migrate(&mut conn).unwrap();
+        assert_eq!(version(&conn).unwrap(), VERSION);
+        assert!(VERSION >= 4);
+        conn.execute("UPDATE calls SET modifiers = 'fast' WHERE input = 10", []).unwrap();
+        let (input, modifiers): (i64, Option<String>) = conn
+            .query_row("SELECT input, modifiers FROM calls", [], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap();
+        assert_eq!((input, modifiers.as_deref()), (10, Some("fast")));
+    }
 }

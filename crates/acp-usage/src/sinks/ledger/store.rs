@@ -289,7 +289,7 @@ impl Store {
                 self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             const COLS: &str = "session, turn, at, role, model, provider, input, cache_read,
                 cache_write_5m, cache_write_1h, output, thought, calls, cost, cost_stated, exact,
-                source, origin, key";
+                source, origin, key, modifiers";
             tx.execute_batch(
                 "CREATE TEMP TABLE IF NOT EXISTS orphan AS SELECT * FROM calls WHERE 0;
                  DELETE FROM temp.orphan;",
@@ -446,9 +446,9 @@ fn insert_calls(
     let mut stmt = tx.prepare_cached(
         "INSERT OR IGNORE INTO calls(session, turn, at, role, model, provider, input, cache_read,
             cache_write_5m, cache_write_1h, output, thought, calls, cost, cost_stated, exact,
-            source, origin, key, provisional)
+            source, origin, key, provisional, modifiers)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
-                 ?19, ?20)",
+                 ?19, ?20, ?21)",
     )?;
     let origin = match origin {
         Origin::Relay => "relay",
@@ -479,6 +479,7 @@ fn insert_calls(
             origin,
             c.key,
             provisional,
+            r.modifiers.to_text(),
         ])?;
     }
     Ok(added)
@@ -498,6 +499,7 @@ mod tests {
             source: Source::Tap,
             cost: Some(input as f64 * 1e-6),
             cost_stated: false,
+            modifiers_unpriced: false,
             key: key.map(str::to_string),
             in_turn: true,
         }
@@ -516,6 +518,31 @@ mod tests {
             .prepare("SELECT input, provisional IS NOT NULL FROM calls ORDER BY input")
             .unwrap();
         stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect()
+    }
+
+    #[test]
+    fn a_calls_modifiers_and_their_exactness_are_stored() {
+        let path = scratch("modifiers");
+        let s = SessionRef { id: "S".into(), agent: "claude".into() };
+        let mut store = Store::open(&path).unwrap();
+        let mut fast = call(100, Some("msg_fast"));
+        fast.record.modifiers.fast = true;
+        // A fast call on a model whose multiplier is unknown: priced at 1x, not exact.
+        let mut unknown = call(200, Some("msg_unknown"));
+        unknown.record.modifiers.fast = true;
+        unknown.modifiers_unpriced = true;
+        store.provisional(&s, &[call(50, Some("msg_std")), fast, unknown], 1).unwrap();
+        let mut stmt = store
+            .conn()
+            .prepare("SELECT input, modifiers, exact FROM calls ORDER BY input")
+            .unwrap();
+        let rows: Vec<(i64, Option<String>, bool)> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let fast = Some("fast".to_string());
+        assert_eq!(rows, [(50, None, true), (100, fast.clone(), true), (200, fast, false)]);
     }
 
     #[test]

@@ -346,6 +346,7 @@ mod tests {
             source: Source::Tap,
             cost: Some(0.5),
             cost_stated: false,
+            modifiers_unpriced: false,
             key: None,
             in_turn: true,
         }
