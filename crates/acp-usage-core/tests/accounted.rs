@@ -134,7 +134,10 @@ fn a_fast_mode_call_costs_its_multiple_and_stays_exact() {
     fast.begin_turn();
     fast.tap_call(opus(true), Some("msg_f".into()), Role::Main, &cx);
     standard.end_turn(&cx).expect("a turn");
-    fast.end_turn(&cx).expect("a turn");
+    let turn = fast.end_turn(&cx).expect("a turn");
+    // The turn's `_meta` names the modifier; the call stays under its model.
+    assert!(turn.modifiers.fast && !turn.modifiers.us_only);
+    assert_eq!(turn.model.as_deref(), Some("claude-opus-4-6"));
     let s = standard.take_accounted().remove(0);
     let f = fast.take_accounted().remove(0);
     assert!((f.cost.unwrap() - 6.0 * s.cost.unwrap()).abs() < 1e-12);

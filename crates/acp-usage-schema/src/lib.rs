@@ -188,6 +188,10 @@ pub struct TurnUsageMeta {
     /// The turn's cost in USD, when it could be priced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<f64>,
+    /// Request modifiers some call of the turn was billed with (`fast`: fast mode, `us_only`:
+    /// US-only inference), priced with their multipliers; absent for standard calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub modifiers: Vec<String>,
     /// The turn's counts by the role of the calls (`main`, `subagent`, `side`), when the calls
     /// are known one by one.
     #[serde(default, skip_serializing_if = "Option::is_none")]

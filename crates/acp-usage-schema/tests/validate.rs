@@ -578,6 +578,7 @@ fn what_acp_usage_writes_validates() {
         calls: Some(2),
         model: Some("gpt-5.2-codex".into()),
         cost: Some(0.0123),
+        modifiers: vec!["fast".into()],
         roles: Some([("main".to_string(), our_breakdown(None))].into_iter().collect()),
         agent: None,
     };

@@ -468,10 +468,7 @@ mod tests {
         // A tier the file has is kept as the file has it.
         let p = catalog.get("claude-sonnet-4-5-20250929").unwrap().prices.clone().unwrap();
         let t = p.tier.unwrap();
-        assert_eq!(
-            (t.prices.input, t.prices.output, t.prices.cache_read),
-            (7e-6, 3e-5, None)
-        );
+        assert_eq!((t.prices.input, t.prices.output, t.prices.cache_read), (7e-6, 3e-5, None));
         // Models the file lacks keep the embedded (corrected) entries.
         assert!(
             catalog

@@ -20,7 +20,7 @@ pub use accounted::{AccountedCall, Priced, price_call};
 pub use types::{Carried, Role, RoleTotals, Snapshot, TurnReport, TurnUsage};
 
 use crate::catalog::Catalog;
-use crate::tokens::{Source, TokenRecord, TokenTotals};
+use crate::tokens::{Modifiers, Source, TokenRecord, TokenTotals};
 
 /// Everything the account needs from outside to price and size a session.
 #[derive(Debug, Clone, Copy)]
@@ -736,7 +736,18 @@ impl Account {
         }
         totals.calls = calls.unwrap_or(totals.calls);
         let model = records.iter().rev().find_map(|r| r.model.clone()).or(self.seen_model.clone());
-        Some(TurnUsage { totals, cache_known, thought_known, source, calls, model, cost, roles })
+        let modifiers = records.iter().fold(Modifiers::default(), |m, r| m.union(r.modifiers));
+        Some(TurnUsage {
+            totals,
+            cache_known,
+            thought_known,
+            source,
+            calls,
+            model,
+            cost,
+            roles,
+            modifiers,
+        })
     }
 }
 

@@ -1,7 +1,7 @@
 //! What the account answers: per-turn usage, session snapshots, and what a session carries
 //! across runs.
 
-use crate::tokens::{Source, TokenRecord, TokenTotals};
+use crate::tokens::{Modifiers, Source, TokenRecord, TokenTotals};
 
 /// Who made a model call (DESIGN.md "The numbers"): only main-agent calls set `used`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -76,6 +76,8 @@ pub struct TurnUsage {
     pub cost: Option<f64>,
     /// The counts by the role of the calls, when exact calls are known.
     pub roles: RoleTotals,
+    /// Every request modifier a call of the turn was billed with (fast mode, US-only).
+    pub modifiers: Modifiers,
 }
 
 /// A point-in-time view of a session, rendered into a `usage_update`.

@@ -247,6 +247,7 @@ pub fn turn_usage(turn: &TurnUsage, agent: Option<Value>) -> Value {
         calls: turn.calls,
         model: turn.model.clone(),
         cost: turn.cost.map(round_usd),
+        modifiers: turn.modifiers.names().into_iter().map(str::to_string).collect(),
         roles: (!turn.roles.roles.is_empty()).then(|| {
             let breakdown = |t: &acp_usage_core::TokenTotals| UsageBreakdown {
                 total_tokens: t.total(),

@@ -276,3 +276,36 @@ fn absurd_counts_are_bounded() {
     assert_eq!(record.output, 12);
     assert!(record.input >= record.cache_read + record.cache_write());
 }
+
+#[test]
+fn fast_mode_and_us_only_inference_are_read_from_the_usage() {
+    // Streamed: `message_start` states the speed and geo; the final delta repeats neither.
+    let mut stated = usage(false);
+    stated["speed"] = json!("fast");
+    stated["inference_geo"] = json!("us");
+    let body = sse(&typed(&mock_stream(&stated)), "\n");
+    let (_, observed) = read_all_ways(
+        Api::AnthropicMessages,
+        Some("text/event-stream"),
+        &request(true),
+        &body,
+        200,
+    );
+    let modifiers = observed.expect("usage").record.modifiers;
+    assert_eq!(modifiers, crate::Modifiers { fast: true, us_only: true });
+    // A JSON body at standard speed with an empty geo: no modifier.
+    let mut standard = usage(false);
+    standard["speed"] = json!("standard");
+    standard["inference_geo"] = json!("");
+    let body = json!({"id": "msg_1", "type": "message", "model": "claude-opus-4-6",
+        "content": [], "stop_reason": "end_turn", "usage": standard})
+    .to_string();
+    let (_, observed) = read_all_ways(
+        Api::AnthropicMessages,
+        Some("application/json"),
+        &request(false),
+        body.as_bytes(),
+        200,
+    );
+    assert!(observed.expect("usage").record.modifiers.is_empty());
+}

@@ -167,7 +167,7 @@ mod tests {
         .unwrap();
         migrate(&mut conn).unwrap();
         assert_eq!(version(&conn).unwrap(), VERSION);
-        assert!(VERSION >= 4);
+        const { assert!(VERSION >= 4) };
         conn.execute("UPDATE calls SET modifiers = 'fast' WHERE input = 10", []).unwrap();
         let (input, modifiers): (i64, Option<String>) = conn
             .query_row("SELECT input, modifiers FROM calls", [], |r| Ok((r.get(0)?, r.get(1)?)))
