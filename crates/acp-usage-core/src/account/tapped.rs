@@ -10,7 +10,7 @@
 //! side call.
 
 use super::Role;
-use crate::tokens::{Source, TokenRecord};
+use crate::tokens::{Modifiers, Source, TokenRecord};
 
 /// One call the tap saw: its record, the provider's id, and the role the tap's attribution
 /// gave it.
@@ -34,6 +34,9 @@ pub(super) fn merge(
     let covered = others.iter().any(|(_, _, role)| *role != Role::Side);
     let mut roles: Vec<Option<Role>> = vec![None; tap.len()];
     let mut other_keys: Vec<Option<String>> = vec![None; tap.len()];
+    // Modifiers either source stated: a transcript may say `fast` where the tap's copy of the
+    // response did not (a gateway rewriting usage), and the call was billed so either way.
+    let mut other_modifiers = vec![Modifiers::default(); tap.len()];
     let mut only_others = Vec::new();
     let mut only_keys = Vec::new();
     for (k, (rec, source, role)) in others.into_iter().enumerate() {
@@ -46,6 +49,7 @@ pub(super) fn merge(
             Some(i) => {
                 roles[i] = Some(role);
                 other_keys[i] = key.map(str::to_string);
+                other_modifiers[i] = rec.modifiers;
             }
             None => {
                 only_others.push((rec, source, role));
@@ -59,12 +63,14 @@ pub(super) fn merge(
     let mut out: Vec<(TokenRecord, Source, Role)> = tap
         .into_iter()
         .zip(roles)
-        .map(|((rec, _, guessed), known)| {
+        .zip(other_modifiers)
+        .map(|(((mut rec, _, guessed), known), modifiers)| {
             let role = match known {
                 Some(role) => role,
                 None if covered => Role::Side,
                 None => guessed,
             };
+            rec.modifiers = rec.modifiers.union(modifiers);
             (rec, Source::Tap, role)
         })
         .collect();
@@ -115,6 +121,16 @@ mod tests {
         // Without another source the tap's own attribution stands.
         let (merged, _) = merge(vec![(rec(120, 4), None, Role::Main)], Vec::new(), &[]);
         assert_eq!(merged[0].2, Role::Main);
+    }
+
+    #[test]
+    fn a_modifier_either_source_stated_stays_on_the_merged_call() {
+        let tap = vec![(rec(100, 10), Some("msg_a".to_owned()), Role::Main)];
+        let mut fast = rec(100, 10);
+        fast.modifiers.fast = true;
+        let (merged, _) =
+            merge(tap, vec![(fast, Source::Transcript, Role::Main)], &[Some("msg_a".into())]);
+        assert_eq!((merged[0].1, merged[0].0.modifiers.fast), (Source::Tap, true));
     }
 
     #[test]
