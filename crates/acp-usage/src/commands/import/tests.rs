@@ -439,3 +439,34 @@ fn since_accepts_a_date_or_a_time() {
     assert_eq!(super::thousands(1_234_567), "1,234,567");
     assert_eq!(super::count(1, "call"), "1 call");
 }
+
+#[test]
+fn fast_mode_calls_are_imported_with_their_modifiers_and_multiplied_cost() {
+    let home = Home::new("fast");
+    let dir = home.home().join(".claude/projects/-tmp-fast");
+    copy(&core_fixture("claude/fast-mode.jsonl"), &dir.join(format!("{CLAUDE_SESSION}.jsonl")));
+    let mut store = home.ledger();
+    let opts = ImportOptions { agents: vec![profile("claude")], ..ImportOptions::default() };
+    run(&mut store, &home.locations(), &opts);
+    let mut stmt = store
+        .conn()
+        .prepare("SELECT model, modifiers, cost, exact FROM calls ORDER BY id")
+        .unwrap();
+    let rows: Vec<(String, Option<String>, f64, bool)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    // Opus 4.6 fast: 6x its standard $0.00885, under its own model, exact.
+    assert_eq!(
+        (rows[0].0.as_str(), rows[0].1.as_deref(), rows[0].3),
+        ("claude-opus-4-6", Some("fast"), true)
+    );
+    assert!((rows[0].2 - 6.0 * 0.00885).abs() < 1e-9, "{rows:?}");
+    assert_eq!(
+        (rows[1].0.as_str(), rows[1].1.as_deref()),
+        ("claude-opus-4-8", Some("fast,us_only"))
+    );
+    assert!(rows[1].3);
+}
