@@ -170,6 +170,16 @@ fn models_command_prints_json_lines() {
     assert_eq!(v["usd_per_million_tokens"]["input"], 1.25);
     assert_eq!(v["long_context"]["threshold"], 200_000);
     assert_eq!(v["long_context"]["output"], 15.0);
+    assert_eq!(v["multipliers"], serde_json::json!({"fast": null, "us_only": null}));
+    // The corrections' long-context tier of Sonnet 4.5 and Opus 4.6's fast-mode multiplier.
+    let out = acp_usage(&["models", "--json", "claude-"]);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let find = |id: &str| -> serde_json::Value {
+        let key = format!("\"id\":\"{id}\"");
+        serde_json::from_str(stdout.lines().find(|l| l.contains(&key)).unwrap()).unwrap()
+    };
+    assert_eq!(find("claude-sonnet-4-5")["long_context"]["input"], 6.0);
+    assert_eq!(find("claude-opus-4-6")["multipliers"]["fast"], 6.0);
 }
 
 #[test]

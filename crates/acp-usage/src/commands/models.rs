@@ -8,6 +8,7 @@
 use std::io::{self, Write};
 use std::process::ExitCode;
 
+use acp_usage_core::catalog::Corrections;
 use acp_usage_core::pricing::prices_for_prompt;
 use acp_usage_core::{Catalog, ModelInfo, Prices};
 use serde_json::{Value, json};
@@ -168,10 +169,18 @@ fn write_json(models: &[&ModelInfo]) -> io::Result<()> {
             "max_output": m.max_output,
             "usd_per_million_tokens": prices,
             "long_context": long_context,
+            "multipliers": multipliers_json(&m.id),
         });
         writeln!(out, "{line}")?;
     }
     out.flush()
+}
+
+/// The request modifiers' multipliers the corrections file knows for the model (`null` each
+/// when unknown: such a call is priced at 1x and is not exact).
+fn multipliers_json(id: &str) -> Value {
+    let c = Corrections::embedded();
+    json!({"fast": c.multiplier(id, true), "us_only": c.multiplier(id, false)})
 }
 
 fn price_json(p: &Prices) -> Value {
