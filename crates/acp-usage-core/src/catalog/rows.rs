@@ -1,0 +1,76 @@
+//! The embedded catalog as a static table, compiled from catalog.tsv by the crate's build.rs.
+//!
+//! The table is sorted by id and searched in place, so start-up parses and allocates nothing.
+//! A row becomes a [`ModelInfo`] (owned strings, the type every caller reads) the first time it
+//! is looked up, once per process: a relay looks up a handful of models, not 3,000.
+
+use std::sync::OnceLock;
+
+use super::{ModelInfo, Prices, Tier};
+
+/// id, provider, window, max output, prices.
+pub(super) struct Row(&'static str, &'static str, Option<u64>, Option<u64>, Option<RowPrices>);
+
+/// input, output, cache read, 5-minute write, 1-hour write, long-context tier.
+pub(super) struct RowPrices(f64, f64, Option<f64>, Option<f64>, Option<f64>, Option<RowTier>);
+
+/// threshold, input, output, cache read, 5-minute write, 1-hour write.
+pub(super) struct RowTier(u64, f64, f64, Option<f64>, Option<f64>, Option<f64>);
+
+include!(concat!(env!("OUT_DIR"), "/catalog_rows.rs"));
+
+/// Each row as a [`ModelInfo`], made on first use. Empty cells cost nothing at start-up (the
+/// array is zeroed memory the kernel maps on demand).
+static INFOS: [OnceLock<ModelInfo>; COUNT] = [const { OnceLock::new() }; COUNT];
+
+/// Number of rows.
+pub(super) fn len() -> usize {
+    COUNT
+}
+
+/// The row with exactly this id.
+pub(super) fn find(id: &str) -> Option<usize> {
+    ROWS.binary_search_by(|row| row.0.cmp(id)).ok()
+}
+
+/// The id of row `i`.
+pub(super) fn id(i: usize) -> &'static str {
+    ROWS[i].0
+}
+
+/// Row `i` as a [`ModelInfo`].
+pub(super) fn info(i: usize) -> &'static ModelInfo {
+    INFOS[i].get_or_init(|| {
+        let Row(id, provider, max_input, max_output, prices) = &ROWS[i];
+        ModelInfo {
+            id: (*id).to_owned(),
+            provider: (*provider).to_owned(),
+            max_input: *max_input,
+            max_output: *max_output,
+            prices: prices.as_ref().map(|p| {
+                let RowPrices(input, output, cache_read, cache_write_5m, cache_write_1h, tier) = p;
+                Prices {
+                    input: *input,
+                    output: *output,
+                    cache_read: *cache_read,
+                    cache_write_5m: *cache_write_5m,
+                    cache_write_1h: *cache_write_1h,
+                    tier: tier.as_ref().map(|t| {
+                        let RowTier(threshold, input, output, read, write_5m, write_1h) = t;
+                        Tier {
+                            threshold: *threshold,
+                            prices: Box::new(Prices {
+                                input: *input,
+                                output: *output,
+                                cache_read: *read,
+                                cache_write_5m: *write_5m,
+                                cache_write_1h: *write_1h,
+                                tier: None,
+                            }),
+                        }
+                    }),
+                }
+            }),
+        }
+    })
+}
