@@ -8,8 +8,12 @@ use std::sync::OnceLock;
 
 use super::{ModelInfo, Prices, Tier};
 
-/// id, provider, window, max output, prices.
-pub(super) struct Row(&'static str, &'static str, Option<u64>, Option<u64>, Option<RowPrices>);
+/// id, provider (each a span of [`STRINGS`]), window, max output, prices. No field is a
+/// pointer, so the table needs no relocation when the binary is loaded (see build.rs).
+pub(super) struct Row(Span, Span, Option<u64>, Option<u64>, Option<RowPrices>);
+
+/// Offset and length of a string in [`STRINGS`].
+type Span = (u32, u16);
 
 /// input, output, cache read, 5-minute write, 1-hour write, long-context tier.
 pub(super) struct RowPrices(f64, f64, Option<f64>, Option<f64>, Option<f64>, Option<RowTier>);
@@ -28,14 +32,19 @@ pub(super) fn len() -> usize {
     COUNT
 }
 
+/// The string at `span`.
+fn text((at, len): Span) -> &'static str {
+    &STRINGS[at as usize..at as usize + len as usize]
+}
+
 /// The row with exactly this id.
 pub(super) fn find(id: &str) -> Option<usize> {
-    ROWS.binary_search_by(|row| row.0.cmp(id)).ok()
+    ROWS.binary_search_by(|row| text(row.0).cmp(id)).ok()
 }
 
 /// The id of row `i`.
 pub(super) fn id(i: usize) -> &'static str {
-    ROWS[i].0
+    text(ROWS[i].0)
 }
 
 /// Row `i` as a [`ModelInfo`].
@@ -43,8 +52,8 @@ pub(super) fn info(i: usize) -> &'static ModelInfo {
     INFOS[i].get_or_init(|| {
         let Row(id, provider, max_input, max_output, prices) = &ROWS[i];
         ModelInfo {
-            id: (*id).to_owned(),
-            provider: (*provider).to_owned(),
+            id: text(*id).to_owned(),
+            provider: text(*provider).to_owned(),
             max_input: *max_input,
             max_output: *max_output,
             prices: prices.as_ref().map(|p| {
