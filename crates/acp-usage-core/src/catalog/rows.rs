@@ -4,7 +4,8 @@
 //! A row becomes a [`ModelInfo`] (owned strings, the type every caller reads) the first time it
 //! is looked up, once per process: a relay looks up a handful of models, not 3,000.
 
-use std::sync::OnceLock;
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
 
 use super::{ModelInfo, Prices, Tier};
 
@@ -23,9 +24,10 @@ pub(super) struct RowTier(u64, f64, f64, Option<f64>, Option<f64>, Option<f64>);
 
 include!(concat!(env!("OUT_DIR"), "/catalog_rows.rs"));
 
-/// Each row as a [`ModelInfo`], made on first use. Empty cells cost nothing at start-up (the
-/// array is zeroed memory the kernel maps on demand).
-static INFOS: [OnceLock<ModelInfo>; COUNT] = [const { OnceLock::new() }; COUNT];
+/// The rows made into a [`ModelInfo`] so far, by index. Each is leaked on purpose: it lives as
+/// long as the table, and there are at most [`COUNT`]. A map rather than an array of
+/// `OnceLock`s, which would put 600 KB of initialised data in the binary for the loader to map.
+static INFOS: Mutex<BTreeMap<usize, &'static ModelInfo>> = Mutex::new(BTreeMap::new());
 
 /// Number of rows.
 pub(super) fn len() -> usize {
@@ -49,37 +51,41 @@ pub(super) fn id(i: usize) -> &'static str {
 
 /// Row `i` as a [`ModelInfo`].
 pub(super) fn info(i: usize) -> &'static ModelInfo {
-    INFOS[i].get_or_init(|| {
-        let Row(id, provider, max_input, max_output, prices) = &ROWS[i];
-        ModelInfo {
-            id: text(*id).to_owned(),
-            provider: text(*provider).to_owned(),
-            max_input: *max_input,
-            max_output: *max_output,
-            prices: prices.as_ref().map(|p| {
-                let RowPrices(input, output, cache_read, cache_write_5m, cache_write_1h, tier) = p;
-                Prices {
-                    input: *input,
-                    output: *output,
-                    cache_read: *cache_read,
-                    cache_write_5m: *cache_write_5m,
-                    cache_write_1h: *cache_write_1h,
-                    tier: tier.as_ref().map(|t| {
-                        let RowTier(threshold, input, output, read, write_5m, write_1h) = t;
-                        Tier {
-                            threshold: *threshold,
-                            prices: Box::new(Prices {
-                                input: *input,
-                                output: *output,
-                                cache_read: *read,
-                                cache_write_5m: *write_5m,
-                                cache_write_1h: *write_1h,
-                                tier: None,
-                            }),
-                        }
-                    }),
-                }
-            }),
-        }
-    })
+    let mut made = INFOS.lock().unwrap_or_else(PoisonError::into_inner);
+    made.entry(i).or_insert_with(|| Box::leak(Box::new(make(i))))
+}
+
+/// Row `i` made into a [`ModelInfo`].
+fn make(i: usize) -> ModelInfo {
+    let Row(id, provider, max_input, max_output, prices) = &ROWS[i];
+    ModelInfo {
+        id: text(*id).to_owned(),
+        provider: text(*provider).to_owned(),
+        max_input: *max_input,
+        max_output: *max_output,
+        prices: prices.as_ref().map(|p| {
+            let RowPrices(input, output, cache_read, cache_write_5m, cache_write_1h, tier) = p;
+            Prices {
+                input: *input,
+                output: *output,
+                cache_read: *cache_read,
+                cache_write_5m: *cache_write_5m,
+                cache_write_1h: *cache_write_1h,
+                tier: tier.as_ref().map(|t| {
+                    let RowTier(threshold, input, output, read, write_5m, write_1h) = t;
+                    Tier {
+                        threshold: *threshold,
+                        prices: Box::new(Prices {
+                            input: *input,
+                            output: *output,
+                            cache_read: *read,
+                            cache_write_5m: *write_5m,
+                            cache_write_1h: *write_1h,
+                            tier: None,
+                        }),
+                    }
+                }),
+            }
+        }),
+    }
 }
