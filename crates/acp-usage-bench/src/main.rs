@@ -43,8 +43,8 @@ const STARTUP: &str = "startup";
 /// for its first 4 MB; run once).
 ///
 /// startup: the `initialize` round trip from spawn, the agent alone and through acp-usage (as
-/// it starts, and with `--tap off`; the bench agent has the generic profile, untapped either
-/// way), 50 rounds (quick: 20) times --runs.
+/// it starts, with `--tap off`, and without its guard process; the bench agent has the generic
+/// profile, untapped either way), 50 rounds (quick: 20) times --runs.
 ///
 /// tap (in this process, nothing to build): an LLM upstream on 127.0.0.1 answered directly and
 /// through acp-usage's LLM-API tap, interleaved: time to first byte of 2,000 small calls, MB/s
@@ -412,7 +412,23 @@ fn run_startup(args: &Args, runs: usize) -> anyhow::Result<()> {
         },
         Subject {
             name: "acp-usage --tap off",
-            target: target(vec![path, "--tap".into(), "off".into(), "--".into(), agent]),
+            target: target(vec![
+                path.clone(),
+                "--tap".into(),
+                "off".into(),
+                "--".into(),
+                agent.clone(),
+            ]),
+        },
+        // Without the guard process between acp-usage and the agent (a second start of the
+        // acp-usage executable): what the guard costs.
+        Subject {
+            name: "acp-usage, ACP_USAGE_GUARD=0",
+            target: Target {
+                env: [target(Vec::new()).env, vec![("ACP_USAGE_GUARD".into(), "0".into())]]
+                    .concat(),
+                ..target(vec![path, "--".into(), agent])
+            },
         },
     ];
     let rounds = if args.quick { 20 } else { 50 } * runs;
