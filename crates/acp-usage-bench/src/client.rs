@@ -94,6 +94,22 @@ pub fn run(target: &Target, scenario: &Scenario) -> anyhow::Result<Measurement> 
     }
 }
 
+/// Time from starting `target` to the response to its `initialize`: what an editor waits for
+/// before its first answer, process start-up (the relay's and the agent's) included.
+pub fn initialize_round_trip(target: &Target) -> anyhow::Result<Duration> {
+    let start = Instant::now();
+    let mut conn = Conn::spawn(target)?;
+    let res = conn.send(INITIALIZE).and_then(|()| conn.response(0).context("initialize"));
+    let took = start.elapsed();
+    let exit = conn.close();
+    res.map_err(|e| e.context(format!("the command {exit}")))?;
+    Ok(took)
+}
+
+/// The client's `initialize` request (id 0).
+const INITIALIZE: &[u8] = br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}
+"#;
+
 /// A spawned command and the client's side of its pipes.
 struct Conn {
     child: Child,
@@ -228,10 +244,7 @@ impl Conn {
 
     /// `initialize`, then `sessions` `session/new`s sent together (ids 1..=sessions).
     fn handshake(&mut self, sessions: u32) -> anyhow::Result<()> {
-        self.send(
-            br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}
-"#,
-        )?;
+        self.send(INITIALIZE)?;
         self.response(0).context("initialize")?;
         let mut batch = String::new();
         for i in 1..=sessions {

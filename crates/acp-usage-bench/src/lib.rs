@@ -1,7 +1,8 @@
 //! The benchmark of acp-usage: a synthetic ACP agent and client of the project's own, a raw
 //! byte-copy relay, and the runner that puts acp-usage side by side with them; and the LLM-API
 //! tap's benchmark ([`tap`]), in process, against a direct HTTP connection; and the ledger's
-//! ([`ledger`]): calls/s it records, and what a write costs the relay.
+//! ([`ledger`]): calls/s it records, and what a write costs the relay; and the start-up one
+//! ([`startup`]): the `initialize` round trip from spawn, with and without acp-usage.
 //!
 //! The binaries are thin: `bench-agent` ([`agent`]), `bench-raw-relay` (a byte copy that parses
 //! nothing), `bench-client` (one scenario against any command) and `acp-usage-bench` (the
@@ -14,6 +15,7 @@ pub mod ledger;
 pub mod linebuf;
 pub mod procfs;
 pub mod scenario;
+pub mod startup;
 pub mod stats;
 pub mod tap;
 pub mod wire;

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use acp_usage_bench::client::{self, Measurement, Target};
 use acp_usage_bench::scenario::{Kind, NAMES, Scenario};
+use acp_usage_bench::startup::{self, Subject};
 use acp_usage_bench::stats::{median, percentile, thousands};
 use acp_usage_bench::tap::{self, TapOptions};
 use clap::Parser;
@@ -27,6 +28,8 @@ const RELAYS: [&str; 6] = ["direct", "raw-copy", "acp-usage", "no-ledger", "otlp
 const TAP: &str = "tap";
 /// The ledger benchmark's name among the scenarios.
 const LEDGER: &str = "ledger";
+/// The start-up benchmark's name among the scenarios.
+const STARTUP: &str = "startup";
 
 /// Side-by-side benchmark of acp-usage: a synthetic ACP agent streams through no relay
 /// ("direct", the client+agent ceiling), a raw byte copy (the physical limit of a relay),
@@ -38,6 +41,10 @@ const LEDGER: &str = "ledger";
 /// lines), rtt (2,000 round trips), sessions (100 sessions interleaving prompts), load
 /// (session/load replaying 100,000 messages), slow (an editor reading a 64 MiB burst at 1 MB/s
 /// for its first 4 MB; run once).
+///
+/// startup: the `initialize` round trip from spawn, the agent alone and through acp-usage (as
+/// it starts, with `--tap off`, and without its guard process; the bench agent has the generic
+/// profile, untapped either way), 50 rounds (quick: 20) times --runs.
 ///
 /// tap (in this process, nothing to build): an LLM upstream on 127.0.0.1 answered directly and
 /// through acp-usage's LLM-API tap, interleaved: time to first byte of 2,000 small calls, MB/s
@@ -58,7 +65,7 @@ struct Args {
     #[arg(long, value_name = "RELAY", value_delimiter = ',')]
     only: Vec<String>,
     /// Only these scenarios (comma-separated): small, large-64k, large-1m, large-16m, rtt,
-    /// sessions, load, slow, tap, ledger.
+    /// sessions, load, slow, startup, tap, ledger.
     #[arg(long, value_name = "NAME", value_delimiter = ',')]
     scenario: Vec<String>,
     /// Only the LLM-API tap benchmark (with --scenario: those and the tap).
@@ -126,7 +133,7 @@ fn run(args: Args) -> anyhow::Result<bool> {
     let runs = if quick && args.runs == 5 { 1 } else { args.runs.max(1) };
     // The tap is measured in this process, apart from the relays; it runs after them.
     let mut names: Vec<&str> = match (args.scenario.is_empty(), args.tap, args.ledger) {
-        (true, false, false) => NAMES.iter().copied().chain([TAP, LEDGER]).collect(),
+        (true, false, false) => NAMES.iter().copied().chain([STARTUP, TAP, LEDGER]).collect(),
         (true, tap, ledger) => {
             [(tap, TAP), (ledger, LEDGER)].iter().filter(|(on, _)| *on).map(|(_, n)| *n).collect()
         }
@@ -140,18 +147,28 @@ fn run(args: Args) -> anyhow::Result<bool> {
     };
     let with_tap = names.contains(&TAP);
     let with_ledger = names.contains(&LEDGER);
-    names.retain(|n| *n != TAP && *n != LEDGER);
+    let with_startup = names.contains(&STARTUP);
+    names.retain(|n| *n != TAP && *n != LEDGER && *n != STARTUP);
     let scenarios = names
         .iter()
         .map(|n| {
             Scenario::by_name(n, quick).ok_or_else(|| {
-                anyhow::anyhow!("unknown scenario {n:?} (known: {}, {TAP})", NAMES.join(", "))
+                anyhow::anyhow!(
+                    "unknown scenario {n:?} (known: {}, {STARTUP}, {TAP}, {LEDGER})",
+                    NAMES.join(", ")
+                )
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let mut ok = true;
     if !scenarios.is_empty() {
         ok &= run_relays(&args, &scenarios, runs)?;
+    }
+    if with_startup {
+        if !scenarios.is_empty() {
+            println!();
+        }
+        run_startup(&args, runs)?;
     }
     if with_tap {
         if scenarios.is_empty() {
@@ -207,37 +224,8 @@ fn run_relays(args: &Args, scenarios: &[Scenario], runs: usize) -> anyhow::Resul
         args.only.is_empty() || name == "raw-copy" || args.only.iter().any(|o| o == name)
     };
 
+    let (bins, target_dir) = binaries(args, wanted("acp-usage"))?;
     let root = workspace_root();
-    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let bins = if cfg!(debug_assertions) {
-        eprintln!(
-            "note: this runner is a debug build; it measures the release binaries in target/release (use cargo run --release)"
-        );
-        target_dir.join("release")
-    } else {
-        std::env::current_exe()?
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| target_dir.join("release"))
-    };
-
-    if !args.no_build {
-        let mut cargo = vec!["build", "--release", "-p", "acp-usage-bench", "--bins"];
-        if args.acp_usage.is_none() && wanted("acp-usage") {
-            cargo.extend(["-p", "acp-usage"]);
-        }
-        eprintln!("building: cargo {}", cargo.join(" "));
-        let ok = Command::new(cargo_bin())
-            .args(&cargo)
-            .current_dir(&root)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            eprintln!("note: the build failed; using the binaries already in {}", bins.display());
-        }
-    }
     let agent = existing(bins.join("bench-agent"))?;
     let raw = existing(bins.join("bench-raw-relay"))?;
     let logs = target_dir.join("bench-logs");
@@ -358,6 +346,97 @@ fn run_relays(args: &Args, scenarios: &[Scenario], runs: usize) -> anyhow::Resul
     }
     // The conductor failing is a finding; acp-usage or the reference failing is a failure.
     Ok(!failed.keys().any(|(r, _)| *r != "conductor"))
+}
+
+/// The directory of the release binaries and the target directory, building them first
+/// unless `--no-build` (acp-usage too when `with_acp_usage` and no `--acp-usage` is given).
+fn binaries(args: &Args, with_acp_usage: bool) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let root = workspace_root();
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let bins = if cfg!(debug_assertions) {
+        eprintln!(
+            "note: this runner is a debug build; it measures the release binaries in target/release (use cargo run --release)"
+        );
+        target_dir.join("release")
+    } else {
+        std::env::current_exe()?
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| target_dir.join("release"))
+    };
+
+    if !args.no_build {
+        let mut cargo = vec!["build", "--release", "-p", "acp-usage-bench", "--bins"];
+        if args.acp_usage.is_none() && with_acp_usage {
+            cargo.extend(["-p", "acp-usage"]);
+        }
+        eprintln!("building: cargo {}", cargo.join(" "));
+        let ok = Command::new(cargo_bin())
+            .args(&cargo)
+            .current_dir(&root)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("note: the build failed; using the binaries already in {}", bins.display());
+        }
+    }
+    Ok((bins, target_dir))
+}
+
+/// The start-up benchmark: the agent alone, through acp-usage, and through it with the tap off.
+fn run_startup(args: &Args, runs: usize) -> anyhow::Result<()> {
+    let (bins, target_dir) = binaries(args, true)?;
+    let agent: OsString = existing(bins.join("bench-agent"))?.into();
+    let path: OsString =
+        existing(args.acp_usage.clone().unwrap_or_else(|| bins.join("acp-usage")))?.into();
+    let state = target_dir.join("bench-logs").join(format!("startup-{}", std::process::id()));
+    let target = |argv: Vec<OsString>| Target {
+        argv,
+        // As the relay scenarios run it: the ledger in a scratch directory, no state file.
+        env: vec![
+            ("ACP_USAGE_LEDGER".into(), state.join("ledger.db").into()),
+            ("ACP_USAGE_STATE_DIR".into(), "off".into()),
+        ],
+        stderr: None,
+        byte_exact: true,
+        measure: false,
+        timeout: Duration::from_secs(args.timeout),
+    };
+    let subjects = [
+        Subject { name: "direct", target: target(vec![agent.clone()]) },
+        Subject {
+            name: "acp-usage",
+            target: target(vec![path.clone(), "--".into(), agent.clone()]),
+        },
+        Subject {
+            name: "acp-usage --tap off",
+            target: target(vec![
+                path.clone(),
+                "--tap".into(),
+                "off".into(),
+                "--".into(),
+                agent.clone(),
+            ]),
+        },
+        // Without the guard process between acp-usage and the agent (a second start of the
+        // acp-usage executable): what the guard costs.
+        Subject {
+            name: "acp-usage, ACP_USAGE_GUARD=0",
+            target: Target {
+                env: [target(Vec::new()).env, vec![("ACP_USAGE_GUARD".into(), "0".into())]]
+                    .concat(),
+                ..target(vec![path, "--".into(), agent])
+            },
+        },
+    ];
+    let rounds = if args.quick { 20 } else { 50 } * runs;
+    eprintln!("start-up: {rounds} rounds of {} commands", subjects.len());
+    let times = startup::measure(&subjects, rounds);
+    let _ = std::fs::remove_dir_all(&state);
+    println!("{}", startup::table(&subjects, &times?));
+    Ok(())
 }
 
 fn workspace_root() -> PathBuf {

@@ -174,6 +174,8 @@ pub fn load_from(
     config: Option<(PathBuf, bool)>,
     catalog_arg: Option<&Path>,
 ) -> anyhow::Result<Config> {
+    // Copies nothing: the embedded catalog is a static table, and the layers below are kept
+    // as owned entries over it.
     let mut catalog = Catalog::embedded().clone();
     let mut default_window = DEFAULT_WINDOW;
     let mut config_file = None;

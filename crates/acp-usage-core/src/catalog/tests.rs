@@ -217,3 +217,52 @@ fn bare_mistral_ids_find_the_first_party_entry() {
     assert_eq!(id_of(c, "azure_ai/mistral-vibe-cli-latest"), None);
     assert_eq!(id_of(c, "mistral-vibe-cli"), None);
 }
+
+#[test]
+fn static_table_matches_the_parsed_file() {
+    // The build script's table and the runtime parser read catalog.tsv the same way.
+    let parsed = Catalog::parse_compact(Catalog::embedded_text()).unwrap();
+    assert_eq!(Catalog::embedded(), &parsed);
+    assert_eq!(Catalog::embedded().clone(), parsed);
+    assert_eq!(Catalog::embedded().len(), parsed.len());
+}
+
+#[test]
+fn layers_over_the_embedded_table() {
+    let base = Catalog::embedded();
+    let mut c = base.clone();
+    let patch = ModelPatch { output: Some(2e-5), ..ModelPatch::default() };
+    c.patch("claude-sonnet-4-5", &patch).unwrap();
+    c.insert(ModelInfo { id: "zz-mine".into(), ..ModelInfo::default() });
+    // The patched model is counted once and listed in its place; the rest is the table's.
+    assert_eq!(c.len(), base.len() + 1);
+    let ids: Vec<&str> = c.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids.len(), c.len());
+    assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    let sonnet = c.lookup("anthropic/claude-sonnet-4-5").unwrap();
+    let p = sonnet.prices.as_ref().unwrap();
+    assert_eq!((p.input, p.output), (3e-6, 2e-5));
+    assert_eq!(base.get("claude-sonnet-4-5").unwrap().prices.as_ref().unwrap().output, 1.5e-5);
+    let found = c.search("Claude-Sonnet-4-5");
+    let found = found.iter().find(|m| m.id == "claude-sonnet-4-5").unwrap();
+    assert_eq!(found.prices.as_ref().unwrap().output, 2e-5);
+    // Replacing an embedded model hands back the embedded entry.
+    let old = c.insert(ModelInfo { id: "gpt-5".into(), ..ModelInfo::default() }).unwrap();
+    assert!(old.prices.is_some());
+    assert_eq!(c.get("gpt-5").unwrap().prices, None);
+    assert_ne!(&c, base);
+    // A catalog merged over the table changes only the fields it knows.
+    let mut merged = base.clone();
+    let mut newer = Catalog::new();
+    newer.set_source("newer");
+    newer.insert(ModelInfo {
+        id: "claude-sonnet-4-5".into(),
+        max_input: Some(1_000_000),
+        ..ModelInfo::default()
+    });
+    merged.merge(newer);
+    let m = merged.get("claude-sonnet-4-5").unwrap();
+    assert_eq!((m.max_input, m.provider.as_str()), (Some(1_000_000), "anthropic"));
+    assert_eq!(merged.len(), base.len());
+    assert!(merged.source().ends_with(" + newer"), "{}", merged.source());
+}

@@ -219,7 +219,11 @@ where
     O: AsyncWrite + Unpin + Send + 'static,
 {
     let tap = start_tap(&mut opts);
-    let (agent, pipes) = agent::spawn_with(&tap.argv, &tap.env, opts.guard)?;
+    let spawned = agent::spawn_with(&tap.argv, &tap.env, opts.guard);
+    // The ledger was opened while the agent started (both take a millisecond or more); nothing
+    // above read it. Waited for even when the spawn failed, so its open is never cut short.
+    opts.finish_ledger();
+    let (agent, pipes) = spawned?;
     // Larger pipes to and from the agent: fewer wake-ups of either side per long line.
     #[cfg(target_os = "linux")]
     {

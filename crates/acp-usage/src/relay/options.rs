@@ -4,7 +4,8 @@
 //!
 //! Plain Rust types only: the relay does not know how its options were given.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 use super::observer::Settings;
@@ -87,6 +88,65 @@ pub struct Options {
     /// Start the agent under a guard that ends its tree if acp-usage dies ([`super::guard`]):
     /// only where this process is acp-usage itself (not a test harness relaying in-process).
     pub guard: bool,
+    /// The ledger still being opened (by [`Options::resolve`]); [`Options::finish_ledger`]
+    /// puts what it learned in place. `None`: `ledger` and `settings` are final.
+    pub pending_ledger: Option<PendingLedger>,
+}
+
+/// The ledger being opened on a thread of its own, so that the agent starts meanwhile: opening
+/// it (SQLite, settling what killed runs left, reading the baselines) took about 1 ms of the
+/// `initialize` round trip when done before the agent was started.
+#[derive(Clone)]
+pub struct PendingLedger {
+    path: PathBuf,
+    /// What the thread learned (`None` inside: the ledger could not be opened); taken once.
+    result: Arc<Mutex<Option<mpsc::Receiver<Option<Learned>>>>>,
+}
+
+impl std::fmt::Debug for PendingLedger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingLedger").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+impl PendingLedger {
+    /// Starts opening the ledger at `path`.
+    fn start(path: PathBuf) -> PendingLedger {
+        let (tx, rx) = mpsc::sync_channel(1);
+        let at = path.clone();
+        let send = tx.clone();
+        let spawned = std::thread::Builder::new()
+            .name("ledger-open".into())
+            .spawn(move || {
+                let _ = send.send(open_ledger(&at));
+            })
+            .is_ok();
+        if !spawned {
+            // No thread to be had: open it here, as before.
+            let _ = tx.send(open_ledger(&path));
+        }
+        PendingLedger { path, result: Arc::new(Mutex::new(Some(rx))) }
+    }
+
+    /// Waits for the thread: what earlier runs learned, or `None` when the ledger could not be
+    /// opened (or a clone of these options already took the result).
+    fn wait(&self) -> Option<Learned> {
+        let rx = self.result.lock().ok()?.take()?;
+        rx.recv().ok().flatten()
+    }
+}
+
+/// Opens the ledger at `path` (made when missing, bringing in an old `learned.json`) and reads
+/// what earlier runs learned; `None` when it cannot be opened, which is logged: the run goes on
+/// without it.
+fn open_ledger(path: &Path) -> Option<Learned> {
+    match crate::sinks::ledger::open(path).and_then(|s| s.agents()) {
+        Ok(agents) => Some(Learned { agents, ..Learned::default() }),
+        Err(err) => {
+            tracing::warn!("cannot open the ledger {}: {err}; going on without it", path.display());
+            None
+        }
+    }
 }
 
 impl RelayOptions {
@@ -98,24 +158,12 @@ impl RelayOptions {
 
 impl Options {
     /// The options of a run on what the user asked for: reads the config file (layering the
-    /// catalog) and what earlier runs learned.
+    /// catalog) and starts reading what earlier runs learned from the ledger, made when
+    /// missing; [`Options::finish_ledger`] waits for it. A ledger that cannot be opened is left
+    /// out of the run.
     pub fn resolve(args: &RelayOptions) -> anyhow::Result<Options> {
+        let pending_ledger = crate::sinks::ledger::path().map(PendingLedger::start);
         let config = args.load_config()?;
-        // What earlier runs learned per agent and model. The ledger is made here when missing
-        // (bringing in an old `learned.json`); one that cannot be opened is left out of the run.
-        let (learned, ledger) = match crate::sinks::ledger::path() {
-            Some(path) => match crate::sinks::ledger::open(&path).and_then(|s| s.agents()) {
-                Ok(agents) => (Learned { agents, ..Learned::default() }, Some(path)),
-                Err(err) => {
-                    tracing::warn!(
-                        "cannot open the ledger {}: {err}; going on without it",
-                        path.display()
-                    );
-                    (Learned::default(), None)
-                }
-            },
-            None => (Learned::default(), None),
-        };
         let transcripts = args.transcripts == Transcripts::On;
         Ok(Options {
             argv: args.agent.clone(),
@@ -127,26 +175,48 @@ impl Options {
                 keep_agent_usage: args.agent_usage == AgentUsage::Keep,
                 catalog: config.catalog,
                 default_window: config.default_window,
-                learned,
-                ledger: ledger.clone(),
+                learned: Learned::default(),
+                ledger: None,
                 transcripts,
                 tap: args.tap.or(config.tap).unwrap_or(true),
                 budgets: config.budgets.clone(),
             },
+            // Kept only with a ledger to export (see `finish_ledger`).
             otlp: match crate::sinks::otlp::config::resolve(
                 |k| std::env::var(k).ok(),
                 config.otlp.as_ref(),
             ) {
-                Ok(c) => c.filter(|_| ledger.is_some()),
+                Ok(c) => c.filter(|_| pending_ledger.is_some()),
                 Err(err) => {
                     tracing::warn!("{err:#}; the ledger is not exported");
                     None
                 }
             },
-            ledger,
+            ledger: None,
             transcripts: transcripts.then(Locations::from_process),
             transcript_wait: args.transcript_wait,
             guard: false,
+            pending_ledger,
         })
+    }
+
+    /// Waits for the ledger [`Options::resolve`] started opening and puts it in place: its path
+    /// and what earlier runs learned, or no ledger (and no export) when it could not be opened.
+    /// The relay calls it once the agent is starting, before anything reads the options'
+    /// ledger or learned figures.
+    pub fn finish_ledger(&mut self) {
+        let Some(pending) = self.pending_ledger.take() else { return };
+        match pending.wait() {
+            Some(learned) => {
+                self.settings.learned = learned;
+                self.settings.ledger = Some(pending.path.clone());
+                self.ledger = Some(pending.path);
+            }
+            None => {
+                self.settings.ledger = None;
+                self.ledger = None;
+                self.otlp = None;
+            }
+        }
     }
 }

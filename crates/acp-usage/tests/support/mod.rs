@@ -64,6 +64,7 @@ pub fn options<S: AsRef<str>>(argv: &[S]) -> Options {
         transcripts: None,
         transcript_wait: Duration::from_millis(500),
         guard: false,
+        pending_ledger: None,
     }
 }
 
