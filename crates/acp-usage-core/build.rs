@@ -14,14 +14,18 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-/// Number of columns of the compact format (see `COLUMNS` in `src/catalog/mod.rs`).
-const COLUMNS: usize = 15;
+/// The line reader the crate's `Catalog::parse_compact` uses, so both read catalog.tsv alike.
+#[path = "src/catalog/compact.rs"]
+mod compact;
+
+use compact::{LinePrices, read_line};
 
 fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
     let tsv = manifest.join("src/catalog.tsv");
     println!("cargo:rerun-if-changed=src/catalog.tsv");
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=src/catalog/compact.rs");
     let text = std::fs::read_to_string(&tsv)
         .unwrap_or_else(|err| panic!("reading {}: {err}", tsv.display()));
     let out = compile(&text).unwrap_or_else(|err| panic!("src/catalog.tsv: {err}"));
@@ -96,66 +100,32 @@ struct Parsed {
     rest: String,
 }
 
-/// One line, read with the rules of `parse_row` in `src/catalog/mod.rs`.
+/// One line as a `Row`'s fields after the id and the provider.
 fn row(line: &str) -> Result<Parsed, String> {
-    let fields: Vec<&str> = line.split('\t').collect();
-    if fields.len() > COLUMNS {
-        return Err(format!("{} fields, at most {COLUMNS} expected", fields.len()));
-    }
-    let field = |i: usize| fields.get(i).copied().unwrap_or("");
-    let id = field(0);
-    if id.is_empty() {
-        return Err("empty model id".to_owned());
-    }
-    let uint = |i: usize| -> Result<Option<u64>, String> {
-        let f = field(i);
-        if f.is_empty() {
-            return Ok(None);
-        }
-        f.parse().map(Some).map_err(|_| format!("column {}: `{f}` is not a whole number", i + 1))
-    };
-    let price = |i: usize| -> Result<Option<f64>, String> {
-        let f = field(i);
-        if f.is_empty() {
-            return Ok(None);
-        }
-        match f.parse::<f64>() {
-            Ok(v) if v.is_finite() && v >= 0.0 => Ok(Some(v)),
-            _ => Err(format!("column {}: `{f}` is not a price", i + 1)),
-        }
-    };
-    let required = |i: usize| -> Result<f64, String> {
-        price(i)?.ok_or_else(|| format!("column {} is required when prices are given", i + 1))
-    };
-    let has_any = |from: usize| (from..COLUMNS).any(|i| !field(i).is_empty());
-    let prices = if has_any(4) {
-        let tier = if has_any(9) {
-            let threshold = uint(9)?.ok_or("tier_threshold is required for a tier")?;
-            format!(
-                "Some(RowTier({threshold}, {}, {}, {}, {}, {}))",
-                lit(required(10)?),
-                lit(required(11)?),
-                opt(price(12)?),
-                opt(price(13)?),
-                opt(price(14)?)
-            )
-        } else {
-            "None".to_owned()
-        };
+    let l = read_line(line)?;
+    let prices = |p: &LinePrices| {
         format!(
-            "Some(RowPrices({}, {}, {}, {}, {}, {tier}))",
-            lit(required(4)?),
-            lit(required(5)?),
-            opt(price(6)?),
-            opt(price(7)?),
-            opt(price(8)?)
+            "{}, {}, {}, {}, {}",
+            lit(p.input),
+            lit(p.output),
+            opt(p.cache_read),
+            opt(p.cache_write_5m),
+            opt(p.cache_write_1h)
         )
-    } else {
-        "None".to_owned()
+    };
+    let prices = match &l.prices {
+        Some(p) => {
+            let tier = match &p.tier {
+                Some((threshold, t)) => format!("Some(RowTier({threshold}, {}))", prices(t)),
+                None => "None".to_owned(),
+            };
+            format!("Some(RowPrices({}, {tier}))", prices(p))
+        }
+        None => "None".to_owned(),
     };
     let window = |v: Option<u64>| v.map_or("None".to_owned(), |v| format!("Some({v})"));
-    let rest = format!("{}, {}, {prices}", window(uint(2)?), window(uint(3)?));
-    Ok(Parsed { id: id.to_owned(), provider: field(1).to_owned(), rest })
+    let rest = format!("{}, {}, {prices}", window(l.window), window(l.max_output));
+    Ok(Parsed { id: l.id.to_owned(), provider: l.provider.to_owned(), rest })
 }
 
 /// A float literal that reads back as exactly `v` (`{:?}` is round-trip exact and always has a

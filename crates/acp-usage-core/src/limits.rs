@@ -127,8 +127,18 @@ pub fn from_headers<'a>(
     headers: impl IntoIterator<Item = (&'a str, &'a str)>,
     observed_ms: i64,
 ) -> Vec<Limit> {
-    let headers: Vec<(String, &str)> =
-        headers.into_iter().map(|(k, v)| (k.to_ascii_lowercase(), v.trim())).collect();
+    // Names come lowercase from HTTP/2 and from hyper: copied only when they are not.
+    let headers: Vec<(std::borrow::Cow<'a, str>, &str)> = headers
+        .into_iter()
+        .map(|(k, v)| {
+            let k = if k.bytes().any(|b| b.is_ascii_uppercase()) {
+                std::borrow::Cow::Owned(k.to_ascii_lowercase())
+            } else {
+                std::borrow::Cow::Borrowed(k)
+            };
+            (k, v.trim())
+        })
+        .collect();
     let get = |name: &str| headers.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
     let mut out = Vec::new();
 
@@ -410,8 +420,8 @@ impl LimitBoard {
 }
 
 /// The fullest of `limits` (the window that stops the user first), ties to the shorter window.
-pub fn fullest(limits: &[Limit]) -> Option<&Limit> {
-    limits.iter().max_by(|a, b| {
+pub fn fullest<'a>(limits: impl IntoIterator<Item = &'a Limit>) -> Option<&'a Limit> {
+    limits.into_iter().max_by(|a, b| {
         a.used_percent.total_cmp(&b.used_percent).then_with(|| {
             b.window_minutes.unwrap_or(u64::MAX).cmp(&a.window_minutes.unwrap_or(u64::MAX))
         })

@@ -16,6 +16,9 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use compact::{COLUMNS, LinePrices};
+
+mod compact;
 mod rows;
 
 pub mod corrections;
@@ -160,26 +163,6 @@ impl<'a> Entry<'a> {
 /// The generated compact catalog, kept in the binary for [`Catalog::embedded_text`] (lookups
 /// read the static table compiled from the same file).
 const EMBEDDED_TEXT: &str = include_str!("../catalog.tsv");
-
-/// Column names of the compact format, in order. Prices are USD per token; an empty field is
-/// unknown. Trailing empty fields are left out of a line.
-const COLUMNS: [&str; 15] = [
-    "id",
-    "provider",
-    "window",
-    "max_output",
-    "input",
-    "output",
-    "cache_read",
-    "cache_write_5m",
-    "cache_write_1h",
-    "tier_threshold",
-    "tier_input",
-    "tier_output",
-    "tier_cache_read",
-    "tier_cache_write_5m",
-    "tier_cache_write_1h",
-];
 
 /// Effort levels that agents append to a model id (`gpt-5.2-codex/medium`, `o3-high`).
 /// `max` is deliberately absent: `gpt-5.1-codex-max` is a model of its own.
@@ -564,70 +547,23 @@ fn opt_u64(v: Option<u64>) -> String {
 
 /// One line of the compact format.
 fn parse_row(line: &str) -> Result<ModelInfo, String> {
-    let fields: Vec<&str> = line.split('\t').collect();
-    if fields.len() > COLUMNS.len() {
-        return Err(format!("{} fields, at most {} expected", fields.len(), COLUMNS.len()));
+    fn prices(p: LinePrices) -> Prices {
+        Prices {
+            input: p.input,
+            output: p.output,
+            cache_read: p.cache_read,
+            cache_write_5m: p.cache_write_5m,
+            cache_write_1h: p.cache_write_1h,
+            tier: p.tier.map(|(threshold, t)| Tier { threshold, prices: Box::new(prices(*t)) }),
+        }
     }
-    let field = |i: usize| fields.get(i).copied().unwrap_or("");
-    let id = field(0);
-    if id.is_empty() {
-        return Err("empty model id".to_owned());
-    }
-    let uint = |i: usize| -> Result<Option<u64>, String> {
-        let f = field(i);
-        if f.is_empty() {
-            return Ok(None);
-        }
-        f.parse().map(Some).map_err(|_| format!("{}: `{f}` is not a whole number", COLUMNS[i]))
-    };
-    let price = |i: usize| -> Result<Option<f64>, String> {
-        let f = field(i);
-        if f.is_empty() {
-            return Ok(None);
-        }
-        match f.parse::<f64>() {
-            Ok(v) if v.is_finite() && v >= 0.0 => Ok(Some(v)),
-            _ => Err(format!("{}: `{f}` is not a price", COLUMNS[i])),
-        }
-    };
-    let required = |i: usize| -> Result<f64, String> {
-        price(i)?.ok_or_else(|| format!("{} is required when prices are given", COLUMNS[i]))
-    };
-    let has_any = |range: std::ops::Range<usize>| range.into_iter().any(|i| !field(i).is_empty());
-    let prices = if has_any(4..COLUMNS.len()) {
-        let tier = if has_any(9..COLUMNS.len()) {
-            let threshold = uint(9)?.ok_or("tier_threshold is required for a tier")?;
-            Some(Tier {
-                threshold,
-                prices: Box::new(Prices {
-                    input: required(10)?,
-                    output: required(11)?,
-                    cache_read: price(12)?,
-                    cache_write_5m: price(13)?,
-                    cache_write_1h: price(14)?,
-                    tier: None,
-                }),
-            })
-        } else {
-            None
-        };
-        Some(Prices {
-            input: required(4)?,
-            output: required(5)?,
-            cache_read: price(6)?,
-            cache_write_5m: price(7)?,
-            cache_write_1h: price(8)?,
-            tier,
-        })
-    } else {
-        None
-    };
+    let l = compact::read_line(line)?;
     Ok(ModelInfo {
-        id: id.to_owned(),
-        provider: field(1).to_owned(),
-        max_input: uint(2)?,
-        max_output: uint(3)?,
-        prices,
+        id: l.id.to_owned(),
+        provider: l.provider.to_owned(),
+        max_input: l.window,
+        max_output: l.max_output,
+        prices: l.prices.map(prices),
     })
 }
 

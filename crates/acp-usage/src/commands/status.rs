@@ -105,12 +105,13 @@ fn default_line(v: &Values<'_>) -> String {
 
 /// The fullest subscription window that has not reset yet (a window past its reset time
 /// holds nothing any more).
-pub fn current_fullest(limits: &[Limit], now_ms: i64) -> Option<&Limit> {
-    let live: Vec<&Limit> =
-        limits.iter().filter(|l| l.resets_at.is_none_or(|r| r * 1000 > now_ms)).collect();
-    let owned: Vec<Limit> = live.iter().map(|l| (*l).clone()).collect();
-    let fullest = acp_usage_core::limits::fullest(&owned)?;
-    live.into_iter().find(|l| l.key() == fullest.key())
+pub fn current_fullest<'a>(
+    limits: impl IntoIterator<Item = &'a Limit>,
+    now_ms: i64,
+) -> Option<&'a Limit> {
+    acp_usage_core::limits::fullest(
+        limits.into_iter().filter(|l| l.resets_at.is_none_or(|r| r * 1000 > now_ms)),
+    )
 }
 
 /// A placeholder of `--format`.

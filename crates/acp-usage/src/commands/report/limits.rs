@@ -120,14 +120,7 @@ pub fn to_json(rows: &[LimitRow], opts: &ReportOptions, per: Per) -> Value {
             })
         })
         .collect();
-    json!({"report": "limits", "per": per.name(), "timeZone": zone_name(opts.zone), "rows": rows})
-}
-
-fn zone_name(zone: Zone) -> &'static str {
-    match zone {
-        Zone::Local => "local",
-        Zone::Utc => "UTC",
-    }
+    json!({"report": "limits", "per": per.name(), "timeZone": opts.zone.name(), "rows": rows})
 }
 
 /// The table form.

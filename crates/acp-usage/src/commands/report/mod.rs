@@ -117,7 +117,8 @@ impl Zone {
         }
     }
 
-    fn name(self) -> &'static str {
+    /// How `--json` names it.
+    pub(super) fn name(self) -> &'static str {
         match self {
             Zone::Local => "local",
             Zone::Utc => "UTC",

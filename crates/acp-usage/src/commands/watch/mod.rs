@@ -389,9 +389,7 @@ fn provider_of(agent: &str) -> Option<&'static str> {
 /// The fullest live window of the session's provider (else of any window seen in it).
 fn session_limit<'a>(s: &SessionView, limits: &'a [Limit], now: i64) -> Option<&'a Limit> {
     let provider = provider_of(&s.agent).or(s.limit_provider.as_deref())?;
-    let own: Vec<Limit> = limits.iter().filter(|l| l.provider == provider).cloned().collect();
-    let fullest = current_fullest(&own, now)?.key();
-    limits.iter().find(|l| l.key() == fullest)
+    current_fullest(limits.iter().filter(|l| l.provider == provider), now)
 }
 
 /// The snapshot as plain text: a summary line, then a table (nothing but the summary and a

@@ -23,8 +23,7 @@ impl Observer {
             .or_else(|| self.latest_session());
         let mut moved = false;
         for limit in &limits {
-            let before = self.limit_board.get(&limit.key()).cloned();
-            moved |= before.as_ref().is_none_or(|b| {
+            moved |= self.limit_board.get(&limit.key()).is_none_or(|b| {
                 b.used_percent != limit.used_percent
                     || b.resets_at != limit.resets_at
                     || b.status != limit.status

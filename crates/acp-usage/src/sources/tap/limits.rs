@@ -3,16 +3,12 @@
 //! events (HTTP and WebSocket), and Gemini Code Assist's `retrieveUserQuota` answers. Each
 //! observation goes to the relay on a channel of its own; nothing here changes a byte.
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
 use acp_usage_core::limits::{self, Limit};
-use bytes::Bytes;
-use futures_util::Stream;
 use hyper::HeaderMap;
 
 use super::now_ms;
 use super::proxy::State;
+use super::watch::Reader;
 
 /// What the relay receives: the session header of the request, when the agent sends one, and
 /// the windows.
@@ -21,14 +17,11 @@ pub type Observed = (Option<String>, Vec<Limit>);
 /// The largest quota answer read (they are a few hundred bytes).
 const QUOTA_MAX: usize = 1 << 20;
 
+/// The tap's side of the channel to the relay.
+type Sender = tokio::sync::mpsc::UnboundedSender<Observed>;
+
 fn send(state: &State, session: Option<String>, found: Vec<Limit>) {
-    if found.is_empty() {
-        return;
-    }
-    // The relay may have ended: nobody is counting any more.
-    if state.limits.send((session, found)).is_ok() {
-        state.notify.notify_one();
-    }
+    observe_read(&state.limits, &state.notify, session, found);
 }
 
 /// The windows a response's headers state.
@@ -42,13 +35,14 @@ pub(super) fn observe_event(state: &State, session: Option<String>, json: &[u8])
     send(state, session, limits::from_codex_event(json, now_ms()));
 }
 
-/// Windows read out of a model call's body by its usage reader.
+/// Windows read out of a body (a model call's by its usage reader, a quota answer).
 pub(super) fn observe_read(
-    limits_tx: &tokio::sync::mpsc::UnboundedSender<Observed>,
+    limits_tx: &Sender,
     notify: &tokio::sync::Notify,
     session: Option<String>,
     found: Vec<Limit>,
 ) {
+    // The relay may have ended: nobody is counting any more.
     if !found.is_empty() && limits_tx.send((session, found)).is_ok() {
         notify.notify_one();
     }
@@ -59,19 +53,17 @@ pub(super) fn is_quota(path: &str) -> bool {
     path.ends_with(":retrieveUserQuota")
 }
 
-/// A quota answer's body, passed on unchanged while a copy is kept and read at its end.
-pub(super) struct QuotaCopy<S> {
-    inner: S,
+/// A quota answer, copied whole as it passes and read at its end.
+pub(super) struct QuotaRead {
     copy: Option<Vec<u8>>,
     session: Option<String>,
-    limits: tokio::sync::mpsc::UnboundedSender<Observed>,
+    limits: Sender,
     notify: std::sync::Arc<tokio::sync::Notify>,
 }
 
-impl<S> QuotaCopy<S> {
-    pub fn new(inner: S, state: &State, session: Option<String>) -> QuotaCopy<S> {
-        QuotaCopy {
-            inner,
+impl QuotaRead {
+    pub fn new(state: &State, session: Option<String>) -> QuotaRead {
+        QuotaRead {
             copy: Some(Vec::new()),
             session,
             limits: state.limits.clone(),
@@ -80,47 +72,24 @@ impl<S> QuotaCopy<S> {
     }
 }
 
-impl<S> QuotaCopy<S> {
-    /// Reads the copy, once.
-    fn read(&mut self) {
-        if let Some(copy) = self.copy.take() {
+impl Reader for QuotaRead {
+    fn chunk(&mut self, chunk: &[u8]) {
+        if let Some(copy) = &mut self.copy {
+            if copy.len() + chunk.len() > QUOTA_MAX {
+                self.copy = None;
+            } else {
+                copy.extend_from_slice(chunk);
+            }
+        }
+    }
+
+    /// A body cut short says nothing; a whole one (or one of known length the server stopped
+    /// polling once sent) is read, once.
+    fn end(&mut self, broken: bool) {
+        let Some(copy) = self.copy.take() else { return };
+        if !broken {
             let found = limits::from_code_assist_quota(&copy, now_ms());
             observe_read(&self.limits, &self.notify, self.session.take(), found);
         }
-    }
-}
-
-impl<S> Drop for QuotaCopy<S> {
-    fn drop(&mut self) {
-        // A body with a length is dropped once it is sent, without being polled to its end;
-        // a body cut short does not parse and says nothing.
-        self.read();
-    }
-}
-
-impl<S, E> Stream for QuotaCopy<S>
-where
-    S: Stream<Item = Result<Bytes, E>> + Unpin,
-{
-    type Item = Result<Bytes, E>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = &mut *self;
-        let polled = Pin::new(&mut this.inner).poll_next(cx);
-        match &polled {
-            Poll::Ready(Some(Ok(chunk))) => {
-                if let Some(copy) = &mut this.copy {
-                    if copy.len() + chunk.len() > QUOTA_MAX {
-                        this.copy = None;
-                    } else {
-                        copy.extend_from_slice(chunk);
-                    }
-                }
-            }
-            Poll::Ready(None) => this.read(),
-            Poll::Ready(Some(Err(_))) => this.copy = None,
-            Poll::Pending => {}
-        }
-        polled
     }
 }

@@ -255,13 +255,8 @@ async fn forward(
         _ => body.clone(),
     };
     if api.is_none() && super::limits::is_quota(&rest) {
-        let stream = super::limits::QuotaCopy::new(upstream.bytes_stream(), &state, session_header);
-        let body = StreamBody::new(futures_util::StreamExt::map(stream, |chunk| {
-            chunk.map(Frame::data).map_err(|e| Box::new(e) as BoxError)
-        }));
-        return resp.body(BodyExt::boxed(body)).map_err(|_| {
-            own_response(StatusCode::BAD_GATEWAY, "the upstream's response was malformed")
-        });
+        let quota = super::limits::QuotaRead::new(&state, session_header);
+        return Ok(streamed(resp, Watched::new(upstream.bytes_stream(), Some(quota))));
     }
     let watched = api.map(|api| {
         let request = RequestInfo::read(api, &rest, &plain);
@@ -282,12 +277,20 @@ async fn forward(
             notify: state.notify.clone(),
         }
     });
-    let stream = Watched::new(upstream.bytes_stream(), watched.map(Pending::begin));
+    Ok(streamed(resp, Watched::new(upstream.bytes_stream(), watched.map(Pending::begin))))
+}
+
+/// The response with `stream` as its body, chunks passed on as they come.
+fn streamed<S>(resp: hyper::http::response::Builder, stream: S) -> Response<Body>
+where
+    S: futures_util::Stream<Item = Result<Bytes, reqwest::Error>> + Send + Sync + 'static,
+{
     let body = StreamBody::new(futures_util::StreamExt::map(stream, |chunk| {
         chunk.map(Frame::data).map_err(|e| Box::new(e) as BoxError)
     }));
-    resp.body(BodyExt::boxed(body))
-        .map_err(|_| own_response(StatusCode::BAD_GATEWAY, "the upstream's response was malformed"))
+    resp.body(BodyExt::boxed(body)).unwrap_or_else(|_| {
+        own_response(StatusCode::BAD_GATEWAY, "the upstream's response was malformed")
+    })
 }
 
 /// The session id a header of the request names (the agent's profile says which headers).

@@ -117,50 +117,67 @@ impl Watch {
     }
 }
 
-/// The upstream's body, watched.
-pub(super) struct Watched<S> {
-    inner: S,
-    watch: Option<Watch>,
+/// What reads a copy of a body while it passes on unchanged: a model call's usage ([`Watch`]),
+/// a quota answer (`limits::QuotaRead`).
+pub(super) trait Reader {
+    /// The next chunk, as it goes on to the agent.
+    fn chunk(&mut self, chunk: &[u8]);
+    /// The body ended (`broken`: it broke off, or the agent hung up before its end). Called
+    /// once more when the stream is dropped; a reader acts on the first call only.
+    fn end(&mut self, broken: bool);
 }
 
-impl<S> Watched<S> {
-    pub fn new(inner: S, watch: Option<Watch>) -> Watched<S> {
-        Watched { inner, watch }
+impl Reader for Watch {
+    fn chunk(&mut self, chunk: &[u8]) {
+        self.feed(chunk);
+    }
+
+    /// What was seen is what was billed, whether the body ended or broke.
+    fn end(&mut self, _broken: bool) {
+        self.report();
     }
 }
 
-impl<S, E> Stream for Watched<S>
+/// The upstream's body, with a reader of its copy.
+pub(super) struct Watched<S, R: Reader> {
+    inner: S,
+    reader: Option<R>,
+}
+
+impl<S, R: Reader> Watched<S, R> {
+    pub fn new(inner: S, reader: Option<R>) -> Watched<S, R> {
+        Watched { inner, reader }
+    }
+}
+
+impl<S, E, R> Stream for Watched<S, R>
 where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
+    R: Reader + Unpin,
 {
     type Item = Result<Bytes, E>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
         let polled = Pin::new(&mut this.inner).poll_next(cx);
-        match &polled {
-            Poll::Ready(Some(Ok(chunk))) => {
-                if let Some(w) = &mut this.watch {
-                    w.feed(chunk);
-                }
+        if let Some(r) = &mut this.reader {
+            match &polled {
+                Poll::Ready(Some(Ok(chunk))) => r.chunk(chunk),
+                Poll::Ready(Some(Err(_))) => r.end(true),
+                Poll::Ready(None) => r.end(false),
+                Poll::Pending => {}
             }
-            // The end, or a broken body: what was seen is what was billed.
-            Poll::Ready(Some(Err(_)) | None) => {
-                if let Some(w) = &mut this.watch {
-                    w.report();
-                }
-            }
-            Poll::Pending => {}
         }
         polled
     }
 }
 
-impl<S> Drop for Watched<S> {
+impl<S, R: Reader> Drop for Watched<S, R> {
     fn drop(&mut self) {
-        // The agent hung up before the end: the provider still billed what it had sent.
-        if let Some(w) = &mut self.watch {
-            w.report();
+        // Dropped before its end was seen: the agent hung up (the provider still billed what
+        // it had sent), or the server sent a body of known length and stopped polling.
+        if let Some(r) = &mut self.reader {
+            r.end(false);
         }
     }
 }
