@@ -5,7 +5,7 @@ use std::path::Path;
 
 use acp_usage_tests::agents::Agent;
 use acp_usage_tests::client::AcpClient;
-use acp_usage_tests::lab::{Lab, Turn, run_turn};
+use acp_usage_tests::lab::{Lab, Turn, run_turn, run_turn_from};
 use acp_usage_tests::mock_llm::{Call, CallKind, Script};
 use serde_json::{Value, json};
 
@@ -63,9 +63,10 @@ impl Expect {
     /// With [`Expect::auxiliary_in_part`]: the turn's and the session's calls without the
     /// auxiliary ones, which become the checks' slack. With [`Expect::tap`]: the same for the
     /// auxiliary calls the agent started after the turn's last main call (qwen's prompt
-    /// suggestion as it writes its result). Such a call may finish before or after the result
-    /// passes the relay, so the relay counts it in the turn or at once after it, while the mock
-    /// saw it before the client read the result. Otherwise the calls as they are.
+    /// suggestion as it writes its result), or before its first (the previous turn's, late).
+    /// Such a call may finish before or after the result passes the relay, so the relay counts
+    /// it in the turn or at once after it, while the mock saw it before the client read the
+    /// result. Otherwise the calls as they are.
     fn set_slack<'a>(
         &self,
         checks: &mut Checks,
@@ -73,16 +74,28 @@ impl Expect {
         session: &[Call],
     ) -> (Vec<&'a Call>, Vec<Call>) {
         if self.tap {
-            let last_main = turn.iter().filter(|c| c.kind == CallKind::Main).map(|c| c.seq).max();
+            let mains = || turn.iter().filter(|c| c.kind == CallKind::Main).map(|c| c.seq);
+            let (first_main, last_main) = (mains().min(), mains().max());
+            // Leading too: a side call the agent started after the previous result (Claude's
+            // prompt suggestion) that reached the mock after the client sent this prompt may
+            // have ended before or after the relay saw the prompt.
             let trailing = |c: &Call| {
-                c.kind == CallKind::Auxiliary && last_main.is_some_and(|last| c.seq > last)
+                c.kind == CallKind::Auxiliary
+                    && (last_main.is_some_and(|last| c.seq > last)
+                        || first_main.is_some_and(|first| c.seq < first))
             };
             let late: Vec<&Call> = turn.iter().copied().filter(|c| trailing(c)).collect();
             let late_seqs: Vec<usize> = late.iter().map(|c| c.seq).collect();
             checks.slack = Slack {
                 turn: support::sum(&late),
                 session: support::sum(&late),
-                cost: support::catalog_cost(late.iter().copied()).unwrap_or(0.0),
+                // A late call the catalog cannot price (codex-acp's title model) leaves the
+                // cost bounded from below only.
+                cost: if late.is_empty() {
+                    0.0
+                } else {
+                    support::catalog_cost(late.iter().copied()).unwrap_or(f64::INFINITY)
+                },
             };
             let turn = turn.into_iter().filter(|c| !late_seqs.contains(&c.seq)).collect();
             let session = session.iter().filter(|c| !late_seqs.contains(&c.seq)).cloned().collect();
@@ -322,12 +335,16 @@ pub fn relay_turns_then(expect: Expect, lab: &Lab, relay_args: &[&str], more: us
     turns.extend((3..3 + more).map(|n| (format!("turn {n} (plain)"), PLAIN_PROMPT, 1)));
     for (phase, prompt, n_calls) in turns {
         let phase = phase.as_str();
+        // One mark splits the calls between turns from the turn's: a call the agent starts
+        // after the last result (Claude's prompt suggestion) must land on one side, not in
+        // the gap between two readings of the mock's log.
+        let call_mark = lab.mock.mark();
         if expect.tap {
             // The tap counts calls made between turns (qwen's memory extraction after a
             // result) at once: they are in the session's figures from the next update on.
-            add_between_turns(&mut session_calls, lab, expect);
+            add_between_turns(&mut session_calls, lab, expect, call_mark);
         }
-        let turn = match run_turn(&client, &lab.mock, &session_id, prompt) {
+        let turn = match run_turn_from(&client, &lab.mock, call_mark, &session_id, prompt) {
             Ok(turn) => turn,
             Err(err) => {
                 checks.fail(format!("{phase}: session/prompt through the relay failed: {err:#}"));
@@ -362,7 +379,7 @@ fn last_update_covers_every_call(
     expect: Expect,
 ) {
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    add_between_turns(session_calls, lab, expect);
+    add_between_turns(session_calls, lab, expect, lab.mock.mark());
     let updates = client.updates_since(0, "usage_update");
     let Some(last) = updates.last() else {
         checks.fail("after the last turn: no usage_update at all".to_owned());
@@ -384,10 +401,10 @@ fn last_update_covers_every_call(
     });
 }
 
-/// Adds to `calls` the billed calls the mock served that it does not hold yet: calls made
-/// between turns, which the tap counts at once (those acp-usage cannot see left out).
-fn add_between_turns(calls: &mut Vec<Call>, lab: &Lab, expect: Expect) {
-    add_served(calls, lab, |c| !expect.accountable([c]).is_empty());
+/// Adds to `calls` the billed calls the mock served before `mark` that it does not hold yet:
+/// calls made between turns, which the tap counts at once (those acp-usage cannot see left out).
+fn add_between_turns(calls: &mut Vec<Call>, lab: &Lab, expect: Expect, mark: usize) {
+    add_served(calls, lab, |c| c.seq < mark && !expect.accountable([c]).is_empty());
 }
 
 /// Adds to `calls` the calls the mock served that it does not hold yet and that `which` picks.
@@ -550,7 +567,7 @@ fn reopen_through_relay(
         if expect.tap {
             // What the agent did after the last result (a memory extraction) was counted by
             // the tap and kept.
-            add_between_turns(&mut session_calls, lab, expect);
+            add_between_turns(&mut session_calls, lab, expect, lab.mock.mark());
         }
         let client = lab.relayed_with(expect.relay_args()).expect("start the relay");
         let response =

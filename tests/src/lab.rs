@@ -110,8 +110,19 @@ pub fn run_turn(
     session_id: &str,
     text: &str,
 ) -> anyhow::Result<Turn> {
+    run_turn_from(client, mock, mock.mark(), session_id, text)
+}
+
+/// [`run_turn`] whose calls are those the mock logged from `call_mark` on (a mark the caller
+/// took before reading what came before it).
+pub fn run_turn_from(
+    client: &AcpClient,
+    mock: &MockLlm,
+    call_mark: usize,
+    session_id: &str,
+    text: &str,
+) -> anyhow::Result<Turn> {
     let line_mark = client.mark();
-    let call_mark = mock.mark();
     let result = client.prompt(session_id, text)?;
     let updates = client
         .notifications_since(line_mark)
