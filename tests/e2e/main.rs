@@ -58,6 +58,7 @@ mod pi;
 mod process_tree;
 mod qwen;
 mod relay_fake;
+mod reports_truth;
 mod sdk_client;
 mod setup;
 mod support;

@@ -2,7 +2,9 @@
 //! byte-copy relay, and the runner that puts acp-usage side by side with them; and the LLM-API
 //! tap's benchmark ([`tap`]), in process, against a direct HTTP connection; and the ledger's
 //! ([`ledger`]): calls/s it records, and what a write costs the relay; and the start-up one
-//! ([`startup`]): the `initialize` round trip from spawn, with and without acp-usage.
+//! ([`startup`]): the `initialize` round trip from spawn, with and without acp-usage; and the
+//! reports' ([`reports`]): import and report on a generated history whose true bill is known
+//! ([`history`]), side by side with ccusage.
 //!
 //! The binaries are thin: `bench-agent` ([`agent`]), `bench-raw-relay` (a byte copy that parses
 //! nothing), `bench-client` (one scenario against any command) and `acp-usage-bench` (the
@@ -11,9 +13,11 @@
 
 pub mod agent;
 pub mod client;
+pub mod history;
 pub mod ledger;
 pub mod linebuf;
 pub mod procfs;
+pub mod reports;
 pub mod scenario;
 pub mod startup;
 pub mod stats;

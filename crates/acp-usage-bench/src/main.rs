@@ -30,6 +30,8 @@ const TAP: &str = "tap";
 const LEDGER: &str = "ledger";
 /// The start-up benchmark's name among the scenarios.
 const STARTUP: &str = "startup";
+/// The reports benchmark's name among the scenarios.
+const REPORTS: &str = "reports";
 
 /// Side-by-side benchmark of acp-usage: a synthetic ACP agent streams through no relay
 /// ("direct", the client+agent ceiling), a raw byte copy (the physical limit of a relay),
@@ -50,6 +52,12 @@ const STARTUP: &str = "startup";
 /// through acp-usage's LLM-API tap, interleaved: time to first byte of 2,000 small calls, MB/s
 /// of a 256 MiB event stream, small calls/s with 8 clients, whether the first event of a held
 /// stream gets through; every reply compared with what was served, every call's usage checked.
+///
+/// reports: a generated Claude Code + Codex history with a known true bill (--history-mb, fast
+/// mode, long context, 1-hour cache writes, subagents, forks, re-emitted counts), then
+/// acp-usage's import (first and again), `report daily` and `status`, and ccusage's `daily
+/// --offline` (installed from npm into target/bench-tools when it can be), with times, peak
+/// memory and each tool's cost error against the truth.
 #[derive(Debug, Parser)]
 #[command(name = "acp-usage-bench", version)]
 struct Args {
@@ -65,7 +73,7 @@ struct Args {
     #[arg(long, value_name = "RELAY", value_delimiter = ',')]
     only: Vec<String>,
     /// Only these scenarios (comma-separated): small, large-64k, large-1m, large-16m, rtt,
-    /// sessions, load, slow, startup, tap, ledger.
+    /// sessions, load, slow, startup, tap, ledger, reports.
     #[arg(long, value_name = "NAME", value_delimiter = ',')]
     scenario: Vec<String>,
     /// Only the LLM-API tap benchmark (with --scenario: those and the tap).
@@ -97,6 +105,15 @@ struct Args {
     /// Build and install nothing; use the binaries as they are.
     #[arg(long)]
     no_build: bool,
+    /// Reports: MB of generated history [default: 400; quick 40].
+    #[arg(long, value_name = "MB")]
+    history_mb: Option<u64>,
+    /// Reports: the generator's seed.
+    #[arg(long, value_name = "N", default_value_t = 19)]
+    history_seed: u64,
+    /// Reports: keep the generated history and ledger (target/bench-history/<pid>).
+    #[arg(long)]
+    keep_history: bool,
     /// Seconds one scenario run may take before its relay is killed and the run failed.
     #[arg(long, value_name = "SECS", default_value_t = 300)]
     timeout: u64,
@@ -133,7 +150,9 @@ fn run(args: Args) -> anyhow::Result<bool> {
     let runs = if quick && args.runs == 5 { 1 } else { args.runs.max(1) };
     // The tap is measured in this process, apart from the relays; it runs after them.
     let mut names: Vec<&str> = match (args.scenario.is_empty(), args.tap, args.ledger) {
-        (true, false, false) => NAMES.iter().copied().chain([STARTUP, TAP, LEDGER]).collect(),
+        (true, false, false) => {
+            NAMES.iter().copied().chain([STARTUP, TAP, LEDGER, REPORTS]).collect()
+        }
         (true, tap, ledger) => {
             [(tap, TAP), (ledger, LEDGER)].iter().filter(|(on, _)| *on).map(|(_, n)| *n).collect()
         }
@@ -148,13 +167,14 @@ fn run(args: Args) -> anyhow::Result<bool> {
     let with_tap = names.contains(&TAP);
     let with_ledger = names.contains(&LEDGER);
     let with_startup = names.contains(&STARTUP);
-    names.retain(|n| *n != TAP && *n != LEDGER && *n != STARTUP);
+    let with_reports = names.contains(&REPORTS);
+    names.retain(|n| ![TAP, LEDGER, STARTUP, REPORTS].contains(n));
     let scenarios = names
         .iter()
         .map(|n| {
             Scenario::by_name(n, quick).ok_or_else(|| {
                 anyhow::anyhow!(
-                    "unknown scenario {n:?} (known: {}, {STARTUP}, {TAP}, {LEDGER})",
+                    "unknown scenario {n:?} (known: {}, {STARTUP}, {TAP}, {LEDGER}, {REPORTS})",
                     NAMES.join(", ")
                 )
             })
@@ -191,6 +211,27 @@ fn run(args: Args) -> anyhow::Result<bool> {
         println!("\n{table}");
         ok &= good;
     }
+    if with_reports {
+        ok &= run_reports(&args, runs)?;
+    }
+    Ok(ok)
+}
+
+/// The reports benchmark; false when acp-usage's bill is off the truth.
+fn run_reports(args: &Args, runs: usize) -> anyhow::Result<bool> {
+    let (bins, target_dir) = binaries(args, true)?;
+    let acp_usage = existing(args.acp_usage.clone().unwrap_or_else(|| bins.join("acp-usage")))?;
+    let opts = acp_usage_bench::reports::ReportsOptions {
+        acp_usage,
+        work: acp_usage_bench::reports::work_dir(&target_dir),
+        tools: target_dir.join("bench-tools"),
+        mb: args.history_mb.unwrap_or(if args.quick { 40 } else { 400 }).max(1),
+        seed: args.history_seed,
+        runs: if args.quick && args.runs == 5 { 1 } else { runs.min(3) },
+        keep: args.keep_history,
+    };
+    let (table, ok) = acp_usage_bench::reports::run(&opts)?;
+    println!("\n{table}");
     Ok(ok)
 }
 
