@@ -45,9 +45,9 @@ impl Spec {
     /// About `bytes` of history: sessions of ~2 MB, as a long Claude Code session is.
     pub fn sized(seed: u64, bytes: u64) -> Spec {
         let filler = 12_000;
-        // ~95 calls per session on average, each with one user line of `filler` bytes and
-        // ~1.3 KB of assistant lines; subagents and forks add ~25%.
-        let per_session = 95 * (filler as u64 + 1_300) * 5 / 4;
+        // Measured: ~100 lines' worth of `filler` and ~1.3 KB of assistant lines per session,
+        // subagents, forks and Codex's shorter rollouts included.
+        let per_session = 100 * (filler as u64 + 1_300);
         let sessions = (bytes / per_session).max(1) as usize;
         Spec { seed, sessions, days: 30, filler, unknown_modifier: false }
     }

@@ -15,5 +15,5 @@ pub mod tokens;
 pub mod transcript;
 
 pub use account::{Account, AccountedCall, Carried, Role, Snapshot, TurnUsage};
-pub use catalog::{Catalog, ModelInfo, Prices, Tier};
+pub use catalog::{Catalog, ModelInfo, Multipliers, Prices, Tier};
 pub use tokens::{Modifiers, Source, TokenRecord, TokenTotals};

@@ -30,6 +30,7 @@ pub fn prices_for_prompt(prices: &Prices, prompt_tokens: u64) -> Prices {
                 cache_write_5m: Some(t.cache_write_5m.unwrap_or(cache_write_5m * scale)),
                 cache_write_1h: Some(t.cache_write_1h.unwrap_or(cache_write_1h * scale)),
                 tier: None,
+                multipliers: prices.multipliers,
             }
         }
         _ => Prices {
@@ -39,6 +40,7 @@ pub fn prices_for_prompt(prices: &Prices, prompt_tokens: u64) -> Prices {
             cache_write_5m: Some(cache_write_5m),
             cache_write_1h: Some(cache_write_1h),
             tier: None,
+            multipliers: prices.multipliers,
         },
     }
 }
@@ -140,6 +142,7 @@ mod tests {
             cache_read: Some(3e-7),
             cache_write_5m: Some(3.75e-6),
             cache_write_1h: Some(6e-6),
+            multipliers: Default::default(),
             tier: Some(crate::Tier {
                 threshold: 200_000,
                 prices: Box::new(Prices { input: 6e-6, output: 2.25e-5, ..Prices::default() }),

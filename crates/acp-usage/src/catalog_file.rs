@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use acp_usage_core::catalog::{Corrections, ModelPatch, TierPatch};
-use acp_usage_core::{Catalog, ModelInfo, Prices, Tier};
+use acp_usage_core::{Catalog, ModelInfo, Multipliers, Prices, Tier};
 use anyhow::{Context, bail};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -107,6 +107,7 @@ fn litellm_entry(id: &str, e: &Map<String, Value>) -> Option<ModelInfo> {
             cache_write_5m: price(e, "cache_creation_input_token_cost"),
             cache_write_1h: price(e, "cache_creation_input_token_cost_above_1hr"),
             tier: litellm_tier(e, output),
+            multipliers: litellm_multipliers(e),
         }
     });
     let info = ModelInfo {
@@ -118,6 +119,15 @@ fn litellm_entry(id: &str, e: &Map<String, Value>) -> Option<ModelInfo> {
     };
     let useful = info.max_input.is_some() || info.max_output.is_some() || info.prices.is_some();
     useful.then_some(info)
+}
+
+/// `provider_specific_entry`'s request multipliers (`{"us": 1.1, "fast": 2.0}` on Anthropic's
+/// newer models): a user's newer file may know a model's before the corrections file does.
+/// The embedded catalog's come from the corrections (its compact form has no column for them).
+fn litellm_multipliers(e: &Map<String, Value>) -> Multipliers {
+    let entry = e.get("provider_specific_entry").and_then(Value::as_object);
+    let get = |key: &str| entry.and_then(|m| m.get(key)).and_then(nonnegative);
+    Multipliers { fast: get("fast"), us_only: get("us") }
 }
 
 /// The lowest `…_above_{N}k_tokens` tier. Only one tier is kept: agents' prompts cross the first
@@ -142,6 +152,8 @@ fn litellm_tier(e: &Map<String, Value>, base_output: f64) -> Option<Tier> {
             cache_write_5m: at("cache_creation_input_token_cost"),
             cache_write_1h: at("cache_creation_input_token_cost_above_1hr"),
             tier: None,
+            // The tier's prices are the base's, scaled: the multipliers are the base's.
+            multipliers: Multipliers::default(),
         }),
     })
 }
@@ -186,6 +198,10 @@ pub struct ModelOverride {
     pub cache_write_1h: Option<f64>,
     /// Long-context tier.
     pub long_context: Option<LongContextOverride>,
+    /// Fast mode's multiplier of a whole request's price (Claude's `usage.speed: "fast"`).
+    pub fast: Option<f64>,
+    /// US-only inference's multiplier (`usage.inference_geo: "us"`).
+    pub us_only: Option<f64>,
 }
 
 /// `[models."id".long_context]`.
@@ -219,6 +235,13 @@ impl ModelOverride {
                 Some(x) => bail!("models.{id:?}.{field}: {x} is not a price (USD per 1M tokens)"),
             }
         };
+        let multiplier = |field: &str, v: Option<f64>| -> anyhow::Result<Option<f64>> {
+            match v {
+                None => Ok(None),
+                Some(x) if x.is_finite() && x > 0.0 => Ok(Some(x)),
+                Some(x) => bail!("models.{id:?}.{field}: {x} is not a multiplier (e.g. 2.0)"),
+            }
+        };
         let tier = match &self.long_context {
             None => None,
             Some(lc) => Some(TierPatch {
@@ -240,6 +263,10 @@ impl ModelOverride {
             cache_write_5m: per_token("cache_write_5m", self.cache_write_5m)?,
             cache_write_1h: per_token("cache_write_1h", self.cache_write_1h)?,
             tier,
+            multipliers: Multipliers {
+                fast: multiplier("fast", self.fast)?,
+                us_only: multiplier("us_only", self.us_only)?,
+            },
         })
     }
 }
@@ -480,6 +507,62 @@ mod tests {
                 .tier
                 .is_some()
         );
+    }
+
+    /// A record of `model` in fast mode (and US-only when `us`), 1,000 input and 100 output
+    /// tokens, priced with `catalog`.
+    fn fast_call(catalog: &Catalog, model: &str, us: bool) -> acp_usage_core::account::Priced {
+        let mut rec = acp_usage_core::TokenRecord {
+            input: 1_000,
+            output: 100,
+            model: Some(model.to_owned()),
+            ..Default::default()
+        };
+        rec.modifiers.fast = true;
+        rec.modifiers.us_only = us;
+        acp_usage_core::account::price_call(&rec, None, 1, catalog)
+    }
+
+    #[test]
+    fn multipliers_come_from_a_users_litellm_file_and_overrides_before_the_corrections() {
+        let standard = 1_000.0 * 3e-6 + 100.0 * 1.5e-5;
+        // The corrections know no fast mode for Sonnet 4.5: priced at 1x, not exact.
+        let embedded = Catalog::embedded().clone();
+        let priced = fast_call(&embedded, "claude-sonnet-4-5", false);
+        assert!(priced.modifiers_unpriced);
+        assert!((priced.cost.unwrap() - standard).abs() < 1e-12);
+        // A newer LiteLLM file states it in provider_specific_entry.
+        let json = r#"{"claude-sonnet-4-5": {"litellm_provider": "anthropic", "mode": "chat",
+            "input_cost_per_token": 3e-6, "output_cost_per_token": 1.5e-5,
+            "provider_specific_entry": {"us": 1.1, "fast": 2.5}}}"#;
+        let mut catalog = Catalog::embedded().clone();
+        parse_layer(json, Path::new("litellm.json")).unwrap().apply(&mut catalog).unwrap();
+        let m = catalog.get("claude-sonnet-4-5").unwrap().prices.as_ref().unwrap().multipliers;
+        assert_eq!((m.fast, m.us_only), (Some(2.5), Some(1.1)));
+        let priced = fast_call(&catalog, "claude-sonnet-4-5", true);
+        assert!(!priced.modifiers_unpriced);
+        assert!((priced.cost.unwrap() - standard * 2.5 * 1.1).abs() < 1e-12);
+        // An override file sets one by hand, over the embedded catalog; a file's multiplier
+        // wins over the corrections' (Opus 4.6 fast: 6x there).
+        let toml = "[models.\"claude-sonnet-4-5\"]\nfast = 2.0\n\
+                    [models.\"claude-opus-4-6\"]\nfast = 4.0\n";
+        let mut catalog = Catalog::embedded().clone();
+        parse_layer(toml, Path::new("o.toml")).unwrap().apply(&mut catalog).unwrap();
+        let priced = fast_call(&catalog, "claude-sonnet-4-5", false);
+        assert!(!priced.modifiers_unpriced);
+        assert!((priced.cost.unwrap() - standard * 2.0).abs() < 1e-12);
+        let opus = 1_000.0 * 5e-6 + 100.0 * 2.5e-5;
+        assert!(
+            (fast_call(&catalog, "claude-opus-4-6", false).cost.unwrap() - opus * 4.0).abs()
+                < 1e-12
+        );
+        assert!(
+            (fast_call(&embedded, "claude-opus-4-6", false).cost.unwrap() - opus * 6.0).abs()
+                < 1e-12
+        );
+        // A multiplier must be a positive number.
+        let err = parse_layer("[models.m]\nfast = 0\n", Path::new("o.toml")).unwrap_err();
+        assert!(format!("{err:#}").contains("is not a multiplier"), "{err:#}");
     }
 
     #[test]

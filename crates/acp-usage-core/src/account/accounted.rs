@@ -71,7 +71,8 @@ pub fn price_call(rec: &TokenRecord, model: Option<&str>, calls: u64, catalog: &
     match (rec.stated_cost, info.and_then(|i| i.prices.as_ref().map(|p| (i, p)))) {
         (Some(c), _) => Priced { cost: Some(c), stated: true, provider, modifiers_unpriced: false },
         (None, Some((info, p))) => {
-            let (factor, known) = Corrections::embedded().factor(&info.id, rec.modifiers);
+            let (factor, known) =
+                Corrections::embedded().factor(&info.id, p.multipliers, rec.modifiers);
             Priced {
                 cost: Some(pricing::cost_of_calls(rec, p, calls) * factor),
                 stated: false,

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 use serde::Deserialize;
 
-use super::{Catalog, ModelInfo, Prices, Tier, strip_date_suffix};
+use super::{Catalog, ModelInfo, Multipliers, Prices, Tier, strip_date_suffix};
 use crate::tokens::Modifiers;
 
 /// The corrections compiled into the binary.
@@ -165,15 +165,18 @@ impl Corrections {
     }
 
     /// The factor a call with `modifiers` pays over its standard price on the model `id`, and
-    /// whether every modifier's multiplier was known (an unknown one counts as 1x).
-    pub fn factor(&self, id: &str, modifiers: Modifiers) -> (f64, bool) {
+    /// whether every modifier's multiplier was known (an unknown one counts as 1x). What the
+    /// catalog itself `stated` (a user's file) comes before the corrections.
+    pub fn factor(&self, id: &str, stated: Multipliers, modifiers: Modifiers) -> (f64, bool) {
         let mut factor = 1.0;
         let mut known = true;
-        for (on, fast) in [(modifiers.fast, true), (modifiers.us_only, false)] {
+        for (on, fast, stated) in
+            [(modifiers.fast, true, stated.fast), (modifiers.us_only, false, stated.us_only)]
+        {
             if !on {
                 continue;
             }
-            match self.multiplier(id, fast) {
+            match stated.or_else(|| self.multiplier(id, fast)) {
                 Some(m) => factor *= m,
                 None => known = false,
             }

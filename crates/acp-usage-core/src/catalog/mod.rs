@@ -40,6 +40,19 @@ pub struct Prices {
     pub cache_write_1h: Option<f64>,
     /// Long-context tier: the whole request at these prices once its prompt passes the threshold.
     pub tier: Option<Tier>,
+    /// Multipliers of a whole request's price for its modifiers, where this catalog states
+    /// them (a user's LiteLLM file's `provider_specific_entry`, an override file); the
+    /// corrections file answers for the rest.
+    pub multipliers: Multipliers,
+}
+
+/// What a modifier multiplies a whole request's price by; `None`: not stated here.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Multipliers {
+    /// Fast mode (`usage.speed: "fast"`).
+    pub fast: Option<f64>,
+    /// US-only inference (`usage.inference_geo: "us"`).
+    pub us_only: Option<f64>,
 }
 
 /// A request-level long-context price tier.
@@ -89,6 +102,8 @@ pub struct ModelPatch {
     pub cache_write_1h: Option<f64>,
     /// Changes to the long-context tier.
     pub tier: Option<TierPatch>,
+    /// Modifier multipliers to set (each `Some` replaces the catalog's).
+    pub multipliers: Multipliers,
 }
 
 /// A partial change to a model's long-context tier; same rules as [`ModelPatch`].
@@ -117,6 +132,8 @@ impl ModelPatch {
             || self.cache_write_5m.is_some()
             || self.cache_write_1h.is_some()
             || self.tier.is_some()
+            || self.multipliers.fast.is_some()
+            || self.multipliers.us_only.is_some()
     }
 }
 
@@ -347,6 +364,8 @@ impl Catalog {
             set_opt(&mut prices.cache_read, patch.cache_read);
             set_opt(&mut prices.cache_write_5m, patch.cache_write_5m);
             set_opt(&mut prices.cache_write_1h, patch.cache_write_1h);
+            set_opt(&mut prices.multipliers.fast, patch.multipliers.fast);
+            set_opt(&mut prices.multipliers.us_only, patch.multipliers.us_only);
             if let Some(tp) = &patch.tier {
                 let mut tier = match (prices.tier.take(), tp.threshold, tp.input, tp.output) {
                     (Some(t), _, _, _) => t,
@@ -555,6 +574,7 @@ fn parse_row(line: &str) -> Result<ModelInfo, String> {
             cache_write_5m: p.cache_write_5m,
             cache_write_1h: p.cache_write_1h,
             tier: p.tier.map(|(threshold, t)| Tier { threshold, prices: Box::new(prices(*t)) }),
+            multipliers: Multipliers::default(),
         }
     }
     let l = compact::read_line(line)?;

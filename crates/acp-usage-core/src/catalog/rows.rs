@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
-use super::{ModelInfo, Prices, Tier};
+use super::{ModelInfo, Multipliers, Prices, Tier};
 
 /// id, provider (each a span of [`STRINGS`]), window, max output, prices. No field is a
 /// pointer, so the table needs no relocation when the binary is loaded (see build.rs).
@@ -82,9 +82,11 @@ fn make(i: usize) -> ModelInfo {
                             cache_write_5m: *write_5m,
                             cache_write_1h: *write_1h,
                             tier: None,
+                            multipliers: Multipliers::default(),
                         }),
                     }
                 }),
+                multipliers: Multipliers::default(),
             }
         }),
     }

@@ -16,6 +16,7 @@ fn sample() -> Catalog {
             cache_read: Some(3e-7),
             cache_write_5m: Some(3.75e-6),
             cache_write_1h: Some(6e-6),
+            multipliers: Default::default(),
             tier: Some(Tier {
                 threshold: 200_000,
                 prices: Box::new(Prices {

@@ -169,18 +169,23 @@ fn write_json(models: &[&ModelInfo]) -> io::Result<()> {
             "max_output": m.max_output,
             "usd_per_million_tokens": prices,
             "long_context": long_context,
-            "multipliers": multipliers_json(&m.id),
+            "multipliers": multipliers_json(m),
         });
         writeln!(out, "{line}")?;
     }
     out.flush()
 }
 
-/// The request modifiers' multipliers the corrections file knows for the model (`null` each
-/// when unknown: such a call is priced at 1x and is not exact).
-fn multipliers_json(id: &str) -> Value {
+/// The request modifiers' multipliers pricing uses for the model: the catalog's own (a user's
+/// file), else the corrections file's (`null` each when unknown: such a call is priced at 1x
+/// and is not exact).
+fn multipliers_json(m: &ModelInfo) -> Value {
     let c = Corrections::embedded();
-    json!({"fast": c.multiplier(id, true), "us_only": c.multiplier(id, false)})
+    let stated = m.prices.as_ref().map(|p| p.multipliers).unwrap_or_default();
+    json!({
+        "fast": stated.fast.or_else(|| c.multiplier(&m.id, true)),
+        "us_only": stated.us_only.or_else(|| c.multiplier(&m.id, false)),
+    })
 }
 
 fn price_json(p: &Prices) -> Value {
