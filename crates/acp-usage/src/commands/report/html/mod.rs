@@ -439,7 +439,10 @@ fn exactness_chart(h: &mut String, days: &[NaiveDate], by_day: &BTreeMap<NaiveDa
         &[
             (EXACT_COLOUR, "exact".to_owned()),
             (ESTIMATED_COLOUR, "estimated".to_owned()),
-            (NONE, "<span class=\"warn\">N?</span> N unpriced calls".to_owned()),
+            (
+                NONE,
+                "<span class=\"warn\">N?</span> calls with no price (not in the cost)".to_owned(),
+            ),
         ],
     );
     // The same per day, in figures.
