@@ -271,6 +271,6 @@ impl Fold {
 }
 
 /// Most expensive first; then most tokens.
-fn dearest(a: &Sums, b: &Sums) -> Ordering {
+pub(super) fn dearest(a: &Sums, b: &Sums) -> Ordering {
     b.priced_cost.total_cmp(&a.priced_cost).then(b.total_tokens().cmp(&a.total_tokens()))
 }

@@ -15,6 +15,7 @@ use std::fmt::Write as _;
 
 use chrono::NaiveDate;
 
+use super::query::dearest;
 use super::table::{abbreviated, money};
 use super::{Report, ReportOptions, Row, Sums, usd};
 use crate::numbers::thousands;
@@ -141,12 +142,7 @@ fn model_colours(daily: &Report) -> Models {
         }
     }
     let mut all: Vec<(Option<String>, Sums)> = all.into_iter().collect();
-    all.sort_by(|a, b| {
-        b.1.priced_cost
-            .total_cmp(&a.1.priced_cost)
-            .then(b.1.total_tokens().cmp(&a.1.total_tokens()))
-            .then_with(|| a.0.cmp(&b.0))
-    });
+    all.sort_by(|a, b| dearest(&a.1, &b.1).then_with(|| a.0.cmp(&b.0)));
     let mut models = Models { named: Vec::new(), other: Sums::default(), other_any: false };
     let mut palette = MODEL_COLOURS.iter();
     for (model, sums) in all {
@@ -475,13 +471,7 @@ fn exactness_chart(h: &mut String, days: &[NaiveDate], by_day: &BTreeMap<NaiveDa
 
 fn sessions_table(h: &mut String, sessions: &Report, models: &Models) {
     let mut rows: Vec<&Row> = sessions.rows.iter().collect();
-    rows.sort_by(|a, b| {
-        b.sums
-            .priced_cost
-            .total_cmp(&a.sums.priced_cost)
-            .then(b.sums.total_tokens().cmp(&a.sums.total_tokens()))
-            .then(a.first_at.cmp(&b.first_at))
-    });
+    rows.sort_by(|a, b| dearest(&a.sums, &b.sums).then(a.first_at.cmp(&b.first_at)));
     let _ = writeln!(
         h,
         "<section id=\"sessions\">\n<h2>Costliest sessions</h2>\n<p class=\"explain\">The {} \
