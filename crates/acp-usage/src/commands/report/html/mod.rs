@@ -74,7 +74,11 @@ pub fn render(daily: &Report, sessions: &Report, opts: &ReportOptions) -> String
     let mut h = String::with_capacity(64 * 1024);
     h.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
     h.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
-    h.push_str("<title>acp-usage report</title>\n<style>\n");
+    let _ = write!(h, "<title>acp-usage report");
+    if let (Some(a), Some(b)) = (days.first(), days.last()) {
+        let _ = write!(h, ", {a} to {b}");
+    }
+    h.push_str("</title>\n<style>\n");
     h.push_str(CSS);
     h.push_str("</style>\n</head>\n<body>\n<main>\n");
     header(&mut h, &days, opts);
@@ -315,7 +319,7 @@ fn cost_chart(
             }
         })
         .collect();
-    chart(h, "cost-per-day", &columns, Axis::Dollars);
+    chart(h, "cost-per-day", "Cost per day, stacked by model", &columns, Axis::Dollars);
     let mut entries: Vec<(&str, String)> = models
         .named
         .iter()
@@ -380,7 +384,7 @@ fn tokens_chart(h: &mut String, days: &[NaiveDate], by_day: &BTreeMap<NaiveDate,
             }
         })
         .collect();
-    chart(h, "tokens-per-day", &columns, Axis::Tokens);
+    chart(h, "tokens-per-day", "Tokens per day, stacked by kind", &columns, Axis::Tokens);
     let entries: Vec<(&str, String)> =
         KINDS.iter().map(|&(name, _, colour)| (colour, escape(name))).collect();
     legend(h, &entries);
@@ -429,7 +433,7 @@ fn exactness_chart(h: &mut String, days: &[NaiveDate], by_day: &BTreeMap<NaiveDa
             }
         })
         .collect();
-    chart(h, "exactness-per-day", &columns, Axis::Dollars);
+    chart(h, "exactness-per-day", "Exact and estimated cost per day", &columns, Axis::Dollars);
     legend(
         h,
         &[

@@ -103,11 +103,13 @@ fn ticks(max: f64, axis: Axis) -> (f64, f64) {
     (step, (max / step - 1e-9).ceil() * step)
 }
 
-/// A stacked bar chart, one column per day.
-pub(super) fn chart(h: &mut String, id: &str, columns: &[Column], axis: Axis) {
+/// A stacked bar chart, one column per day; `label` names it for screen readers.
+pub(super) fn chart(h: &mut String, id: &str, label: &str, columns: &[Column], axis: Axis) {
     let _ = writeln!(
         h,
-        "<figure class=\"chart\"><svg id=\"{id}-svg\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" role=\"img\">"
+        "<figure class=\"chart\"><svg id=\"{id}-svg\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" \
+         role=\"img\" aria-label=\"{}\">",
+        escape(label)
     );
     if columns.is_empty() {
         let _ = writeln!(
