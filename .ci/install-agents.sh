@@ -9,6 +9,9 @@
 #   pi/node_modules/.bin/  pi (pi-acp and the `pi` it runs), in a prefix of its own (see below)
 #   rotel/       rotel, the OpenTelemetry collector of the OTLP tests (.ci/install-rotel.sh, PyPI)
 #
+# and, system-wide, Chromium (Debian's `chromium`, .ci/install-browser.sh), which renders
+# `report --html` in its end-to-end test.
+#
 # Anything already there at the pinned version is left alone, so a warm cache costs nothing.
 # Pins: tests/src/agents.rs (Agent::package) must name the same versions.
 # Never install with --omit=optional: the agents' native binaries are optional dependencies
@@ -149,3 +152,6 @@ done
 
 # rotel, the OpenTelemetry collector of the OTLP tests, into $dest/rotel/ (from PyPI).
 ACP_USAGE_AGENTS_CACHE="$dest" "$(dirname "${BASH_SOURCE[0]}")/install-rotel.sh"
+
+# Chromium, which renders `report --html`'s page headless in its test (apt, system-wide).
+"$(dirname "${BASH_SOURCE[0]}")/install-browser.sh"

@@ -31,10 +31,14 @@
 //! - `limits`: subscription windows from the providers' rate-limit headers (Claude Code,
 //!   codex-acp): `_meta.acpUsage.limits` on every update, a notice per line crossed, `status`
 //!   and `report limits`.
+//! - `report_html`: `acp-usage report --html` loaded by headless Chromium (`/usr/bin/chromium`,
+//!   from `.ci/install-browser.sh`): the DOM's figures equal `report --json`'s, a title's markup
+//!   stays text, the page fetches nothing; a screenshot is kept in `target/test-artifacts/`.
 //! - `validation`: real sessions recorded with `--record` and checked with `acp-usage validate`
 //!   and live `--validate` against schema/schema.json.
 //!
-//! The agents (and rotel) come from `.ci/install-agents.sh`; a missing agent fails its tests.
+//! The agents (and rotel, and Chromium) come from `.ci/install-agents.sh`; a missing agent fails
+//! its tests.
 
 mod acpx;
 mod claude;
@@ -58,6 +62,7 @@ mod pi;
 mod process_tree;
 mod qwen;
 mod relay_fake;
+mod report_html;
 mod reports_truth;
 mod sdk_client;
 mod setup;

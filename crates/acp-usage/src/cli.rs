@@ -335,6 +335,11 @@ pub struct ReportArgs {
     /// Print one JSON object (`rows` and `totals`) instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Write one self-contained HTML page to FILE instead (`-`: stdout): cost per day by model,
+    /// tokens per day by kind, how exact each day's cost is, the costliest sessions. It loads
+    /// nothing from the network.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["json", "breakdown"])]
+    pub html: Option<PathBuf>,
     /// Days in UTC rather than the local time zone.
     #[arg(long)]
     pub utc: bool,
@@ -402,6 +407,7 @@ impl From<ReportArgs> for commands::report::ReportOptions {
                 LimitsPer::Day => commands::report::Per::Day,
                 LimitsPer::Hour => commands::report::Per::Hour,
             },
+            html: a.html,
         }
     }
 }

@@ -7,12 +7,13 @@
 //! (a report never creates or migrates it); a missing or empty ledger is a note on stderr and an
 //! empty report, not an error, so scripts can run it before anything was recorded.
 
+mod html;
 mod limits;
 mod query;
 mod table;
 
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -166,6 +167,8 @@ pub struct ReportOptions {
     pub ledger: Option<PathBuf>,
     /// `report limits`: a row per day or per hour.
     pub per: Per,
+    /// Write the report as one HTML page to this file (`-`: stdout) instead of a table.
+    pub html: Option<PathBuf>,
 }
 
 /// Parses a `--since`/`--until` day: `YYYY-MM-DD` or `YYYYMMDD`.
@@ -195,17 +198,41 @@ pub fn run(opts: &ReportOptions) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Reads the ledger and writes the report to `out`.
+/// Reads the ledger and writes the report to `out` (or, with `--html`, the page to its file).
 fn write_report(out: &mut impl Write, opts: &ReportOptions) -> anyhow::Result<()> {
     if let (Some(since), Some(until)) = (opts.since, opts.until)
         && since > until
     {
         anyhow::bail!("--since {since} is after --until {until}: no day is in between");
     }
+    if let Some(file) = &opts.html {
+        if opts.group != Group::Daily {
+            anyhow::bail!(
+                "--html draws the page per day and per session; it takes no `{}`",
+                opts.group.name()
+            );
+        }
+        return write_html(out, file, opts);
+    }
     if opts.group == Group::Limits {
         return write_limits(out, opts);
     }
-    let report = match opts.ledger.clone().or_else(ledger::path) {
+    let store = open(opts)?;
+    let report = read(store.as_ref(), opts)?;
+    if opts.json {
+        serde_json::to_writer(&mut *out, &to_json(&report, opts)).map_err(io::Error::from)?;
+        writeln!(out)?;
+    } else {
+        table::write(out, &report, opts.zone, opts.breakdown, table::WIDTH)?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// The ledger `opts` names, open for reading; `None` (with a note on stderr) when there is none
+/// to read.
+fn open(opts: &ReportOptions) -> anyhow::Result<Option<(Store, PathBuf)>> {
+    match opts.ledger.clone().or_else(ledger::path) {
         None => {
             if std::env::var_os(ledger::LEDGER_ENV).is_some_and(|v| v == "off") {
                 eprintln!(
@@ -218,7 +245,7 @@ fn write_report(out: &mut impl Write, opts: &ReportOptions) -> anyhow::Result<()
                     ledger::LEDGER_ENV
                 );
             }
-            Report::empty(opts.group)
+            Ok(None)
         }
         Some(path) if !path.exists() => {
             eprintln!(
@@ -226,31 +253,84 @@ fn write_report(out: &mut impl Write, opts: &ReportOptions) -> anyhow::Result<()
                  there as it relays sessions; `acp-usage import` fills it from transcripts on disk.",
                 path.display()
             );
-            Report::empty(opts.group)
+            Ok(None)
         }
         Some(path) => {
             let store = Store::open_read(&path)
                 .with_context(|| format!("cannot open the ledger {}", path.display()))?;
-            let report = query::read(&store, opts)
-                .with_context(|| format!("cannot read the ledger {}", path.display()))?;
-            if report.rows.is_empty() {
-                if filtered(opts) {
-                    eprintln!("acp-usage: no call in the ledger {} matches", path.display());
-                } else {
-                    eprintln!("acp-usage: the ledger {} has no calls yet", path.display());
-                }
-            }
-            report
+            Ok(Some((store, path)))
         }
-    };
-    if opts.json {
-        serde_json::to_writer(&mut *out, &to_json(&report, opts)).map_err(io::Error::from)?;
-        writeln!(out)?;
-    } else {
-        table::write(out, &report, opts.zone, opts.breakdown, table::WIDTH)?;
     }
-    out.flush()?;
+}
+
+/// The report `opts` asks for from an open ledger (an empty one without), with a note on
+/// stderr when no call matches.
+fn read(store: Option<&(Store, PathBuf)>, opts: &ReportOptions) -> anyhow::Result<Report> {
+    let Some((store, path)) = store else { return Ok(Report::empty(opts.group)) };
+    let report = query::read(store, opts)
+        .with_context(|| format!("cannot read the ledger {}", path.display()))?;
+    if report.rows.is_empty() {
+        if filtered(opts) {
+            eprintln!("acp-usage: no call in the ledger {} matches", path.display());
+        } else {
+            eprintln!("acp-usage: the ledger {} has no calls yet", path.display());
+        }
+    }
+    Ok(report)
+}
+
+/// `--html FILE`: the per-day report (with its per-model sums) and the per-session one, drawn
+/// as one page and written to `file` whole (a temporary file renamed over it), or to `out` for
+/// `-`.
+fn write_html(out: &mut impl Write, file: &Path, opts: &ReportOptions) -> anyhow::Result<()> {
+    let store = open(opts)?;
+    let daily = read(store.as_ref(), &ReportOptions { group: Group::Daily, ..opts.clone() })?;
+    let sessions = match &store {
+        Some((s, path)) => query::read(s, &ReportOptions { group: Group::Session, ..opts.clone() })
+            .with_context(|| format!("cannot read the ledger {}", path.display()))?,
+        None => Report::empty(Group::Session),
+    };
+    let page = html::render(&daily, &sessions, opts);
+    if file == Path::new("-") {
+        out.write_all(page.as_bytes())?;
+        out.flush()?;
+        return Ok(());
+    }
+    write_atomically(file, page.as_bytes())
+        .with_context(|| format!("cannot write the page to {}", file.display()))?;
+    eprintln!(
+        "acp-usage: wrote {} ({} days with calls, {} sessions)",
+        file.display(),
+        daily.rows.len(),
+        sessions.rows.len()
+    );
     Ok(())
+}
+
+/// Writes `bytes` to a temporary file next to `file` and renames it over `file`, so a reader
+/// never sees half a page and a failed write leaves what was there.
+fn write_atomically(file: &Path, bytes: &[u8]) -> io::Result<()> {
+    let name = file.file_name().ok_or_else(|| {
+        io::Error::new(io::ErrorKind::InvalidInput, "the path names a directory, not a file")
+    })?;
+    let dir = match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = dir.join(tmp_name);
+    let written = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, file)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// `report limits`: the windows' observations, grouped.
@@ -359,6 +439,7 @@ fn sums_json(s: &Sums) -> Map<String, Value> {
     o.insert("cost".into(), json!(s.cost().map(usd)));
     o.insert("exactCost".into(), json!(usd(s.exact_cost)));
     o.insert("unpricedCalls".into(), json!(s.unpriced_calls));
+    o.insert("unpricedTokens".into(), json!(s.unpriced_tokens));
     o
 }
 

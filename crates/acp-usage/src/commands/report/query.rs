@@ -36,6 +36,8 @@ pub struct Sums {
     pub exact_cost: f64,
     /// Model calls with no price (a model the catalog did not know).
     pub unpriced_calls: u64,
+    /// Their tokens, input + output.
+    pub unpriced_tokens: u64,
     priced_rows: u64,
     unpriced_rows: u64,
 }
@@ -52,6 +54,7 @@ impl Sums {
         self.priced_cost += o.priced_cost;
         self.exact_cost += o.exact_cost;
         self.unpriced_calls += o.unpriced_calls;
+        self.unpriced_tokens += o.unpriced_tokens;
         self.priced_rows += o.priced_rows;
         self.unpriced_rows += o.unpriced_rows;
     }
@@ -138,7 +141,8 @@ const QUERY: &str = "
         SUM(c.calls), SUM(c.input), SUM(c.cache_read), SUM(c.cache_write_5m + c.cache_write_1h),
         SUM(c.output), SUM(c.thought),
         COALESCE(SUM(c.cost), 0), COALESCE(SUM(CASE WHEN c.exact THEN c.cost END), 0),
-        COUNT(c.cost), SUM(c.cost IS NULL), SUM(CASE WHEN c.cost IS NULL THEN c.calls ELSE 0 END)
+        COUNT(c.cost), SUM(c.cost IS NULL), SUM(CASE WHEN c.cost IS NULL THEN c.calls ELSE 0 END),
+        SUM(CASE WHEN c.cost IS NULL THEN c.input + c.output ELSE 0 END)
     FROM calls c JOIN sessions s ON s.id = c.session
     WHERE c.at >= ?1 AND c.at < ?2
         AND (?3 IS NULL OR instr(lower(s.agent), lower(?3)) > 0
@@ -178,6 +182,7 @@ pub fn read(store: &Store, opts: &ReportOptions) -> rusqlite::Result<Report> {
                     priced_rows: n(15)?,
                     unpriced_rows: n(16)?,
                     unpriced_calls: n(17)?,
+                    unpriced_tokens: n(18)?,
                 },
             })
         })?;
@@ -266,6 +271,6 @@ impl Fold {
 }
 
 /// Most expensive first; then most tokens.
-fn dearest(a: &Sums, b: &Sums) -> Ordering {
+pub(super) fn dearest(a: &Sums, b: &Sums) -> Ordering {
     b.priced_cost.total_cmp(&a.priced_cost).then(b.total_tokens().cmp(&a.total_tokens()))
 }

@@ -1,5 +1,6 @@
 //! `report` against real ledgers built in a temporary directory with the store's own writes.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use acp_usage_core::{AccountedCall, Role, Source, TokenRecord};
@@ -316,7 +317,8 @@ fn json_shape_and_totals() {
             "totalTokens": 3740,
             "cost": 1.75,
             "exactCost": 1.5,
-            "unpricedCalls": 0
+            "unpricedCalls": 0,
+            "unpricedTokens": 0
         })
     );
     assert_eq!(v["rows"][1]["title"], Value::Null);
@@ -363,6 +365,9 @@ fn unpriced_calls_are_left_out_of_the_cost_and_said() {
     assert_eq!(r.rows[1].sums.unpriced_calls, 2);
     assert_eq!(r.totals.cost(), Some(0.125));
     assert_eq!(r.totals.unpriced_calls, 5);
+    // Their tokens, input and output, by ledger row (the summed one counts once).
+    assert_eq!((r.rows[0].sums.unpriced_tokens, r.rows[1].sums.unpriced_tokens), (1010, 2020));
+    assert_eq!(r.totals.unpriced_tokens, 3030);
     assert_eq!(
         r.unpriced_models.iter().map(Option::as_deref).collect::<Vec<_>>(),
         [None, Some("mystery-1")]
@@ -373,6 +378,7 @@ fn unpriced_calls_are_left_out_of_the_cost_and_said() {
     assert_eq!(v["rows"][0]["exactCost"], 0.0);
     assert_eq!(v["rows"][0]["unpricedCalls"], 3);
     assert_eq!(v["totals"]["unpricedCalls"], 5);
+    assert_eq!(v["totals"]["unpricedTokens"], 3030);
 
     let text = table(&r, false);
     let lines: Vec<&str> = text.lines().collect();
@@ -451,7 +457,7 @@ fn an_empty_ledger_is_an_empty_report() {
         json!({
             "calls": 0, "inputTokens": 0, "cachedReadTokens": 0, "cachedWriteTokens": 0,
             "outputTokens": 0, "thoughtTokens": 0, "totalTokens": 0, "cost": 0.0,
-            "exactCost": 0.0, "unpricedCalls": 0
+            "exactCost": 0.0, "unpricedCalls": 0, "unpricedTokens": 0
         })
     );
     let text = table(&r, false);
@@ -589,4 +595,174 @@ fn a_call_priced_without_its_modifier_is_not_exact() {
     // 6 of 7 exact: the EXACT column says 85%, not 100%.
     let text = table(&r, false);
     assert!(text.lines().any(|line| line.starts_with("TOTAL") && line.ends_with("85%")), "{text}");
+}
+
+/// The `data-*` attributes of each `<tag ...>` in `html` whose opening tag contains `with`.
+fn tags(html: &str, tag: &str, with: &str) -> Vec<BTreeMap<String, String>> {
+    let open = format!("<{tag} ");
+    let mut found = Vec::new();
+    for piece in html.split(&open).skip(1) {
+        let inside = &piece[..piece.find('>').unwrap()];
+        if !inside.contains(with) {
+            continue;
+        }
+        let mut attrs = BTreeMap::new();
+        for pair in inside.split("\" ") {
+            if let Some((k, v)) = pair.split_once("=\"") {
+                attrs.insert(k.trim().to_owned(), v.trim_end_matches('"').to_owned());
+            }
+        }
+        found.push(attrs);
+    }
+    found
+}
+
+fn section<'a>(page: &'a str, id: &str) -> &'a str {
+    let start = page.find(&format!("<section id=\"{id}\"")).unwrap_or_else(|| panic!("#{id}"));
+    &page[start..start + page[start..].find("</section>").unwrap()]
+}
+
+fn f(attrs: &BTreeMap<String, String>, key: &str) -> f64 {
+    attrs[key].parse().unwrap()
+}
+
+/// The sample, plus a session whose title and project are markup and a model nobody prices.
+fn page(name: &str) -> (Ledger, String) {
+    let mut l = sample(name);
+    l.session(
+        "s-evil",
+        "gemini",
+        Some("/tmp/<img src=x onerror=alert(1)>"),
+        Some("<script>alert(\"x\")</script> & 'co'"),
+    );
+    l.calls(
+        "s-evil",
+        "gemini",
+        &[("2026-12-02T09:00:00Z", call(Some("kimi-k9"), 500, 50, None, Source::Agent))],
+    );
+    let o = ReportOptions { html: Some("page.html".into()), ..opts(Group::Daily) };
+    let daily = l.read(&o);
+    let sessions = l.read(&opts(Group::Session));
+    let page = html::render(&daily, &sessions, &o);
+    (l, page)
+}
+
+#[test]
+fn the_html_page_has_every_chart_and_no_markup_from_the_ledger() {
+    let (_l, page) = page("html-structure");
+    assert!(page.starts_with("<!DOCTYPE html>\n<html lang=\"en\">"));
+    assert!(page.ends_with("</html>\n"));
+    for id in ["totals", "cost-per-day", "tokens-per-day", "exactness-per-day", "sessions"] {
+        assert!(page.contains(&format!("<section id=\"{id}\"")), "no #{id}");
+    }
+    // Self-contained and inert: no script, nothing fetched.
+    for bad in ["<script", "http:", "https:", "src=\"", "url(", "<img", "<link"] {
+        assert!(!page.contains(bad), "the page holds `{bad}`");
+    }
+    assert!(
+        page.contains("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;co&#39;</div>")
+    );
+    assert!(page.contains("/tmp/&lt;img src=x onerror=alert(1)&gt;"));
+    // Four days, 2026-11-29 to 2026-12-02, in each chart.
+    let days = ["2026-11-29", "2026-11-30", "2026-12-01", "2026-12-02"];
+    for id in ["cost-per-day", "tokens-per-day", "exactness-per-day"] {
+        let groups = tags(section(&page, id), "g", "class=\"day\"");
+        let got: Vec<&str> = groups.iter().map(|g| g["data-day"].as_str()).collect();
+        assert_eq!(got, days, "#{id}");
+    }
+    // The totals as the report sums them; the unpriced call counted, not priced.
+    let totals = &tags(&page, "section", "id=\"totals\"")[0];
+    assert_eq!(f(totals, "data-total-cost"), 7.75);
+    assert_eq!(f(totals, "data-exact-cost"), 7.5);
+    assert_eq!((f(totals, "data-calls"), f(totals, "data-unpriced-calls")), (6.0, 1.0));
+    assert_eq!(f(totals, "data-unpriced-tokens"), 550.0);
+    // People read dollars and short counts.
+    assert!(page.contains("<div class=\"value\">$7.75*</div>"), "{page}");
+    // Sessions dearest first: codex ($6), claude ($1.75), then the unpriced one.
+    let rows = tags(section(&page, "sessions"), "tr", "data-session=");
+    let ids: Vec<&str> = rows.iter().map(|r| r["data-session"].as_str()).collect();
+    assert_eq!(ids, ["s-codex", "s-claude", "s-evil"]);
+}
+
+#[test]
+fn html_stacked_bars_add_up_to_their_day() {
+    let (_l, page) = page("html-stacks");
+    let cost = section(&page, "cost-per-day");
+    let mut scale = None;
+    for day in cost.split("<g class=\"day\" ").skip(1) {
+        let group = &tags(&format!("<g {day}"), "g", "data-day")[0];
+        let bars = tags(day, "rect", "class=\"bar\"");
+        let total = f(group, "data-cost");
+        let sum: f64 = bars.iter().map(|b| f(b, "data-cost")).sum();
+        assert!((sum - total).abs() < 1e-9, "{}: bars {sum} vs {total}", group["data-day"]);
+        // Heights follow the costs: one scale for every day (to the drawing's rounding).
+        let height: f64 = bars.iter().map(|b| f(b, "height")).sum();
+        if total > 0.0 {
+            let s = *scale.get_or_insert(height / total);
+            assert!((height - total * s).abs() < 0.02 * bars.len() as f64, "{}", group["data-day"]);
+        } else {
+            assert!(bars.is_empty(), "an unpriced day draws no cost bar");
+        }
+    }
+    assert!(scale.is_some());
+    // The 30th: Sonnet at the bottom (the dearest overall is gpt-5.2, then Sonnet, then Haiku).
+    let day = &cost[cost.find("data-day=\"2026-11-30\"").unwrap()..];
+    let day = &day[..day.find("</g>").unwrap()];
+    let models: Vec<String> =
+        tags(day, "rect", "class=\"bar\"").into_iter().map(|b| b["data-model"].clone()).collect();
+    assert_eq!(models, ["gpt-5.2", "claude-sonnet-4-5", "claude-haiku-4-5"]);
+    // Tokens: the four kinds add up to the day's tokens.
+    for g in tags(section(&page, "tokens-per-day"), "g", "class=\"day\"") {
+        let kinds = ["data-uncached-tokens", "data-cache-read-tokens", "data-cache-write-tokens"];
+        let input: f64 = kinds.iter().map(|k| f(&g, k)).sum();
+        assert_eq!(input + f(&g, "data-output-tokens"), f(&g, "data-tokens"), "{g:?}");
+    }
+    // Exactness: exact + estimated is the day's cost.
+    for g in tags(section(&page, "exactness-per-day"), "g", "class=\"day\"") {
+        let parts = f(&g, "data-exact-cost") + f(&g, "data-estimated-cost");
+        assert!((parts - f(&g, "data-cost")).abs() < 1e-9, "{g:?}");
+    }
+}
+
+#[test]
+fn html_escape_leaves_no_markup() {
+    assert_eq!(
+        html::escape("<script>alert('x')</script> & \"y\""),
+        "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;y&quot;"
+    );
+    assert_eq!(html::escape("plain/path ü"), "plain/path ü");
+}
+
+#[test]
+fn html_goes_to_its_file_whole_or_fails_clearly() {
+    let l = sample("html-file");
+    let file = l.dir.join("out").join("page.html");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let o = ReportOptions {
+        html: Some(file.clone()),
+        ledger: Some(l.dir.join("ledger.db")),
+        ..opts(Group::Daily)
+    };
+    let mut out = Vec::new();
+    write_report(&mut out, &o).unwrap();
+    assert!(out.is_empty(), "the page goes to the file, not stdout");
+    let page = std::fs::read_to_string(&file).unwrap();
+    assert!(page.contains("data-day=\"2026-12-01\""));
+    // Only the page is left in the directory (no temporary file).
+    let names: Vec<_> = std::fs::read_dir(file.parent().unwrap()).unwrap().collect();
+    assert_eq!(names.len(), 1);
+    // `-`: stdout.
+    let mut out = Vec::new();
+    write_report(&mut out, &ReportOptions { html: Some("-".into()), ..o.clone() }).unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), page);
+    // A directory that does not exist: an error naming the path.
+    let missing = l.dir.join("no-such-dir").join("page.html");
+    let err =
+        write_report(&mut Vec::new(), &ReportOptions { html: Some(missing.clone()), ..o.clone() })
+            .unwrap_err();
+    assert!(format!("{err:#}").contains(&missing.display().to_string()), "{err:#}");
+    // The page is per day: another grouping is refused.
+    let err =
+        write_report(&mut Vec::new(), &ReportOptions { group: Group::Weekly, ..o }).unwrap_err();
+    assert!(err.to_string().contains("--html"), "{err}");
 }
