@@ -212,11 +212,13 @@ impl<W: AsyncWrite + Unpin> ToEditor<W> {
                 self.out.flush().await;
             }
             let Some((range, newline, out)) = self.observe(buf, run) else { break };
+            // The line as it came, terminator included: written with one call when unchanged.
+            let whole = &buf[range.start..range.end + usize::from(newline)];
             let line = &buf[range];
             let Some(out) = settle(&self.pump, self.hold_wait, line, out).await else {
                 return false;
             };
-            self.write_outcome(out, line, newline).await;
+            self.write_outcome(out, line, whole).await;
         }
         true
     }
@@ -270,8 +272,9 @@ impl<W: AsyncWrite + Unpin> ToEditor<W> {
         owned
     }
 
-    /// Writes an owned agent line with what the observer adds before and after it.
-    async fn write_outcome(&mut self, out: Outcome, line: &[u8], newline: bool) {
+    /// Writes an owned agent line (`whole`: with its terminator, when it had one) with what
+    /// the observer adds before and after it.
+    async fn write_outcome(&mut self, out: Outcome, line: &[u8], whole: &[u8]) {
         {
             let mut c = lock(&self.pump.core);
             for extra in &out.before {
@@ -290,12 +293,7 @@ impl<W: AsyncWrite + Unpin> ToEditor<W> {
         }
         match &out.replace {
             Some(new) => self.out.line(new).await,
-            None => {
-                self.out.write(line).await;
-                if newline {
-                    self.out.write(b"\n").await;
-                }
-            }
+            None => self.out.write(whole).await,
         }
         for extra in &out.after {
             self.out.line(extra).await;

@@ -31,11 +31,14 @@ impl<W: AsyncWrite + Unpin> PeerWriter<W> {
     /// A line acp-usage wrote, with its terminator; after a peer's line that came without
     /// one (the agent died mid-line), that line is ended first so this one stays whole.
     pub(super) async fn line(&mut self, bytes: &[u8]) {
+        // One write per line: the peer never sees half of one, and it is one system call.
+        let mut whole = Vec::with_capacity(bytes.len() + 2);
         if self.open_line {
-            self.write(b"\n").await;
+            whole.push(b'\n');
         }
-        self.write(bytes).await;
-        self.write(b"\n").await;
+        whole.extend_from_slice(bytes);
+        whole.push(b'\n');
+        self.write(&whole).await;
     }
 
     /// Writes what is buffered; called once per batch (a no-op on the raw fds).
