@@ -73,7 +73,6 @@ mod imp {
     //! The guard's loop, on Linux.
 
     use std::ffi::OsString;
-    use std::os::unix::process::CommandExt;
     use std::process::ExitCode;
     use std::time::Instant;
 
@@ -119,20 +118,8 @@ mod imp {
             return ExitCode::from(1);
         }
 
-        let mut cmd = std::process::Command::new(&agent[0]);
-        cmd.args(&agent[1..]);
-        // SAFETY: the closure runs between fork and exec and calls only sigprocmask, which is
-        // async-signal-safe: the agent starts with no signal blocked.
-        unsafe {
-            cmd.pre_exec(|| {
-                let mut none: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut none);
-                libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-                Ok(())
-            });
-        }
-        let child = match cmd.spawn() {
-            Ok(child) => child,
+        let agent_pid = match spawn_agent(agent) {
+            Ok(pid) => pid,
             Err(err) => {
                 eprintln!(
                     "acp-usage: cannot start the agent `{}`: {err}",
@@ -141,7 +128,6 @@ mod imp {
                 return ExitCode::from(127);
             }
         };
-        let agent_pid = child.id() as i32;
         // The guard's copies of the agent's pipes would keep them open after the agent closes
         // its ends: the relay must see the agent's stdout end when the agent's does.
         detach_stdio();
@@ -162,6 +148,62 @@ mod imp {
                 return ExitCode::from(1);
             }
             // SIGTERM, SIGINT, SIGHUP...: sent to the group, so the agent has them too.
+        }
+    }
+
+    /// Starts the agent with `posix_spawnp`, its signal mask emptied and SIGPIPE (which Rust
+    /// ignores in its own processes) and the guarded signals back at their defaults; returns
+    /// its pid. Not std's `Command`: emptying the mask there takes a `pre_exec` hook, which
+    /// makes it fork the guard, where glibc's posix_spawn shares its memory until the exec
+    /// (the agent's start is on the editor's `initialize` round trip).
+    fn spawn_agent(agent: &[OsString]) -> std::io::Result<i32> {
+        use std::ffi::CString;
+        use std::os::unix::ffi::OsStrExt;
+
+        let nul = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL byte in it");
+        let c = |bytes: &[u8]| CString::new(bytes).map_err(|_| nul());
+        let args: Vec<CString> = agent.iter().map(|a| c(a.as_bytes())).collect::<Result<_, _>>()?;
+        let vars: Vec<CString> = std::env::vars_os()
+            .map(|(k, v)| c(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
+            .collect::<Result<_, _>>()?;
+        let ptrs = |strings: &[CString]| -> Vec<*mut libc::c_char> {
+            strings
+                .iter()
+                .map(|s| s.as_ptr().cast_mut())
+                .chain(std::iter::once(std::ptr::null_mut()))
+                .collect()
+        };
+        let (argv, envp) = (ptrs(&args), ptrs(&vars));
+        // SAFETY: the attribute object is initialised before use and destroyed after; every
+        // pointer handed to posix_spawnp points into `args`/`vars`, alive for the call, and the
+        // arrays end with a null pointer.
+        unsafe {
+            let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+            libc::posix_spawnattr_init(&mut attr);
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::posix_spawnattr_setsigmask(&mut attr, &none);
+            let mut defaults = guarded_set();
+            libc::sigaddset(&mut defaults, libc::SIGPIPE);
+            libc::posix_spawnattr_setsigdefault(&mut attr, &defaults);
+            libc::posix_spawnattr_setflags(
+                &mut attr,
+                (libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF) as libc::c_short,
+            );
+            let mut pid: libc::pid_t = 0;
+            let rc = libc::posix_spawnp(
+                &mut pid,
+                argv[0],
+                std::ptr::null(),
+                &attr,
+                argv.as_ptr(),
+                envp.as_ptr(),
+            );
+            libc::posix_spawnattr_destroy(&mut attr);
+            if rc != 0 {
+                return Err(std::io::Error::from_raw_os_error(rc));
+            }
+            Ok(pid)
         }
     }
 
