@@ -16,4 +16,4 @@ pub mod transcript;
 
 pub use account::{Account, AccountedCall, Carried, Role, Snapshot, TurnUsage};
 pub use catalog::{Catalog, ModelInfo, Multipliers, Prices, Tier};
-pub use tokens::{Modifiers, Source, TokenRecord, TokenTotals};
+pub use tokens::{Modifier, Modifiers, Source, TokenRecord, TokenTotals};

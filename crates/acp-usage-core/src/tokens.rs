@@ -75,17 +75,41 @@ pub struct Modifiers {
     pub fast: bool,
     /// US-only inference (Anthropic `usage.inference_geo: "us"`): 1.1x.
     pub us_only: bool,
+    /// OpenAI priority processing (the response's `service_tier: "priority"`; Codex's fast
+    /// mode asks for it): 2x on most GPT-5 models, 2.5x on GPT-5.5.
+    pub priority: bool,
+}
+
+/// One request modifier (see [`Modifiers`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Modifier {
+    Fast,
+    UsOnly,
+    Priority,
+}
+
+impl Modifier {
+    pub const ALL: [Modifier; 3] = [Modifier::Fast, Modifier::UsOnly, Modifier::Priority];
 }
 
 impl Modifiers {
+    /// Whether the call carries `m`.
+    pub fn has(self, m: Modifier) -> bool {
+        match m {
+            Modifier::Fast => self.fast,
+            Modifier::UsOnly => self.us_only,
+            Modifier::Priority => self.priority,
+        }
+    }
+
     /// Whether the call was billed at standard rates.
     pub fn is_empty(self) -> bool {
         self == Modifiers::default()
     }
 
-    /// The modifiers' wire names (`fast`, `us_only`), in a fixed order.
+    /// The modifiers' wire names (`fast`, `us_only`, `priority`), in a fixed order.
     pub fn names(self) -> Vec<&'static str> {
-        [(self.fast, "fast"), (self.us_only, "us_only")]
+        [(self.fast, "fast"), (self.us_only, "us_only"), (self.priority, "priority")]
             .into_iter()
             .filter_map(|(on, name)| on.then_some(name))
             .collect()
@@ -103,6 +127,7 @@ impl Modifiers {
             match name {
                 "fast" => m.fast = true,
                 "us_only" => m.us_only = true,
+                "priority" => m.priority = true,
                 _ => (),
             }
         }
@@ -111,7 +136,11 @@ impl Modifiers {
 
     /// Both sets: lines or reports of one call may each carry only some of its modifiers.
     pub fn union(self, other: Modifiers) -> Modifiers {
-        Modifiers { fast: self.fast || other.fast, us_only: self.us_only || other.us_only }
+        Modifiers {
+            fast: self.fast || other.fast,
+            us_only: self.us_only || other.us_only,
+            priority: self.priority || other.priority,
+        }
     }
 
     /// Anthropic's usage object: `speed: "fast"`, `inference_geo: "us"` (an empty or `global`
@@ -120,6 +149,17 @@ impl Modifiers {
         Modifiers {
             fast: speed.is_some_and(|s| s.eq_ignore_ascii_case("fast")),
             us_only: inference_geo.is_some_and(|g| g.eq_ignore_ascii_case("us")),
+            priority: false,
+        }
+    }
+
+    /// An OpenAI response's `service_tier`: `priority` is billed at the priority rates;
+    /// `default`, `auto`, `flex` or none are not modifiers here (flex is cheaper, and no agent
+    /// asks for it).
+    pub fn from_openai(service_tier: Option<&str>) -> Modifiers {
+        Modifiers {
+            priority: service_tier.is_some_and(|t| t.eq_ignore_ascii_case("priority")),
+            ..Modifiers::default()
         }
     }
 }

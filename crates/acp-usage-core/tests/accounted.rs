@@ -124,7 +124,7 @@ fn a_fast_mode_call_costs_its_multiple_and_stays_exact() {
         input: 10_000,
         output: 500,
         model: Some("claude-opus-4-6".into()),
-        modifiers: acp_usage_core::Modifiers { fast, us_only: false },
+        modifiers: acp_usage_core::Modifiers { fast, ..Default::default() },
         ..TokenRecord::default()
     };
     let mut standard = Account::new();

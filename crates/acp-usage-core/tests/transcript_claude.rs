@@ -337,8 +337,8 @@ fn fast_mode_and_us_only_calls_are_read_and_priced_with_their_multipliers() {
         .map(|key| calls.iter().rev().find(|c| c.key == *key).expect("the call"))
         .collect();
     // Only the message's final line says `fast`: the call keeps it.
-    assert_eq!(last[0].record.modifiers, Modifiers { fast: true, us_only: false });
-    assert_eq!(last[1].record.modifiers, Modifiers { fast: true, us_only: true });
+    assert_eq!(last[0].record.modifiers, Modifiers { fast: true, us_only: false, priority: false });
+    assert_eq!(last[1].record.modifiers, Modifiers { fast: true, us_only: true, priority: false });
     // The call stays under its own model.
     assert_eq!(last[0].record.model.as_deref(), Some("claude-opus-4-6"));
     let catalog = Catalog::embedded();

@@ -189,7 +189,7 @@ pub struct TurnUsageMeta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<f64>,
     /// Request modifiers some call of the turn was billed with (`fast`: fast mode, `us_only`:
-    /// US-only inference), priced with their multipliers; absent for standard calls.
+    /// US-only inference, `priority`: OpenAI priority processing), priced with their multipliers; absent for standard calls.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub modifiers: Vec<String>,
     /// The turn's counts by the role of the calls (`main`, `subagent`, `side`), when the calls

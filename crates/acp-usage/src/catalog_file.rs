@@ -127,7 +127,28 @@ fn litellm_entry(id: &str, e: &Map<String, Value>) -> Option<ModelInfo> {
 fn litellm_multipliers(e: &Map<String, Value>) -> Multipliers {
     let entry = e.get("provider_specific_entry").and_then(Value::as_object);
     let get = |key: &str| entry.and_then(|m| m.get(key)).and_then(nonnegative);
-    Multipliers { fast: get("fast"), us_only: get("us") }
+    Multipliers { fast: get("fast"), us_only: get("us"), priority: priority_ratio(e) }
+}
+
+/// Priority processing as one multiplier: LiteLLM gives it as `…_priority` prices, which on
+/// OpenAI's models are the standard ones times one factor (2, or 2.5 on GPT-5.5). Only a
+/// factor every stated price agrees on is kept.
+fn priority_ratio(e: &Map<String, Value>) -> Option<f64> {
+    let ratio = |key: &str| -> Option<Option<f64>> {
+        match (price(e, key), price(e, &format!("{key}_priority"))) {
+            (Some(base), Some(p)) if base > 0.0 => Some(Some(p / base)),
+            (_, None) => Some(None),
+            _ => None,
+        }
+    };
+    let ratios = [
+        ratio("input_cost_per_token")?,
+        ratio("output_cost_per_token")?,
+        ratio("cache_read_input_token_cost")?,
+    ];
+    let first = ratios[0]?;
+    let agree = ratios.iter().flatten().all(|r| (r - first).abs() <= 1e-6 * first);
+    agree.then_some(first)
 }
 
 /// The lowest `…_above_{N}k_tokens` tier. Only one tier is kept: agents' prompts cross the first
@@ -202,6 +223,8 @@ pub struct ModelOverride {
     pub fast: Option<f64>,
     /// US-only inference's multiplier (`usage.inference_geo: "us"`).
     pub us_only: Option<f64>,
+    /// Priority processing's multiplier (OpenAI `service_tier: "priority"`, Codex's fast mode).
+    pub priority: Option<f64>,
 }
 
 /// `[models."id".long_context]`.
@@ -266,6 +289,7 @@ impl ModelOverride {
             multipliers: Multipliers {
                 fast: multiplier("fast", self.fast)?,
                 us_only: multiplier("us_only", self.us_only)?,
+                priority: multiplier("priority", self.priority)?,
             },
         })
     }
@@ -560,6 +584,18 @@ mod tests {
             (fast_call(&embedded, "claude-opus-4-6", false).cost.unwrap() - opus * 6.0).abs()
                 < 1e-12
         );
+        // Priority prices in a newer LiteLLM file become one multiplier when they agree.
+        let json = r#"{"gpt-9": {"litellm_provider": "openai", "mode": "responses",
+            "input_cost_per_token": 2e-6, "output_cost_per_token": 1e-5,
+            "cache_read_input_token_cost": 2e-7, "input_cost_per_token_priority": 5e-6,
+            "output_cost_per_token_priority": 2.5e-5, "cache_read_input_token_cost_priority": 5e-7},
+            "gpt-odd": {"litellm_provider": "openai", "mode": "chat",
+            "input_cost_per_token": 2e-6, "output_cost_per_token": 1e-5,
+            "input_cost_per_token_priority": 4e-6, "output_cost_per_token_priority": 3e-5}}"#;
+        let c = from_litellm_json(json).unwrap();
+        let of = |id: &str| c.get(id).unwrap().prices.as_ref().unwrap().multipliers.priority;
+        assert!(of("gpt-9").is_some_and(|m| (m - 2.5).abs() < 1e-9), "{:?}", of("gpt-9"));
+        assert_eq!(of("gpt-odd"), None, "prices that disagree are no one multiplier");
         // A multiplier must be a positive number.
         let err = parse_layer("[models.m]\nfast = 0\n", Path::new("o.toml")).unwrap_err();
         assert!(format!("{err:#}").contains("is not a multiplier"), "{err:#}");

@@ -11,13 +11,15 @@ use serde_json::Value;
 
 use super::reader::{Said, count};
 use crate::estimate::{self, Family};
-use crate::tokens::TokenRecord;
+use crate::tokens::{Modifiers, TokenRecord};
 
 /// What a Responses API response said so far.
 #[derive(Debug, Default)]
 pub(super) struct Responses {
     pub(super) said: Said,
     usage: Option<TokenRecord>,
+    /// The response's `service_tier`, as the terminal event states it.
+    service_tier: Option<String>,
     /// Codex's `codex.rate_limits` events, until taken.
     pub(super) rate_limits: Vec<Value>,
 }
@@ -56,6 +58,10 @@ impl Responses {
     fn response(&mut self, response: &Value) {
         self.said.note_id(&response["id"]);
         self.said.note_model(&response["model"]);
+        // What the request asked for may not be what it got: the response's tier is billed.
+        if let Some(tier) = response["service_tier"].as_str() {
+            self.service_tier = Some(tier.to_owned());
+        }
         let usage = &response["usage"];
         if usage.is_object() {
             let input = &usage["input_tokens_details"];
@@ -72,7 +78,9 @@ impl Responses {
 
     /// The usage seen, normalised.
     pub(super) fn usage_record(&self) -> Option<TokenRecord> {
-        self.usage.clone()
+        let mut record = self.usage.clone()?;
+        record.modifiers = Modifiers::from_openai(self.service_tier.as_deref());
+        Some(record)
     }
 }
 

@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use serde::Deserialize;
 
 use super::{Catalog, ModelInfo, Multipliers, Prices, Tier, strip_date_suffix};
-use crate::tokens::Modifiers;
+use crate::tokens::{Modifier, Modifiers};
 
 /// The corrections compiled into the binary.
 const CORRECTIONS_TOML: &str = include_str!("../../data/corrections.toml");
@@ -68,6 +68,9 @@ pub struct Correction {
     /// US-only inference multiplier of the whole request's price.
     #[serde(default)]
     pub us_only: Option<f64>,
+    /// Priority processing's multiplier of the whole request's price (OpenAI).
+    #[serde(default)]
+    pub priority: Option<f64>,
 }
 
 /// `[models."id".long_context]`: a complete tier, since it fills a missing one.
@@ -133,7 +136,7 @@ impl Corrections {
             let lc = c.long_context.as_ref();
             let values = [c.input, c.output, c.cache_read, c.cache_write_5m, c.cache_write_1h]
                 .into_iter()
-                .chain([c.fast, c.us_only])
+                .chain([c.fast, c.us_only, c.priority])
                 .chain([lc.map(|t| t.input), lc.map(|t| t.output)])
                 .chain(lc.map_or([None; 3], |t| [t.cache_read, t.cache_write_5m, t.cache_write_1h]))
                 .flatten();
@@ -159,9 +162,13 @@ impl Corrections {
     }
 
     /// The multiplier of one modifier for the catalog model `id`, when known.
-    pub fn multiplier(&self, id: &str, fast: bool) -> Option<f64> {
+    pub fn multiplier(&self, id: &str, m: Modifier) -> Option<f64> {
         let c = self.get(id)?;
-        if fast { c.fast } else { c.us_only }
+        match m {
+            Modifier::Fast => c.fast,
+            Modifier::UsOnly => c.us_only,
+            Modifier::Priority => c.priority,
+        }
     }
 
     /// The factor a call with `modifiers` pays over its standard price on the model `id`, and
@@ -170,13 +177,8 @@ impl Corrections {
     pub fn factor(&self, id: &str, stated: Multipliers, modifiers: Modifiers) -> (f64, bool) {
         let mut factor = 1.0;
         let mut known = true;
-        for (on, fast, stated) in
-            [(modifiers.fast, true, stated.fast), (modifiers.us_only, false, stated.us_only)]
-        {
-            if !on {
-                continue;
-            }
-            match stated.or_else(|| self.multiplier(id, fast)) {
+        for m in Modifier::ALL.into_iter().filter(|m| modifiers.has(*m)) {
+            match stated.of(m).or_else(|| self.multiplier(id, m)) {
                 Some(m) => factor *= m,
                 None => known = false,
             }
@@ -297,13 +299,67 @@ mod tests {
             ("claude-sonnet-4-6", None, Some(1.1)),
             ("claude-sonnet-4-5", None, None),
         ] {
-            assert_eq!((c.multiplier(id, true), c.multiplier(id, false)), (fast, us), "{id}");
+            assert_eq!(
+                (c.multiplier(id, Modifier::Fast), c.multiplier(id, Modifier::UsOnly)),
+                (fast, us),
+                "{id}"
+            );
         }
         // Every entry names its source and when it was checked.
         for (id, corr) in c.iter() {
             assert!(corr.source.starts_with("https://"), "{id}");
             assert!(corr.checked.len() == 10 && corr.checked.starts_with("20"), "{id}");
         }
+    }
+
+    #[test]
+    fn priority_multipliers_are_litellms_priority_prices_over_its_standard_ones() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../data/litellm-model_prices_and_context_window-1.109.1.json"
+        ))
+        .expect("the LiteLLM file the catalog is compiled from");
+        let litellm: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        let c = Corrections::embedded();
+        let mut held = 0;
+        for (id, corr) in c.iter() {
+            let Some(priority) = corr.priority else { continue };
+            let e = &litellm[id];
+            for key in
+                ["input_cost_per_token", "output_cost_per_token", "cache_read_input_token_cost"]
+            {
+                let (base, p) = (e[key].as_f64(), e[format!("{key}_priority")].as_f64());
+                let (Some(base), Some(p)) = (base, p) else { continue };
+                assert!(
+                    (p / base - priority).abs() < 1e-6,
+                    "{id} {key}: {} != {priority}",
+                    p / base
+                );
+                held += 1;
+            }
+        }
+        assert!(held >= 30, "only {held} priority prices held");
+        // Dated ids find their model's; Codex's own ids have none (LiteLLM prices no priority).
+        assert_eq!(c.multiplier("gpt-5-2025-08-07", Modifier::Priority), Some(2.0));
+        assert_eq!(c.multiplier("gpt-5.5", Modifier::Priority), Some(2.5));
+        assert_eq!(c.multiplier("gpt-5.2-codex", Modifier::Priority), None);
+        // A priority call is priced at the multiplier and exact; on a model without one, at 1x
+        // and not exact.
+        let rec = TokenRecord {
+            input: 1_000,
+            output: 100,
+            modifiers: Modifiers { priority: true, ..Modifiers::default() },
+            model: Some("gpt-5.2".into()),
+            ..TokenRecord::default()
+        };
+        let priced = crate::account::price_call(&rec, None, 1, Catalog::embedded());
+        let standard = (1_000.0 * 1.75 + 100.0 * 14.0) / 1e6;
+        assert!((priced.cost.unwrap() - 2.0 * standard).abs() < 1e-12, "{priced:?}");
+        assert!(!priced.modifiers_unpriced);
+        let codex = TokenRecord { model: Some("gpt-5.2-codex".into()), ..rec };
+        let priced = crate::account::price_call(&codex, None, 1, Catalog::embedded());
+        assert!((priced.cost.unwrap() - standard).abs() < 1e-12, "{priced:?}");
+        assert!(priced.modifiers_unpriced);
     }
 
     #[test]

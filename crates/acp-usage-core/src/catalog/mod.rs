@@ -46,6 +46,18 @@ pub struct Prices {
     pub multipliers: Multipliers,
 }
 
+impl Multipliers {
+    /// The multiplier of `m`, when stated.
+    pub fn of(self, m: crate::tokens::Modifier) -> Option<f64> {
+        use crate::tokens::Modifier;
+        match m {
+            Modifier::Fast => self.fast,
+            Modifier::UsOnly => self.us_only,
+            Modifier::Priority => self.priority,
+        }
+    }
+}
+
 /// What a modifier multiplies a whole request's price by; `None`: not stated here.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Multipliers {
@@ -53,6 +65,8 @@ pub struct Multipliers {
     pub fast: Option<f64>,
     /// US-only inference (`usage.inference_geo: "us"`).
     pub us_only: Option<f64>,
+    /// OpenAI priority processing (`service_tier: "priority"`).
+    pub priority: Option<f64>,
 }
 
 /// A request-level long-context price tier.
@@ -134,6 +148,7 @@ impl ModelPatch {
             || self.tier.is_some()
             || self.multipliers.fast.is_some()
             || self.multipliers.us_only.is_some()
+            || self.multipliers.priority.is_some()
     }
 }
 
@@ -366,6 +381,7 @@ impl Catalog {
             set_opt(&mut prices.cache_write_1h, patch.cache_write_1h);
             set_opt(&mut prices.multipliers.fast, patch.multipliers.fast);
             set_opt(&mut prices.multipliers.us_only, patch.multipliers.us_only);
+            set_opt(&mut prices.multipliers.priority, patch.multipliers.priority);
             if let Some(tp) = &patch.tier {
                 let mut tier = match (prices.tier.take(), tp.threshold, tp.input, tp.output) {
                     (Some(t), _, _, _) => t,

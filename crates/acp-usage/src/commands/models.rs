@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use acp_usage_core::catalog::Corrections;
 use acp_usage_core::pricing::prices_for_prompt;
-use acp_usage_core::{Catalog, ModelInfo, Prices};
+use acp_usage_core::{Catalog, ModelInfo, Modifier, Prices};
 use serde_json::{Value, json};
 
 use crate::relay::RelayOptions;
@@ -183,8 +183,9 @@ fn multipliers_json(m: &ModelInfo) -> Value {
     let c = Corrections::embedded();
     let stated = m.prices.as_ref().map(|p| p.multipliers).unwrap_or_default();
     json!({
-        "fast": stated.fast.or_else(|| c.multiplier(&m.id, true)),
-        "us_only": stated.us_only.or_else(|| c.multiplier(&m.id, false)),
+        "fast": stated.fast.or_else(|| c.multiplier(&m.id, Modifier::Fast)),
+        "us_only": stated.us_only.or_else(|| c.multiplier(&m.id, Modifier::UsOnly)),
+        "priority": stated.priority.or_else(|| c.multiplier(&m.id, Modifier::Priority)),
     })
 }
 

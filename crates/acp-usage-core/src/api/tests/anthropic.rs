@@ -292,7 +292,7 @@ fn fast_mode_and_us_only_inference_are_read_from_the_usage() {
         200,
     );
     let modifiers = observed.expect("usage").record.modifiers;
-    assert_eq!(modifiers, crate::Modifiers { fast: true, us_only: true });
+    assert_eq!(modifiers, crate::Modifiers { fast: true, us_only: true, priority: false });
     // A JSON body at standard speed with an empty geo: no modifier.
     let mut standard = usage(false);
     standard["speed"] = json!("standard");

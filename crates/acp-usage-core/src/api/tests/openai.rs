@@ -79,6 +79,24 @@ fn responses_streams() {
 }
 
 #[test]
+fn responses_read_the_billed_service_tier() {
+    // Asked for priority (Codex's fast mode) and got it: the terminal response says so.
+    let mut events = responses_stream("response.completed", responses_usage());
+    events[0]["response"]["service_tier"] = json!("priority");
+    events[5]["response"]["service_tier"] = json!("priority");
+    let body = sse(&typed(&events), "\n");
+    let (_, observed) = read_all_ways(Api::OpenAiResponses, None, &responses_request(), &body, 200);
+    let record = observed.expect("usage").record;
+    assert!(record.modifiers.priority, "{record:?}");
+    assert_eq!(record.modifiers.names(), ["priority"]);
+    // Asked for it, not granted: the terminal response's tier is the one billed.
+    events[5]["response"]["service_tier"] = json!("default");
+    let body = sse(&typed(&events), "\n");
+    let (_, observed) = read_all_ways(Api::OpenAiResponses, None, &responses_request(), &body, 200);
+    assert!(observed.expect("usage").record.modifiers.is_empty());
+}
+
+#[test]
 fn responses_json_bodies() {
     let body = json!({"id": "resp_2", "object": "response", "status": "completed", "model": "gpt-5-mini",
         "output": [], "usage": {"input_tokens": 2600, "input_tokens_details": {"cached_tokens": 2000,
