@@ -58,6 +58,12 @@ impl Tail {
         &self.path
     }
 
+    /// The byte offset after the last complete line read (a line still being written is not
+    /// counted).
+    pub fn consumed(&self) -> u64 {
+        self.offset.saturating_sub(self.partial.len() as u64)
+    }
+
     /// Reads what was appended since the last call.
     pub fn read(&mut self) -> io::Result<Chunk> {
         if self.path.extension().is_some_and(|e| e == "zst") {
