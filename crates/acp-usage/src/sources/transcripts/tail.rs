@@ -145,7 +145,7 @@ impl Tail {
 
     fn split(&mut self, buf: &[u8], lines: &mut Vec<Vec<u8>>) {
         let mut rest = buf;
-        while let Some(i) = rest.iter().position(|&b| b == b'\n') {
+        while let Some(i) = memchr::memchr(b'\n', rest) {
             let mut line = std::mem::take(&mut self.partial);
             line.extend_from_slice(&rest[..i]);
             if line.last() == Some(&b'\r') {
