@@ -179,26 +179,16 @@ pub fn run(relay: &RelayOptions, opts: &ImportOptions) -> anyhow::Result<ExitCod
 /// What `report` runs before it answers: an import into `ledger` (default: [`ledger::path`])
 /// of what changed since the last one, quietly (a progress bar on a terminal only, warnings as
 /// one line). It never fails the report: a ledger it cannot open or write (locked, read-only)
-/// is one warning line, and the report answers from what the ledger holds. A ledger that does
-/// not exist is not created when there is nothing to import.
+/// is one warning line, and the report answers from what the ledger holds.
 pub fn before_report(relay: &RelayOptions, ledger: Option<PathBuf>) {
     let Some(path) = ledger.or_else(ledger::path) else { return };
-    let locs = Locations::from_process();
-    if !path.exists() && read::sources(&locs, &agents().collect::<Vec<_>>(), None).list.is_empty() {
-        return;
-    }
     let mut bar = output::ProgressBar::new(std::io::stderr().is_terminal());
-    let res = (|| -> anyhow::Result<Summary> {
-        let catalog = relay.load_config()?.catalog;
-        let mut store = ledger::open(&path)
-            .with_context(|| format!("cannot open the ledger {}", path.display()))?;
-        import(&mut store, &locs, &catalog, &ImportOptions::default(), &mut |p| bar.show(p))
-            .with_context(|| format!("cannot write to the ledger {}", path.display()))
-    })();
+    let catalog = || Ok(relay.load_config()?.catalog);
+    let res = refresh(&path, &Locations::from_process(), catalog, &mut |p| bar.show(p));
     bar.clear();
     match res {
         Ok(summary) => {
-            if let Some(line) = output::warnings_line(&summary) {
+            if let Some(line) = summary.as_ref().and_then(output::warnings_line) {
                 eprintln!("acp-usage report: warning: import: {line}");
             }
         }
@@ -206,6 +196,25 @@ pub fn before_report(relay: &RelayOptions, ledger: Option<PathBuf>) {
             "acp-usage report: warning: import skipped ({err:#}); reporting what the ledger holds"
         ),
     }
+}
+
+/// The import [`before_report`] runs, into the ledger at `path` from `locs`; `None` when the
+/// ledger does not exist and there is nothing to import (a report does not create it then).
+fn refresh(
+    path: &std::path::Path,
+    locs: &Locations,
+    catalog: impl FnOnce() -> anyhow::Result<Catalog>,
+    progress: &mut dyn FnMut(Progress),
+) -> anyhow::Result<Option<Summary>> {
+    if !path.exists() && read::sources(locs, &agents().collect::<Vec<_>>(), None).list.is_empty() {
+        return Ok(None);
+    }
+    let catalog = catalog()?;
+    let mut store =
+        ledger::open(path).with_context(|| format!("cannot open the ledger {}", path.display()))?;
+    let summary = import(&mut store, locs, &catalog, &ImportOptions::default(), progress)
+        .with_context(|| format!("cannot write to the ledger {}", path.display()))?;
+    Ok(Some(summary))
 }
 
 /// Imports every session of `opts.agents` found under `locs` into `store` whose files changed

@@ -166,6 +166,26 @@ mod tests {
             "importing [######------------------] 3/12 files, 2 MB, 1,234 calls added"
         );
         let none = Progress::default();
+        assert!(bar_text(none).ends_with("0 calls added"));
         assert!(bar_text(none).starts_with("importing [########################] 0/0"));
+    }
+
+    #[test]
+    fn warnings_are_one_line_naming_the_first() {
+        use super::super::{SkippedLines, Unreadable};
+        let unreadable = |p: &str| Unreadable { path: p.into(), why: "denied".into() };
+        let s = Summary {
+            unreadable: vec![unreadable("/a.jsonl"), unreadable("/b.jsonl")],
+            skipped: vec![SkippedLines { path: "/c.jsonl".into(), lines: 1, first: "x".into() }],
+            ..Summary::default()
+        };
+        let line = warnings_line(&s).unwrap();
+        assert_eq!(
+            line,
+            "2 files unreadable, 1 file with skipped lines (first: /a.jsonl: denied); \
+             `acp-usage import` names them all"
+        );
+        assert!(!line.contains('\n'));
+        assert_eq!(warnings_line(&Summary::default()), None);
     }
 }

@@ -728,3 +728,29 @@ fn reading_in_parallel_gives_the_ledger_one_thread_gives() {
         assert_eq!(ledger_session(store, CLAUDE_FORK).0, 2);
     }
 }
+
+#[test]
+fn the_import_before_a_report_creates_no_ledger_for_nothing_and_fails_softly() {
+    let catalog = || Ok(Catalog::embedded().clone());
+    // Nothing on disk, no ledger yet: none is made.
+    let home = Home::new("refresh-empty");
+    let path = home.0.join("report.db");
+    let res = super::refresh(&path, &home.locations(), catalog, &mut |_| {}).unwrap();
+    assert!(res.is_none() && !path.exists());
+
+    // Transcripts on disk: the report's ledger gets them, and the next report reads no file.
+    let home = Home::new("refresh");
+    lay_out(&home.home());
+    let path = home.0.join("report.db");
+    let first = super::refresh(&path, &home.locations(), catalog, &mut |_| {}).unwrap().unwrap();
+    assert_eq!(first.total().calls_added, 38);
+    let again = super::refresh(&path, &home.locations(), catalog, &mut |_| {}).unwrap().unwrap();
+    assert_eq!((again.files_read, again.total().calls_added), (0, 0));
+    assert_eq!(output::warnings_line(&again), None);
+
+    // A ledger that is not one: an error for the one warning line, never a panic.
+    let broken = home.0.join("broken.db");
+    std::fs::write(&broken, "not a database, but long enough to be read as a header ....").unwrap();
+    let err = super::refresh(&broken, &home.locations(), catalog, &mut |_| {}).unwrap_err();
+    assert!(format!("{err:#}").contains("broken.db"), "{err:#}");
+}
