@@ -754,3 +754,31 @@ fn the_import_before_a_report_creates_no_ledger_for_nothing_and_fails_softly() {
     let err = super::refresh(&broken, &home.locations(), catalog, &mut |_| {}).unwrap_err();
     assert!(format!("{err:#}").contains("broken.db"), "{err:#}");
 }
+
+#[test]
+fn an_opencode_session_is_read_again_when_a_message_of_it_changed() {
+    let home = Home::new("opencode-update");
+    lay_out(&home.home());
+    let mut store = home.ledger();
+    let locs = home.locations();
+    let opts = ImportOptions { agents: vec![profile("opencode")], ..ImportOptions::default() };
+    let first = run(&mut store, &locs, &opts);
+    assert_eq!((first.files_read, first.total().calls_added), (1, 7));
+    assert_eq!(run(&mut store, &locs, &opts).files_read, 0, "unchanged: not read");
+    // A subagent's message finished (its child session's row untouched).
+    let db =
+        rusqlite::Connection::open(home.home().join(".local/share/opencode/opencode.db")).unwrap();
+    let changed = db
+        .execute(
+            "UPDATE message SET time_updated = time_updated + 60000
+             WHERE id = (SELECT m.id FROM message m JOIN session s ON s.id = m.session_id
+                         WHERE s.parent_id IS NOT NULL ORDER BY m.time_created DESC LIMIT 1)",
+            [],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(db);
+    let again = run(&mut store, &locs, &opts);
+    assert_eq!((again.files_read, again.total().calls_added), (1, 0));
+    assert_eq!(again.total().calls_present, 7);
+}
