@@ -8,9 +8,11 @@
 //! modification time is noticed. For opencode's database, each session is one row whose
 //! "modification time" is the session's last update.
 //!
-//! A session is unchanged when it has exactly the files remembered for it, each with the same
-//! state: then it is not read at all. Anything else (a file that grew, shrank, was replaced, a
-//! new subagent file) reads the whole session again: see [`super::read`] for why.
+//! A session is unchanged when each of its files is remembered with the state it has now: then
+//! it is not read at all. Anything else (a file that grew, shrank, was replaced or rewritten, a
+//! new subagent file) reads the whole session again: see [`super::read`] for why. A file that
+//! is gone adds nothing to read; its row stays, unused. Rows are per file, so two copies of a
+//! session under one id (the same transcript in two project folders) do not undo each other.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -122,7 +124,7 @@ impl Remembered {
     /// Whether `agent`'s session `id`, whose files are now `files`, is as it was last read.
     pub fn unchanged(&self, agent: &str, id: &str, files: &[(PathBuf, Option<Seen>)]) -> bool {
         let Some(known) = self.0.get(&(agent.to_owned(), id.to_owned())) else { return false };
-        known.len() == files.len()
+        !files.is_empty()
             && files.iter().all(|(path, now)| {
                 now.is_some_and(|now| known.iter().any(|(p, seen)| p == path && *seen == now))
             })
@@ -131,7 +133,7 @@ impl Remembered {
 
 /// Remembers that `agent`'s session `id` was read with its files in the states `files` (as
 /// stat saw them before the read), each read up to `offsets` (the byte after its last complete
-/// line; opencode: 0). Replaces what was remembered of the session.
+/// line; opencode: 0). Replaces what was remembered of those files.
 pub fn save(
     store: &mut Store,
     agent: &str,
@@ -141,7 +143,6 @@ pub fn save(
 ) -> rusqlite::Result<()> {
     let tx =
         store.conn_mut().transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    tx.execute("DELETE FROM import_files WHERE agent = ?1 AND session = ?2", params![agent, id])?;
     {
         let mut stmt = tx.prepare_cached(
             "INSERT OR REPLACE INTO import_files(agent, session, path, dev, ino, size, mtime,

@@ -304,3 +304,24 @@ fn an_opencode_session_is_read_again_when_a_message_of_it_changed() {
     assert_eq!((again.files_read, again.total().calls_added), (1, 0));
     assert_eq!(again.total().calls_present, 7);
 }
+
+#[test]
+fn a_new_subagent_file_reads_its_session_again() {
+    let home = Home::new("new-subagent");
+    lay_out(&home.home());
+    let mut store = home.ledger();
+    let locs = home.locations();
+    run(&mut store, &locs, &claude_only());
+    // A second subagent of the session: a copy of the first's file under new message ids.
+    let subagents =
+        home.home().join(format!(".claude/projects/-tmp-work/{CLAUDE_SESSION}/subagents"));
+    let text = std::fs::read_to_string(subagents.join("agent-a455660011ddec475.jsonl")).unwrap();
+    std::fs::write(
+        subagents.join("agent-b000000000000000b.jsonl"),
+        text.replace("msg_mock_177e9c6ca_0005", "msg_mock_177e9c6ca_0105"),
+    )
+    .unwrap();
+    let s = run(&mut store, &locs, &claude_only());
+    assert_eq!((s.files_read, s.total().calls_added), (3, 1));
+    assert_eq!(run(&mut store, &locs, &claude_only()).files_read, 0);
+}
