@@ -259,7 +259,6 @@ pub fn import(
     if list.is_empty() {
         return Ok(summary);
     }
-    let mut keys = ledger_keys(store)?;
     let threads =
         opts.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let databases = &mut found.databases;
@@ -284,7 +283,7 @@ pub fn import(
         if !session.calls.is_empty() {
             sums.sessions += 1;
             let sref = SessionRef { id: source.id.clone(), agent: source.agent.name().into() };
-            p.calls_added += write_session(store, &sref, &session, catalog, &mut keys, sums)?;
+            p.calls_added += write_session(store, &sref, &session, catalog, sums)?;
         }
         // Remembered only when every file was read, and all of it: an import `--since` left
         // older calls out, which a later import without it must add.
@@ -340,11 +339,26 @@ fn accounted(c: &read::ImportCall, catalog: &Catalog) -> AccountedCall {
     }
 }
 
-/// Every call key the ledger holds.
-fn ledger_keys(store: &Store) -> rusqlite::Result<HashSet<String>> {
-    let mut stmt = store.conn().prepare("SELECT key FROM calls WHERE key IS NOT NULL")?;
-    let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
-    rows.collect()
+/// Which of `keys` the ledger holds, in any session (through the index on `calls.key`, schema
+/// 5: a session read again costs a look-up of its own keys, not a load of the ledger's).
+fn known_keys<'k>(
+    store: &Store,
+    keys: impl Iterator<Item = &'k str>,
+) -> rusqlite::Result<HashSet<String>> {
+    const BATCH: usize = 500;
+    let keys: Vec<&str> = keys.collect();
+    let mut known = HashSet::new();
+    for chunk in keys.chunks(BATCH) {
+        let marks = vec!["?"; chunk.len()].join(",");
+        let mut stmt = store.conn().prepare_cached(&format!(
+            "SELECT key FROM calls WHERE key IS NOT NULL AND key IN ({marks})"
+        ))?;
+        let rows = stmt.query_map(rusqlite::params_from_iter(chunk), |r| r.get::<_, String>(0))?;
+        for key in rows {
+            known.insert(key?);
+        }
+    }
+    Ok(known)
 }
 
 /// Writes one session's calls that the ledger does not have (see the module's rules); returns
@@ -354,10 +368,11 @@ fn write_session(
     sref: &SessionRef,
     session: &read::Session,
     catalog: &Catalog,
-    keys: &mut HashSet<String>,
     sums: &mut AgentSummary,
 ) -> rusqlite::Result<u64> {
     let own: HashSet<&str> = session.calls.iter().map(|c| c.key.as_str()).collect();
+    // Rule 1: the keys the ledger has, in any session.
+    let keys = known_keys(store, own.iter().copied())?;
     // What an earlier import wrote of this session, by key: a call read again with other
     // counts has grown since (and is updated); the relay's rows are never touched.
     let imported: HashMap<String, Counts> = {
@@ -451,7 +466,6 @@ fn write_session(
         // meanwhile.
         sums.calls_present += calls.len() as u64 - added;
         for c in &calls {
-            keys.insert(c.key.clone().expect("imported calls have keys"));
             sums.tokens += &c.record;
             match c.cost {
                 Some(cost) => sums.cost += cost,

@@ -116,8 +116,10 @@ const MIGRATIONS: &[&str] = &[
     // (`commands/import/state.rs`): identity (`dev`, `ino`), `size`, `mtime` (Unix ns; for
     // opencode's sessions, their last update in Unix ms), `offset` (the byte after the last
     // complete line read) and `head` (a hash of the first 4 KiB of a document its agent
-    // rewrites in place; NULL for appended files).
+    // rewrites in place; NULL for appended files). And call keys indexed across sessions: a
+    // session read again asks whether the ledger has its keys in any session.
     "
+    CREATE INDEX calls_by_key ON calls(key) WHERE key IS NOT NULL;
     CREATE TABLE import_files (
         agent   TEXT NOT NULL,
         session TEXT NOT NULL,
