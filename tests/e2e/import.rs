@@ -8,6 +8,8 @@
 //!   opencode's and kilo's titles, qwen-code's prompt suggestions), each counted once, priced to
 //!   the catalog;
 //! - a second import adds nothing;
+//! - `report` imports first (into a fresh ledger, its totals are the import's, and an import
+//!   after it adds nothing), and `report --no-import` reads the ledger as it is;
 //! - a session the relay already recorded (through `acp-usage` with the ledger on) gains
 //!   nothing from an import of its transcript but the calls the relay could not see (Codex and
 //!   Claude Code: none, matched by key; qwen-code: its memory extraction, the rest matched by
@@ -99,6 +101,14 @@ fn report_totals(lab: &Lab, ledger: &Path) -> Option<Value> {
     out.status.success().then(|| serde_json::from_slice::<Value>(&out.stdout).ok()).flatten()
 }
 
+/// `report session --json --ledger LEDGER ARGS` with the lab's environment; its JSON.
+fn report_json(lab: &Lab, ledger: &Path, args: &[&str]) -> Value {
+    let mut all = vec!["report", "session", "--json", "--ledger", ledger.to_str().expect("utf-8")];
+    all.extend_from_slice(args);
+    let (stdout, _) = acp_usage(lab, &all);
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("report {args:?}: {e}: {stdout}"))
+}
+
 /// The calls of `agent`'s direct session that its records on disk hold: every billed call but
 /// the auxiliary ones the agent records nowhere (Claude Code's and opencode's titles; qwen-code
 /// records its memory extraction, not its prompt suggestions, classifier or title calls).
@@ -123,6 +133,25 @@ pub(crate) fn direct_then_import(agent: Agent) {
     let want = sums(&want_calls);
     let want_cost = support::catalog_cost(want_calls.iter().copied());
 
+    // `report --no-import` answers from the ledger as it is: there is none yet, and it makes
+    // none.
+    let mut failures = Vec::new();
+    let bare = report_json(lab, &ledger, &["--no-import"]);
+    if bare["totals"]["calls"].as_u64() != Some(0) || ledger.exists() {
+        failures.push(format!("report --no-import imported: {}", bare["totals"]));
+    }
+    // `report` imports first: into a ledger of its own, it reports what was served, and an
+    // import after it has nothing left to add.
+    let fresh = lab.scratch.path("report-first.db");
+    let first = report_json(lab, &fresh, &[]);
+    if first["totals"]["calls"].as_u64() != Some(want.0) {
+        failures.push(format!("report did not import first: {} != {want:?}", first["totals"]));
+    }
+    let (after_report, _) = import(lab, &fresh);
+    if after_report != 0 {
+        failures.push(format!("an import after report added {after_report} calls"));
+    }
+
     let (added, stderr) = import(lab, &ledger);
     let (got, cost, sessions) = ledger_totals(&ledger, agent.name());
     let left_out: Vec<String> = served
@@ -146,7 +175,6 @@ pub(crate) fn direct_then_import(agent: Agent) {
         got.3,
         want_cost.unwrap_or(f64::NAN),
     );
-    let mut failures = Vec::new();
     if got != want {
         failures.push(format!("ledger totals {got:?} != served {want:?}\n{stderr}"));
     }

@@ -153,7 +153,8 @@ fn ledger_concurrent_relays_and_a_killed_one() {
 /// `acp-usage report --json` over `ledger`.
 fn report_json(ledger: &Path, args: &[&str]) -> Value {
     let out = Command::new(relay_binary().expect("binary"))
-        .args(["report", "--json", "--ledger"])
+        // The relays' ledger as they wrote it: no import of this machine's transcripts.
+        .args(["report", "--json", "--no-import", "--ledger"])
         .arg(ledger)
         .args(args)
         .output()

@@ -121,6 +121,11 @@ pub enum Command {
     Schema,
     /// Sum the calls the ledger recorded per day, week, month, session, project, agent or
     /// model: tokens, calls and cost (USD), as a table or JSON.
+    ///
+    /// It first imports what the agents' transcripts on disk added since the last import (as
+    /// `acp-usage import` does, quietly; only changed files are read), so the report is current;
+    /// `--no-import` answers from the ledger as it is. An import that fails is one warning line;
+    /// the report still answers.
     Report(ReportArgs),
     /// A live view of the sessions running now and in the last hour, and today's total cost.
     ///
@@ -302,7 +307,12 @@ fn import_agent_parser() -> impl clap::builder::TypedValueParser<Value = Profile
 
 impl From<ImportArgs> for commands::import::ImportOptions {
     fn from(a: ImportArgs) -> commands::import::ImportOptions {
-        commands::import::ImportOptions { ledger: a.ledger, since: a.since, agents: a.agent }
+        commands::import::ImportOptions {
+            ledger: a.ledger,
+            since: a.since,
+            agents: a.agent,
+            threads: None,
+        }
     }
 }
 
@@ -349,6 +359,10 @@ pub struct ReportArgs {
     /// `report limits`: one row per window and day, or per hour.
     #[arg(long, value_enum, default_value_t = LimitsPer::Day)]
     pub per: LimitsPer,
+    /// Answer from the ledger as it is, without importing first what the agents' transcripts
+    /// on disk added since the last import.
+    #[arg(long)]
+    pub no_import: bool,
 }
 
 /// `report limits --per`.
@@ -562,7 +576,16 @@ pub fn main() -> ExitCode {
             &options,
             &commands::export::ExportOptions { otlp: e.otlp, ledger: e.ledger },
         ),
-        Some(Command::Report(r)) => commands::report::run(&r.into()),
+        Some(Command::Report(r)) => {
+            let import = !r.no_import;
+            let opts = commands::report::ReportOptions::from(r);
+            // Subscription windows come from relayed traffic only; every other report sums
+            // calls, which an import brings up to date.
+            if import && opts.group != commands::report::Group::Limits {
+                commands::import::before_report(&options, opts.ledger.clone());
+            }
+            commands::report::run(&opts)
+        }
         Some(Command::Doctor(d)) => commands::doctor::run(&commands::doctor::Options {
             json: d.json,
             config: options.config.clone(),

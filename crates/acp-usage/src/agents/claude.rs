@@ -212,15 +212,25 @@ fn settings_base_url(env: &Env) -> Option<String> {
 /// What a line says of its session: the working directory, and a title (one the user gave
 /// beats one Claude Code generated, which beats an older version's summary).
 fn line_facts(facts: &mut Facts, line: &[u8]) {
-    let has = |pattern: &[u8]| memchr::memmem::find(line, pattern).is_some();
-    if facts.cwd.is_none() && has(b"\"cwd\":") {
+    use memchr::memmem::Finder;
+    // Built once: `import` looks at every line of every session.
+    static FIND: std::sync::LazyLock<[Finder<'static>; 4]> = std::sync::LazyLock::new(|| {
+        [
+            Finder::new(b"\"cwd\":"),
+            Finder::new(b"\"custom-title\""),
+            Finder::new(b"\"ai-title\""),
+            Finder::new(b"\"type\":\"summary\""),
+        ]
+    });
+    let has = |i: usize| FIND[i].find(line).is_some();
+    if facts.cwd.is_none() && has(0) {
         facts.cwd = string_at(line, &["cwd"]);
     }
-    if has(b"\"custom-title\"") {
+    if has(1) {
         facts.set_title(3, string_at(line, &["customTitle"]));
-    } else if has(b"\"ai-title\"") {
+    } else if has(2) {
         facts.set_title(2, string_at(line, &["aiTitle"]));
-    } else if has(b"\"type\":\"summary\"") {
+    } else if has(3) {
         facts.set_title(1, string_at(line, &["summary"]));
     }
 }

@@ -25,16 +25,29 @@
 //! own time. No turn rows are written for imported calls (transcripts do not delimit turns the
 //! same way in every format; reports count calls, tokens and cost), so an imported session
 //! shows zero turns.
+//!
+//! A call imported while its session was live can have grown since (Claude Code writes a
+//! streamed message's partial output count first and the final one later): when a session is
+//! read again, an imported row of the session whose key the transcript now records with other
+//! counts takes the new counts, re-priced with the same rule. Rows the relay wrote are never
+//! changed.
+//!
+//! Import remembers each file it read (`state.rs`) and reads again only the sessions whose
+//! files changed, so that an import with nothing new only looks at the files; that is what lets
+//! `report` run it first. Sessions to read are read on every core (`parallel.rs`) and written
+//! on this thread, oldest first, as from one thread.
 
+mod output;
+mod parallel;
 mod read;
+mod state;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, HashSet};
-use std::io::{IsTerminal, Write as _};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
 
 use acp_usage_core::account::price_call;
 use acp_usage_core::{AccountedCall, Catalog, Source, TokenTotals};
@@ -42,7 +55,6 @@ use anyhow::Context as _;
 use rusqlite::params;
 
 use crate::agents::Profile;
-use crate::numbers::thousands;
 use crate::relay::RelayOptions;
 use crate::sinks::ledger::{self, Origin, SessionRef, Store};
 use crate::sources::transcripts::Locations;
@@ -64,6 +76,8 @@ pub struct ImportOptions {
     pub since: Option<i64>,
     /// Only these agents; empty: all of them.
     pub agents: Vec<Profile>,
+    /// Threads that read sessions; `None`: one per core.
+    pub threads: Option<usize>,
 }
 
 /// Progress of a running import.
@@ -71,8 +85,10 @@ pub struct ImportOptions {
 pub struct Progress {
     /// Files read so far (an opencode session counts as one).
     pub files_done: usize,
-    /// Files to read.
+    /// Files to read (those that changed since the last import).
     pub files_total: usize,
+    /// Bytes of the files read so far.
+    pub bytes_read: u64,
     /// Calls added so far.
     pub calls_added: u64,
 }
@@ -88,6 +104,8 @@ pub struct AgentSummary {
     pub calls_added: u64,
     /// Calls the ledger already had (by key, or as a relay row with the same counts).
     pub calls_present: u64,
+    /// Calls imported before whose counts changed since (a session read while it was live).
+    pub calls_updated: u64,
     /// Tokens of the calls added.
     pub tokens: TokenTotals,
     /// Cost of the calls added, USD (unpriced calls left out).
@@ -107,6 +125,10 @@ pub struct Summary {
     pub skipped: Vec<SkippedLines>,
     /// Files found.
     pub files: usize,
+    /// Files read (the files of every session with a file changed since the last import).
+    pub files_read: usize,
+    /// Files not read: their session's files are as the last import left them.
+    pub files_unchanged: usize,
 }
 
 impl Summary {
@@ -118,6 +140,7 @@ impl Summary {
             t.sessions_added += a.sessions_added;
             t.calls_added += a.calls_added;
             t.calls_present += a.calls_present;
+            t.calls_updated += a.calls_updated;
             t.tokens.input += a.tokens.input;
             t.tokens.cache_read += a.tokens.cache_read;
             t.tokens.cache_write += a.tokens.cache_write;
@@ -145,16 +168,57 @@ pub fn run(relay: &RelayOptions, opts: &ImportOptions) -> anyhow::Result<ExitCod
     let mut store =
         ledger::open(&path).with_context(|| format!("opening the ledger {}", path.display()))?;
     let locs = Locations::from_process();
-    let mut line = ProgressLine::new(std::io::stderr().is_terminal());
-    let summary = import(&mut store, &locs, &catalog, opts, &mut |p| line.show(p))
-        .with_context(|| format!("writing to the ledger {}", path.display()))?;
-    line.clear();
-    print_summary(&summary, &path, opts);
+    let mut bar = output::ProgressBar::new(std::io::stderr().is_terminal());
+    let summary = import(&mut store, &locs, &catalog, opts, &mut |p| bar.show(p))
+        .with_context(|| format!("writing to the ledger {}", path.display()));
+    bar.clear();
+    output::print_summary(&summary?, &path, opts);
     Ok(ExitCode::SUCCESS)
 }
 
-/// Imports every session of `opts.agents` found under `locs` into `store`, calling `progress`
-/// after each session.
+/// What `report` runs before it answers: an import into `ledger` (default: [`ledger::path`])
+/// of what changed since the last one, quietly (a progress bar on a terminal only, warnings as
+/// one line). It never fails the report: a ledger it cannot open or write (locked, read-only)
+/// is one warning line, and the report answers from what the ledger holds.
+pub fn before_report(relay: &RelayOptions, ledger: Option<PathBuf>) {
+    let Some(path) = ledger.or_else(ledger::path) else { return };
+    let mut bar = output::ProgressBar::new(std::io::stderr().is_terminal());
+    let catalog = || Ok(relay.load_config()?.catalog);
+    let res = refresh(&path, &Locations::from_process(), catalog, &mut |p| bar.show(p));
+    bar.clear();
+    match res {
+        Ok(summary) => {
+            if let Some(line) = summary.as_ref().and_then(output::warnings_line) {
+                eprintln!("acp-usage report: warning: import: {line}");
+            }
+        }
+        Err(err) => eprintln!(
+            "acp-usage report: warning: import skipped ({err:#}); reporting what the ledger holds"
+        ),
+    }
+}
+
+/// The import [`before_report`] runs, into the ledger at `path` from `locs`; `None` when the
+/// ledger does not exist and there is nothing to import (a report does not create it then).
+fn refresh(
+    path: &std::path::Path,
+    locs: &Locations,
+    catalog: impl FnOnce() -> anyhow::Result<Catalog>,
+    progress: &mut dyn FnMut(Progress),
+) -> anyhow::Result<Option<Summary>> {
+    if !path.exists() && read::sources(locs, &agents().collect::<Vec<_>>(), None).list.is_empty() {
+        return Ok(None);
+    }
+    let catalog = catalog()?;
+    let mut store =
+        ledger::open(path).with_context(|| format!("cannot open the ledger {}", path.display()))?;
+    let summary = import(&mut store, locs, &catalog, &ImportOptions::default(), progress)
+        .with_context(|| format!("cannot write to the ledger {}", path.display()))?;
+    Ok(Some(summary))
+}
+
+/// Imports every session of `opts.agents` found under `locs` into `store` whose files changed
+/// since the last import, calling `progress` after each session.
 pub fn import(
     store: &mut Store,
     locs: &Locations,
@@ -173,12 +237,43 @@ pub fn import(
         files: found.list.iter().map(|s| s.files).sum(),
         ..Summary::default()
     };
-    let mut keys = ledger_keys(store)?;
-    let mut p = Progress { files_total: summary.files, ..Progress::default() };
+    let remembered = state::Remembered::load(store)?;
+    let mut list = Vec::new();
+    for source in std::mem::take(&mut found.list) {
+        if remembered.unchanged(source.agent.name(), &source.id, &source.seen) {
+            summary.files_unchanged += source.files;
+        } else {
+            list.push(source);
+        }
+    }
+    list.iter_mut().for_each(read::prepare);
+    // Oldest first within an agent: when a call is in several sessions (a Claude Code fork
+    // starts with a copy of its parent's), the older one owns it.
+    let rank = |p: Profile| agents.iter().position(|a| *a == p);
+    list.sort_by(|a, b| {
+        (rank(a.agent), a.started_ms, &a.id).cmp(&(rank(b.agent), b.started_ms, &b.id))
+    });
+    summary.files_read = list.iter().map(|s| s.files).sum();
+    let mut p = Progress { files_total: summary.files_read, ..Progress::default() };
     progress(p);
-    for source in &found.list {
-        let db = found.databases.iter_mut().find(|(a, _)| *a == source.agent).map(|(_, db)| db);
-        let mut session = read::read(source, db);
+    if list.is_empty() {
+        return Ok(summary);
+    }
+    let threads =
+        opts.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let databases = &mut found.databases;
+    // opencode's sessions are read on the writing thread, from its one open database.
+    let read_files = |i: usize| match list[i].place {
+        read::Place::Files(_) => Some(read::read(&list[i], None)),
+        read::Place::Database => None,
+    };
+    parallel::in_order(list.len(), threads, read_files, |i, session| {
+        let source = &list[i];
+        let mut session = session.unwrap_or_else(|| {
+            let db = databases.iter_mut().find(|(a, _)| *a == source.agent).map(|(_, db)| db);
+            read::read(source, db)
+        });
+        let complete = session.unreadable.is_empty();
         summary.unreadable.append(&mut session.unreadable);
         summary.skipped.append(&mut session.skipped);
         if let Some(since) = opts.since {
@@ -188,20 +283,82 @@ pub fn import(
         if !session.calls.is_empty() {
             sums.sessions += 1;
             let sref = SessionRef { id: source.id.clone(), agent: source.agent.name().into() };
-            let added = write_session(store, &sref, &session, catalog, &mut keys, sums)?;
-            p.calls_added += added;
+            p.calls_added += write_session(store, &sref, &session, catalog, sums)?;
+        }
+        // Remembered only when every file was read, and all of it: an import `--since` left
+        // older calls out, which a later import without it must add.
+        if complete && opts.since.is_none() {
+            state::save(store, source.agent.name(), &source.id, &source.seen, &session.offsets)?;
         }
         p.files_done += source.files;
+        p.bytes_read +=
+            source.seen.iter().filter_map(|(_, s)| s.map(|s| s.size as u64)).sum::<u64>();
         progress(p);
-    }
+        Ok::<(), rusqlite::Error>(())
+    })?;
     Ok(summary)
 }
 
-/// Every call key the ledger holds.
-fn ledger_keys(store: &Store) -> rusqlite::Result<HashSet<String>> {
-    let mut stmt = store.conn().prepare("SELECT key FROM calls WHERE key IS NOT NULL")?;
-    let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
-    rows.collect()
+/// The counts of a call as the ledger keeps them: input, cache read, 5-minute and 1-hour cache
+/// writes, output, thought; model; modifiers.
+#[derive(Debug, PartialEq, Eq)]
+struct Counts([i64; 6], Option<String>, Option<String>);
+
+impl Counts {
+    fn of(r: &acp_usage_core::TokenRecord) -> Counts {
+        let n = |v: u64| v as i64;
+        Counts(
+            [
+                n(r.input),
+                n(r.cache_read),
+                n(r.cache_write_5m),
+                n(r.cache_write_1h),
+                n(r.output),
+                n(r.thought),
+            ],
+            r.model.clone(),
+            r.modifiers.to_text(),
+        )
+    }
+}
+
+/// A transcript's call as the ledger's writer takes it, priced with the relay's rule.
+fn accounted(c: &read::ImportCall, catalog: &Catalog) -> AccountedCall {
+    let priced = price_call(&c.record, None, 1, catalog);
+    AccountedCall {
+        record: c.record.clone(),
+        calls: 1,
+        role: c.role,
+        provider: priced.provider,
+        source: Source::Transcript,
+        cost: priced.cost,
+        cost_stated: priced.stated,
+        modifiers_unpriced: priced.modifiers_unpriced,
+        key: Some(c.key.clone()),
+        in_turn: true,
+    }
+}
+
+/// Which of `keys` the ledger holds, in any session (through the index on `calls.key`, schema
+/// 5: a session read again costs a look-up of its own keys, not a load of the ledger's).
+fn known_keys<'k>(
+    store: &Store,
+    keys: impl Iterator<Item = &'k str>,
+) -> rusqlite::Result<HashSet<String>> {
+    const BATCH: usize = 500;
+    let keys: Vec<&str> = keys.collect();
+    let mut known = HashSet::new();
+    for chunk in keys.chunks(BATCH) {
+        let marks = vec!["?"; chunk.len()].join(",");
+        let mut stmt = store.conn().prepare_cached(&format!(
+            "SELECT key FROM calls WHERE key IS NOT NULL AND key IN ({marks})"
+        ))?;
+        let rows = stmt.query_map(rusqlite::params_from_iter(chunk), |r| r.get::<_, String>(0))?;
+        for key in rows {
+            known.insert(key?);
+        }
+    }
+    Ok(known)
 }
 
 /// Writes one session's calls that the ledger does not have (see the module's rules); returns
@@ -211,10 +368,30 @@ fn write_session(
     sref: &SessionRef,
     session: &read::Session,
     catalog: &Catalog,
-    keys: &mut HashSet<String>,
     sums: &mut AgentSummary,
 ) -> rusqlite::Result<u64> {
     let own: HashSet<&str> = session.calls.iter().map(|c| c.key.as_str()).collect();
+    // Rule 1: the keys the ledger has, in any session.
+    let keys = known_keys(store, own.iter().copied())?;
+    // What an earlier import wrote of this session, by key: a call read again with other
+    // counts has grown since (and is updated); the relay's rows are never touched.
+    let imported: HashMap<String, Counts> = {
+        let mut stmt = store.conn().prepare(
+            "SELECT c.key, c.input, c.cache_read, c.cache_write_5m, c.cache_write_1h, c.output,
+                    c.thought, c.model, c.modifiers
+             FROM calls c JOIN sessions s ON s.id = c.session
+             WHERE s.session_id = ?1 AND c.origin = 'import' AND c.key IS NOT NULL",
+        )?;
+        let rows = stmt.query_map([&sref.id], |r| {
+            let counts = Counts(
+                [r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?],
+                r.get(7)?,
+                r.get(8)?,
+            );
+            Ok((r.get::<_, String>(0)?, counts))
+        })?;
+        rows.collect::<Result<_, _>>()?
+    };
     // Rule 2: the relay's rows of this session that no transcript key claims.
     let mut unmatched: Vec<(i64, i64, i64)> = {
         let mut stmt = store.conn().prepare(
@@ -250,7 +427,16 @@ fn write_session(
         |at: i64| turns.iter().any(|(a, b)| at >= a - SLACK_MS && at <= b + SLACK_MS);
     let mut calls = Vec::new();
     let mut times = Vec::new();
+    let mut grown = Vec::new();
     for c in &session.calls {
+        if let Some(known) = imported.get(&c.key) {
+            if *known == Counts::of(&c.record) {
+                sums.calls_present += 1;
+            } else {
+                grown.push(accounted(c, catalog));
+            }
+            continue;
+        }
         if keys.contains(&c.key) {
             sums.calls_present += 1;
             continue;
@@ -265,20 +451,11 @@ fn write_session(
             sums.calls_present += 1;
             continue;
         }
-        let priced = price_call(&c.record, None, 1, catalog);
-        calls.push(AccountedCall {
-            record: c.record.clone(),
-            calls: 1,
-            role: c.role,
-            provider: priced.provider,
-            source: Source::Transcript,
-            cost: priced.cost,
-            cost_stated: priced.stated,
-            modifiers_unpriced: priced.modifiers_unpriced,
-            key: Some(c.key.clone()),
-            in_turn: true,
-        });
+        calls.push(accounted(c, catalog));
         times.push(c.at_ms);
+    }
+    if !grown.is_empty() {
+        sums.calls_updated += store.update_imported(sref, &grown)? as u64;
     }
     let first = session.calls.iter().map(|c| c.at_ms).min().unwrap_or(0);
     let last = session.calls.iter().map(|c| c.at_ms).max().unwrap_or(first);
@@ -289,7 +466,6 @@ fn write_session(
         // meanwhile.
         sums.calls_present += calls.len() as u64 - added;
         for c in &calls {
-            keys.insert(c.key.clone().expect("imported calls have keys"));
             sums.tokens += &c.record;
             match c.cost {
                 Some(cost) => sums.cost += cost,
@@ -311,113 +487,6 @@ fn write_session(
         params![sref.id, session.project, session.title, model, first, last],
     )?;
     Ok(added)
-}
-
-/// The progress line on a terminal's stderr, rewritten in place at most ten times a second.
-struct ProgressLine {
-    terminal: bool,
-    last: Option<Instant>,
-    shown: bool,
-}
-
-impl ProgressLine {
-    fn new(terminal: bool) -> ProgressLine {
-        ProgressLine { terminal, last: None, shown: false }
-    }
-
-    fn show(&mut self, p: Progress) {
-        let done = p.files_done == p.files_total;
-        if !self.terminal
-            || (!done && self.last.is_some_and(|t| t.elapsed() < Duration::from_millis(100)))
-        {
-            return;
-        }
-        self.last = Some(Instant::now());
-        self.shown = true;
-        let mut err = std::io::stderr().lock();
-        let _ = write!(
-            err,
-            "\r\x1b[2Kimporting: {}/{} files, {} calls added",
-            p.files_done, p.files_total, p.calls_added
-        );
-        let _ = err.flush();
-    }
-
-    fn clear(&mut self) {
-        if self.shown {
-            eprint!("\r\x1b[2K");
-        }
-    }
-}
-
-fn print_summary(s: &Summary, path: &std::path::Path, opts: &ImportOptions) {
-    const LISTED: usize = 20;
-    for u in s.unreadable.iter().take(LISTED) {
-        eprintln!("acp-usage import: warning: cannot read {}: {}", u.path.display(), u.why);
-    }
-    if s.unreadable.len() > LISTED {
-        eprintln!(
-            "acp-usage import: warning: ... and {} more unreadable files",
-            s.unreadable.len() - LISTED
-        );
-    }
-    for k in s.skipped.iter().take(LISTED) {
-        let noun = if k.lines == 1 { "line" } else { "lines" };
-        eprintln!(
-            "acp-usage import: warning: {}: skipped {} unreadable {noun} ({})",
-            k.path.display(),
-            k.lines,
-            k.first
-        );
-    }
-    if s.skipped.len() > LISTED {
-        eprintln!(
-            "acp-usage import: warning: ... and {} more files with skipped lines",
-            s.skipped.len() - LISTED
-        );
-    }
-    if s.files == 0 {
-        let which = if opts.agents.is_empty() {
-            "any agent".to_owned()
-        } else {
-            opts.agents.iter().map(|a| a.name()).collect::<Vec<_>>().join(", ")
-        };
-        let since = if opts.since.is_some() { " changed since the given date" } else { "" };
-        eprintln!("acp-usage import: no transcripts of {which} found{since}");
-    }
-    for (agent, a) in &s.agents {
-        let unpriced =
-            if a.unpriced > 0 { format!(", {} unpriced", a.unpriced) } else { String::new() };
-        eprintln!(
-            "  {:<9} {}, {} added ({} input and {} output tokens, {}{unpriced}), {} already in the ledger",
-            agent.name(),
-            count(a.sessions as u64, "session"),
-            count(a.calls_added, "call"),
-            thousands(a.tokens.input),
-            thousands(a.tokens.output),
-            usd(a.cost),
-            a.calls_present,
-        );
-    }
-    let t = s.total();
-    eprintln!(
-        "imported {} ({} with new calls): {} added, {} already in the ledger, {} unreadable; ledger: {}",
-        count(t.sessions as u64, "session"),
-        t.sessions_added,
-        count(t.calls_added, "call"),
-        t.calls_present,
-        count(s.unreadable.len() as u64, "file"),
-        path.display()
-    );
-}
-
-/// `1 call`, `2 calls`.
-fn count(n: u64, noun: &str) -> String {
-    format!("{} {noun}{}", thousands(n), if n == 1 { "" } else { "s" })
-}
-
-fn usd(v: f64) -> String {
-    if v < 0.01 && v > 0.0 { format!("${v:.4}") } else { format!("${v:.2}") }
 }
 
 /// Parses `--since`: a date (`2026-01-31` or `20260131`, local midnight) or an RFC 3339 time,

@@ -6,10 +6,22 @@
 //! so a call revised by a later line or replayed by another file is one call, the last record
 //! of its key winning. Besides the calls, the few facts a report shows are picked up on the
 //! way: the project (the session's working directory) and the title.
+//!
+//! A session whose files changed since the last import is read whole again, never from where
+//! the last read stopped: the parsers need what came before. Claude Code writes one message
+//! over several lines (one per content block, each repeating the usage, the streamed partial
+//! output count revised by later lines) and replays a sidechain's records; Codex's per-call
+//! counts come from `token_count` records whose history a subagent's rollout replays first;
+//! Gemini CLI rewinds (`$rewindTo`) and re-appends records; Copilot CLI ends a turn on what
+//! the rounds before it requested. Feeding a parser only the new lines would count a revised
+//! call twice or lose a rewind; keeping every parser's state in the ledger would bind the file
+//! to each parser's internals. Only live sessions change, so the cost is reading those again;
+//! the ledger's keys make the re-read add only the new calls (and update the grown ones).
+
+use super::state::{self, Seen};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::UNIX_EPOCH;
 
 use acp_usage_core::transcript::{Event, FileRole, Parser};
 use acp_usage_core::{Role, TokenRecord};
@@ -39,10 +51,15 @@ pub struct Source {
     /// (a Claude Code fork starts with a copy of its parent's), the older session owns it.
     pub started_ms: i64,
     /// The project and title known before reading (opencode's table, cline's and Gemini CLI's
-    /// side files).
+    /// side files, read by [`prepare`]).
     pub project: Option<String>,
     /// See `project`.
     pub title: Option<String>,
+    /// Each file's state as listed (opencode: the database's path and the session's update
+    /// time), what [`state`] compares and remembers.
+    pub seen: Vec<(PathBuf, Option<Seen>)>,
+    /// Where the agent's records are (for its side files).
+    location: PathBuf,
 }
 
 /// Where a session's records are.
@@ -111,10 +128,14 @@ pub struct Session {
     pub unreadable: Vec<Unreadable>,
     /// Files read with some lines skipped.
     pub skipped: Vec<SkippedLines>,
+    /// Each file read, and the byte after the last complete line read of it.
+    pub offsets: Vec<(PathBuf, u64)>,
 }
 
 /// Lists the sessions of `agents` under `locs`, skipping those whose files are all older than
-/// `since` (Unix ms).
+/// `since` (Unix ms), with a `stat` of each file: nothing is read but what finding the files
+/// needs. [`prepare`] reads what ordering and reporting a session needs, for the sessions to
+/// be read.
 pub fn sources(locs: &Locations, agents: &[Profile], since: Option<i64>) -> Sources {
     let mut out = Sources::default();
     let mut locator = Locator::default();
@@ -126,13 +147,11 @@ pub fn sources(locs: &Locations, agents: &[Profile], since: Option<i64>) -> Sour
             Store::OpencodeDb => database_sources(agent, &location, &mut out, &mut list),
             Store::Files(files) => {
                 for (id, found) in (files.all)(&mut locator, &location) {
-                    let facts = (files.side_facts)(&location, &id, &found);
-                    list.push(file_source(agent, id, found, facts));
+                    list.push(file_source(agent, id, found, location.clone()));
                 }
             }
         }
         list.retain(|s| since.is_none_or(|since| s.mtime_ms >= since));
-        list.sort_by(|a, b| (a.started_ms, &a.id).cmp(&(b.started_ms, &b.id)));
         out.list.extend(list);
     }
     out
@@ -155,6 +174,8 @@ fn database_sources(agent: Profile, path: &Path, out: &mut Sources, list: &mut V
                     started_ms: created_ms,
                     project: directory.filter(|d| !d.is_empty()),
                     title: title.filter(|t| !t.is_empty()),
+                    seen: vec![(path.to_path_buf(), Some(Seen::updated(updated_ms)))],
+                    location: path.to_path_buf(),
                 });
             }
             out.databases.push((agent, db));
@@ -165,20 +186,39 @@ fn database_sources(agent: Profile, path: &Path, out: &mut Sources, list: &mut V
     }
 }
 
-fn file_source(agent: Profile, id: String, found: Found, facts: Facts) -> Source {
-    let Facts { cwd: project, title } = facts;
-    let title = title.map(|(_, t)| t);
-    let paths = || found.main.iter().chain(found.subagents.iter());
-    let mtime_ms = paths().filter_map(|p| mtime_ms(p)).max().unwrap_or(0);
-    let started_ms = found.main.as_deref().and_then(first_time).unwrap_or(mtime_ms);
-    let files = paths().count();
-    Source { agent, id, place: Place::Files(found), files, mtime_ms, started_ms, project, title }
+fn file_source(agent: Profile, id: String, found: Found, location: PathBuf) -> Source {
+    let seen: Vec<(PathBuf, Option<Seen>)> = found
+        .main
+        .iter()
+        .chain(found.subagents.iter())
+        .map(|p| (p.clone(), state::stat(p)))
+        .collect();
+    let mtime_ms = seen.iter().filter_map(|(_, s)| s.map(|s| s.mtime_ms())).max().unwrap_or(0);
+    Source {
+        agent,
+        id,
+        place: Place::Files(found),
+        files: seen.len(),
+        mtime_ms,
+        started_ms: mtime_ms,
+        project: None,
+        title: None,
+        seen,
+        location,
+    }
 }
 
-/// A file's modification time, Unix ms.
-pub fn mtime_ms(path: &Path) -> Option<i64> {
-    let t = std::fs::metadata(path).ok()?.modified().ok()?;
-    Some(t.duration_since(UNIX_EPOCH).ok()?.as_millis() as i64)
+/// Reads what a session to be read needs before it is read: when it started (for the order
+/// sessions are written in) and its side files' project and title.
+pub fn prepare(source: &mut Source) {
+    let Place::Files(found) = &source.place else { return };
+    let Some(Store::Files(files)) = source.agent.import_format().map(|f| f.store) else { return };
+    if let Some(t) = found.main.as_deref().and_then(first_time) {
+        source.started_ms = t;
+    }
+    let Facts { cwd, title } = (files.side_facts)(&source.location, &source.id, found);
+    source.project = cwd;
+    source.title = title.map(|(_, t)| t);
 }
 
 /// The first time a JSONL file records near its start (`"timestamp"`, Gemini CLI's
@@ -299,6 +339,7 @@ fn read_file(
     let mut tail =
         if whole { Tail::whole(path.to_path_buf()) } else { Tail::new(path.to_path_buf()) };
     let (mut good, mut bad, mut first_error) = (0u32, 0u32, None);
+    let mut document = 0;
     loop {
         let chunk = match tail.read() {
             Ok(c) => c,
@@ -310,6 +351,7 @@ fn read_file(
             }
         };
         for line in &chunk.lines {
+            document = line.len() as u64;
             if let Some((files, facts)) = facts.as_mut() {
                 (files.facts)(facts, line);
             }
@@ -325,6 +367,8 @@ fn read_file(
             break;
         }
     }
+    let offset = if whole { document } else { tail.consumed() };
+    session.offsets.push((path.to_path_buf(), offset));
     match (bad, first_error) {
         (0, _) | (_, None) => true,
         (_, Some(why)) if good == 0 => {

@@ -10,6 +10,8 @@ use acp_usage_core::{AccountedCall, Catalog, Role, Source, TokenRecord};
 
 use super::*;
 
+mod incremental;
+
 fn profile(name: &str) -> Profile {
     Profile::named(name).unwrap()
 }
@@ -248,13 +250,22 @@ fn imports_every_agent_once() {
     assert!(priced >= 30, "most mock models are in the catalog ({priced} priced)");
     assert_eq!(untimed, 0);
 
-    // Run twice, count once.
+    // Run twice, count once; the second run reads no file: nothing changed.
+    assert_eq!((first.files_read, first.files_unchanged), (first.files, 0));
     let second = run(&mut store, &locs, &ImportOptions::default());
-    let (t, f) = (second.total(), first.total());
-    assert_eq!((t.calls_added, t.calls_present), (0, f.calls_added + f.calls_present));
-    assert_eq!(t.sessions_added, 0);
+    let t = second.total();
+    assert_eq!((second.files_read, second.files_unchanged), (0, first.files));
+    assert_eq!((t.calls_added, t.calls_present, t.sessions), (0, 0, 0));
     let rows: i64 = store.conn().query_row("SELECT COUNT(*) FROM calls", [], |r| r.get(0)).unwrap();
     assert_eq!(rows as u64, first.total().calls_added);
+
+    // Forgotten (a ledger from before schema 5), every file is read again and every call is
+    // found in the ledger.
+    store.conn().execute("DELETE FROM import_files", []).unwrap();
+    let third = run(&mut store, &locs, &ImportOptions::default());
+    let (t, f) = (third.total(), first.total());
+    assert_eq!((t.calls_added, t.calls_present), (0, f.calls_added + f.calls_present));
+    assert_eq!((third.files_read, t.sessions_added), (first.files, 0));
 }
 
 fn relay_call(record: TokenRecord, key: Option<&str>) -> AccountedCall {
@@ -318,6 +329,9 @@ fn calls_the_relay_recorded_are_not_counted_again() {
     // Codex: the relay's three (one of them unknown to the rollout) and five from the rollouts.
     assert_eq!(ledger_session(&store, CODEX_SESSION), (8, 31_700 + 6_300 + 999, 221 + 37 + 9));
 
+    let again = run(&mut store, &home.locations(), &opts);
+    assert_eq!((again.total().calls_added, again.files_read), (0, 0));
+    store.conn().execute("DELETE FROM import_files", []).unwrap();
     let again = run(&mut store, &home.locations(), &opts);
     assert_eq!(again.total().calls_added, 0);
     assert_eq!(again.total().calls_present, 10 + 2 + 7);
@@ -436,8 +450,8 @@ fn since_accepts_a_date_or_a_time() {
     assert!((day - 1_795_305_600_000).abs() <= 14 * 3_600_000, "{day}");
     assert_eq!(super::parse_since("20261122"), Ok(day));
     assert!(super::parse_since("yesterday").is_err());
-    assert_eq!(super::thousands(1_234_567), "1,234,567");
-    assert_eq!(super::count(1, "call"), "1 call");
+    assert_eq!(crate::numbers::thousands(1_234_567), "1,234,567");
+    assert_eq!(super::output::count(1, "call"), "1 call");
 }
 
 #[test]

@@ -4,8 +4,9 @@
 //!
 //! Every figure is a sum of ledger columns: costs are the ones the calls were settled with, never
 //! re-priced, so a report agrees with what the editor was told. The ledger is opened read-only
-//! (a report never creates or migrates it); a missing or empty ledger is a note on stderr and an
-//! empty report, not an error, so scripts can run it before anything was recorded.
+//! here (the import the CLI runs first, `import::before_report`, is what may create or migrate
+//! it); a missing or empty ledger is a note on stderr and an empty report, not an error, so
+//! scripts can run it before anything was recorded.
 
 mod html;
 mod limits;

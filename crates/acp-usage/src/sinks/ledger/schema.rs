@@ -112,6 +112,27 @@ const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE calls ADD COLUMN modifiers TEXT;
     ",
+    // 5: what `import` read of each transcript file, so the next import reads only what changed
+    // (`commands/import/state.rs`): identity (`dev`, `ino`), `size`, `mtime` (Unix ns; for
+    // opencode's sessions, their last update in Unix ms), `offset` (the byte after the last
+    // complete line read) and `head` (a hash of the first 4 KiB of a document its agent
+    // rewrites in place; NULL for appended files). And call keys indexed across sessions: a
+    // session read again asks whether the ledger has its keys in any session.
+    "
+    CREATE INDEX calls_by_key ON calls(key) WHERE key IS NOT NULL;
+    CREATE TABLE import_files (
+        agent   TEXT NOT NULL,
+        session TEXT NOT NULL,
+        path    TEXT NOT NULL,
+        dev     INTEGER NOT NULL,
+        ino     INTEGER NOT NULL,
+        size    INTEGER NOT NULL,
+        mtime   INTEGER NOT NULL,
+        offset  INTEGER NOT NULL,
+        head    INTEGER,
+        PRIMARY KEY (agent, session, path)
+    );
+    ",
 ];
 
 /// The version this build writes.
@@ -173,5 +194,24 @@ mod tests {
             .query_row("SELECT input, modifiers FROM calls", [], |r| Ok((r.get(0)?, r.get(1)?)))
             .unwrap();
         assert_eq!((input, modifiers.as_deref()), (10, Some("fast")));
+    }
+
+    #[test]
+    fn a_version_4_ledger_gains_the_import_files_table() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        for sql in &MIGRATIONS[..4] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.execute_batch("PRAGMA user_version = 4;").unwrap();
+        migrate(&mut conn).unwrap();
+        const { assert!(VERSION >= 5) };
+        conn.execute(
+            "INSERT INTO import_files(agent, session, path, dev, ino, size, mtime, offset)
+             VALUES ('claude', 's', '/t.jsonl', 1, 2, 3, 4, 3)",
+            [],
+        )
+        .unwrap();
+        let n: i64 = conn.query_row("SELECT COUNT(*) FROM import_files", [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 1);
     }
 }

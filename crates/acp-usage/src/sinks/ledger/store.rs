@@ -248,6 +248,48 @@ impl Store {
         Ok(added)
     }
 
+    /// Replaces the counts, model, modifiers and cost of calls `import` wrote to session `s`
+    /// before (by key) with `calls`' (a call read while its session was live, read again once
+    /// it grew). Rows the relay wrote are never changed. Returns how many rows changed.
+    pub fn update_imported(
+        &mut self,
+        s: &SessionRef,
+        calls: &[AccountedCall],
+    ) -> rusqlite::Result<usize> {
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let mut changed = 0;
+        {
+            let mut stmt = tx.prepare_cached(
+                "UPDATE calls SET model = ?3, provider = ?4, input = ?5, cache_read = ?6,
+                    cache_write_5m = ?7, cache_write_1h = ?8, output = ?9, thought = ?10,
+                    cost = ?11, cost_stated = ?12, exact = ?13, modifiers = ?14
+                 WHERE session = (SELECT id FROM sessions WHERE session_id = ?1) AND key = ?2
+                    AND origin = 'import'",
+            )?;
+            for c in calls {
+                let r = &c.record;
+                changed += stmt.execute(params![
+                    s.id,
+                    c.key,
+                    r.model,
+                    c.provider,
+                    r.input as i64,
+                    r.cache_read as i64,
+                    r.cache_write_5m as i64,
+                    r.cache_write_1h as i64,
+                    r.output as i64,
+                    r.thought as i64,
+                    c.cost,
+                    c.cost_stated,
+                    c.exact(),
+                    r.modifiers.to_text(),
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(changed)
+    }
+
     /// Keeps calls of a turn still in progress, marked as this run's provisional rows: the
     /// turn's settled calls replace them ([`Store::calls`] with its turn), and a run killed
     /// before then leaves them as the best record of those calls.

@@ -188,11 +188,25 @@ impl OpencodeDb {
     }
 
     /// Every session that is not a subagent's (what `acp-usage import` reads, each with
-    /// [`OpencodeDb::read_new`]), oldest first.
+    /// [`OpencodeDb::read_new`]), oldest first. Its last update is the latest of its own, its
+    /// subagents' sessions' and every message's of them (a message's counts are written when its
+    /// answer ends, which need not touch the session's row): `import` reads a session again
+    /// only when this moved.
     pub fn root_sessions(&self) -> anyhow::Result<Vec<RootSession>> {
         let mut stmt = self.conn.prepare(
-            "SELECT id, directory, title, time_created, time_updated FROM session
-             WHERE parent_id IS NULL ORDER BY time_created, id",
+            "WITH RECURSIVE tree(id, root) AS (
+                SELECT id, id FROM session WHERE parent_id IS NULL
+                UNION SELECT s.id, t.root FROM session s JOIN tree t ON s.parent_id = t.id
+             ),
+             latest(root, t) AS (
+                SELECT t.root, s.time_updated FROM tree t JOIN session s ON s.id = t.id
+                UNION ALL
+                SELECT t.root, MAX(m.time_updated) FROM tree t JOIN message m ON m.session_id = t.id
+                GROUP BY t.root
+             )
+             SELECT s.id, s.directory, s.title, s.time_created, MAX(l.t) FROM session s
+             JOIN latest l ON l.root = s.id
+             WHERE s.parent_id IS NULL GROUP BY s.id ORDER BY s.time_created, s.id",
         )?;
         let rows = stmt.query_map([], |row| {
             Ok(RootSession {

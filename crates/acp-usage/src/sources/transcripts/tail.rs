@@ -58,6 +58,12 @@ impl Tail {
         &self.path
     }
 
+    /// The byte offset after the last complete line read (a line still being written is not
+    /// counted).
+    pub fn consumed(&self) -> u64 {
+        self.offset.saturating_sub(self.partial.len() as u64)
+    }
+
     /// Reads what was appended since the last call.
     pub fn read(&mut self) -> io::Result<Chunk> {
         if self.path.extension().is_some_and(|e| e == "zst") {
@@ -139,7 +145,7 @@ impl Tail {
 
     fn split(&mut self, buf: &[u8], lines: &mut Vec<Vec<u8>>) {
         let mut rest = buf;
-        while let Some(i) = rest.iter().position(|&b| b == b'\n') {
+        while let Some(i) = memchr::memchr(b'\n', rest) {
             let mut line = std::mem::take(&mut self.partial);
             line.extend_from_slice(&rest[..i]);
             if line.last() == Some(&b'\r') {
