@@ -128,12 +128,20 @@ fn seed(ledger: &Path) {
     }
 }
 
-/// Runs `acp-usage report` on `ledger` with an empty HOME (nothing real is read).
+/// Runs `acp-usage report` on `ledger` as seeded (`--no-import`), with an empty HOME.
 fn report(home: &Path, ledger: &Path, args: &[&str]) -> std::process::Output {
     Command::new(relay_binary().expect("binary"))
         .arg("report")
         .args(args)
-        .args(["--utc", "--since", "2026-11-16", "--until", "2026-11-21", "--ledger"])
+        .args([
+            "--no-import",
+            "--utc",
+            "--since",
+            "2026-11-16",
+            "--until",
+            "2026-11-21",
+            "--ledger",
+        ])
         .arg(ledger)
         .env("HOME", home)
         .env_remove("ACP_USAGE_LEDGER")

@@ -44,7 +44,7 @@ impl Spec {
 
     /// About `bytes` of history: sessions of ~2 MB, as a long Claude Code session is.
     pub fn sized(seed: u64, bytes: u64) -> Spec {
-        let filler = 12_000;
+        let filler = 20_000;
         // Measured: ~100 lines' worth of `filler` and ~1.3 KB of assistant lines per session,
         // subagents, forks and Codex's shorter rollouts included.
         let per_session = 100 * (filler as u64 + 1_300);
@@ -460,7 +460,7 @@ impl Writer {
             }
             self.count(at, model, &c, fast);
             parent_uuid = previous;
-            if n % 40 == 17 {
+            if n % 60 == 17 {
                 self.subagent(rng, &path, &id, &project, at)?;
             }
         }

@@ -42,6 +42,7 @@ pub static FORMAT: Format = Format {
         facts: line_facts,
         side_facts: Files::no_side_facts,
         restarted: Some(claude_restart),
+        may_hold_call: Some(may_hold_call),
     }),
     marks_turn_end: true,
 };
@@ -209,8 +210,22 @@ fn settings_base_url(env: &Env) -> Option<String> {
     })
 }
 
+/// Whether a Claude Code line may hold a call: only an assistant line with a `usage` does, and
+/// a call never depends on the lines around it. A user line's tool output (most of a
+/// transcript's bytes) is then never parsed by `import`. A line that does not even look like
+/// one JSON object is parsed all the same, so that a file in a format this build does not
+/// know, or a line torn by a crash, is still reported.
+fn may_hold_call(line: &[u8]) -> bool {
+    static USAGE: std::sync::OnceLock<memchr::memmem::Finder<'static>> = std::sync::OnceLock::new();
+    let object = line.first() == Some(&b'{') && line.trim_ascii_end().last() == Some(&b'}');
+    !object || USAGE.get_or_init(|| memchr::memmem::Finder::new(b"\"usage\"")).find(line).is_some()
+}
+
 /// What a line says of its session: the working directory, and a title (one the user gave
 /// beats one Claude Code generated, which beats an older version's summary).
+/// How far into a line a title record's `type` is looked for.
+const TITLE_HEAD: usize = 256;
+
 fn line_facts(facts: &mut Facts, line: &[u8]) {
     use memchr::memmem::Finder;
     // Built once: `import` looks at every line of every session.
@@ -222,7 +237,10 @@ fn line_facts(facts: &mut Facts, line: &[u8]) {
             Finder::new(b"\"type\":\"summary\""),
         ]
     });
-    let has = |i: usize| FIND[i].find(line).is_some();
+    // A title record is a short line whose `type` comes first; looking only at a line's head
+    // keeps a long tool output from being scanned three more times for nothing.
+    let head = &line[..line.len().min(TITLE_HEAD)];
+    let has = |i: usize| FIND[i].find(if i == 0 { line } else { head }).is_some();
     if facts.cwd.is_none() && has(0) {
         facts.cwd = string_at(line, &["cwd"]);
     }

@@ -38,6 +38,7 @@ pub static FORMAT: Format = Format {
         facts: Files::no_facts,
         side_facts: |_, id, found| side_facts(found, id),
         restarted: None,
+        may_hold_call: None,
     }),
     marks_turn_end: true,
 };

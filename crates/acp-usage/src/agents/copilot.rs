@@ -44,6 +44,7 @@ pub static FORMAT: Format = Format {
         },
         side_facts: Files::no_side_facts,
         restarted: None,
+        may_hold_call: None,
     }),
     marks_turn_end: true,
 };

@@ -39,6 +39,7 @@ pub static FORMAT: Format = Format {
         facts: Files::no_facts,
         side_facts: |dir, _, found| Facts { cwd: project(found, &projects(dir)), title: None },
         restarted: None,
+        may_hold_call: None,
     }),
     // Gemini CLI records a reply's text before the tool call that follows it.
     marks_turn_end: false,

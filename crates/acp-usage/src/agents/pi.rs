@@ -42,6 +42,7 @@ pub static FORMAT: Format = Format {
         facts: line_facts,
         side_facts: Files::no_side_facts,
         restarted: None,
+        may_hold_call: None,
     }),
     marks_turn_end: true,
 };

@@ -267,6 +267,7 @@ pub fn read(source: &Source, db: Option<&mut OpencodeDb>) -> Session {
                 main,
                 FileRole::Main,
                 shared.as_mut(),
+                files.may_hold_call,
                 Some((&files, &mut facts)),
                 &mut events,
                 &mut session,
@@ -282,7 +283,8 @@ pub fn read(source: &Source, db: Option<&mut OpencodeDb>) -> Session {
                     Some(p) => p.as_mut(),
                     None => shared.as_mut(),
                 };
-                read_file(path, FileRole::Subagent, parser, None, &mut events, &mut session);
+                let keep = files.may_hold_call;
+                read_file(path, FileRole::Subagent, parser, keep, None, &mut events, &mut session);
             }
             let (cwd, title) = shared.session_facts();
             session.project = session.project.take().or(facts.cwd.take()).or(cwd);
@@ -330,6 +332,7 @@ fn read_file(
     path: &Path,
     role: FileRole,
     parser: &mut dyn Parser,
+    may_hold_call: Option<fn(&[u8]) -> bool>,
     mut facts: Option<(&Files, &mut Facts)>,
     events: &mut Vec<Event>,
     session: &mut Session,
@@ -350,10 +353,14 @@ fn read_file(
                 return false;
             }
         };
-        for line in &chunk.lines {
+        for line in chunk.lines() {
             document = line.len() as u64;
             if let Some((files, facts)) = facts.as_mut() {
                 (files.facts)(facts, line);
+            }
+            if may_hold_call.is_some_and(|may| !may(line)) {
+                good += 1;
+                continue;
             }
             match parser.line(role, line, events) {
                 Ok(()) => good += 1,

@@ -81,6 +81,10 @@ pub struct Files {
     /// (Claude Code after a `/clear`): given the main file, the ones known already and since
     /// when (Unix ms).
     pub restarted: Option<RestartedFn>,
+    /// Whether a line may hold a call, for `import`, which reads calls only: a line it says no
+    /// to is not parsed (it still goes to `facts`). `None`: every line is parsed. Only for a
+    /// format whose calls never depend on the lines around them.
+    pub may_hold_call: Option<fn(&[u8]) -> bool>,
 }
 
 impl Files {

@@ -33,12 +33,32 @@ pub struct Tail {
 /// What one read found.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Chunk {
-    /// Complete lines, without their terminators.
-    pub lines: Vec<Vec<u8>>,
+    /// What was read (after the unterminated end of the read before); the lines are ranges of
+    /// it, so a line is never copied out of the buffer it was read into.
+    data: Vec<u8>,
+    /// Complete lines, without their terminators, in `data`.
+    ranges: Vec<std::ops::Range<usize>>,
     /// The file was replaced or truncated: what came before was read again from the start.
     pub restarted: bool,
     /// Everything in the file was read (false when [`MAX_READ`] stopped the read early).
     pub at_end: bool,
+}
+
+impl Chunk {
+    /// The complete lines read, without their terminators.
+    pub fn lines(&self) -> impl Iterator<Item = &[u8]> {
+        self.ranges.iter().map(|r| &self.data[r.clone()])
+    }
+
+    /// Whether no line was read.
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
+    /// How many lines were read.
+    pub fn len(&self) -> usize {
+        self.ranges.len()
+    }
 }
 
 impl Tail {
@@ -84,12 +104,15 @@ impl Tail {
         }
         self.identity = Some(identity);
         let want = meta.len().saturating_sub(self.offset).min(MAX_READ);
-        let mut buf = Vec::with_capacity(want as usize);
+        // The unterminated end of the last read goes first: its line continues in this read.
+        let mut buf = std::mem::take(&mut self.partial);
+        buf.reserve(want as usize);
+        let kept = buf.len();
         file.seek(SeekFrom::Start(self.offset))?;
         file.take(want).read_to_end(&mut buf)?;
-        self.offset += buf.len() as u64;
+        self.offset += (buf.len() - kept) as u64;
         chunk.at_end = self.offset >= meta.len();
-        self.split(&buf, &mut chunk.lines);
+        self.split(buf, &mut chunk);
         Ok(chunk)
     }
 
@@ -108,12 +131,12 @@ impl Tail {
         let mut buf = Vec::new();
         decoder.read_to_end(&mut buf)?;
         self.partial.clear();
-        let mut chunk = Chunk { restarted, at_end: true, ..Chunk::default() };
-        self.split(&buf, &mut chunk.lines);
         // A compressed file is complete: a last line without a terminator is still a line.
-        if !self.partial.is_empty() {
-            chunk.lines.push(std::mem::take(&mut self.partial));
+        if buf.last().is_some_and(|b| *b != b'\n') {
+            buf.push(b'\n');
         }
+        let mut chunk = Chunk { restarted, at_end: true, ..Chunk::default() };
+        self.split(buf, &mut chunk);
         Ok(chunk)
     }
 
@@ -138,25 +161,27 @@ impl Tail {
         self.zst_seen = whole.then_some(seen);
         let mut chunk = Chunk { restarted, at_end: true, ..Chunk::default() };
         if !doc.iter().all(u8::is_ascii_whitespace) {
-            chunk.lines.push(doc);
+            chunk.ranges.push(0..doc.len());
+            chunk.data = doc;
         }
         Ok(chunk)
     }
 
-    fn split(&mut self, buf: &[u8], lines: &mut Vec<Vec<u8>>) {
-        let mut rest = buf;
-        while let Some(i) = memchr::memchr(b'\n', rest) {
-            let mut line = std::mem::take(&mut self.partial);
-            line.extend_from_slice(&rest[..i]);
-            if line.last() == Some(&b'\r') {
-                line.pop();
+    /// Splits `buf` into `chunk`'s lines; what follows the last `\n` is kept for the next read.
+    fn split(&mut self, buf: Vec<u8>, chunk: &mut Chunk) {
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', &buf) {
+            let mut line = start..end;
+            if buf[line.clone()].last() == Some(&b'\r') {
+                line.end -= 1;
             }
-            if !line.iter().all(u8::is_ascii_whitespace) {
-                lines.push(line);
+            if !buf[line.clone()].iter().all(u8::is_ascii_whitespace) {
+                chunk.ranges.push(line);
             }
-            rest = &rest[i + 1..];
+            start = end + 1;
         }
-        self.partial.extend_from_slice(rest);
+        self.partial = buf[start..].to_vec();
+        chunk.data = buf;
     }
 }
 
@@ -208,6 +233,10 @@ mod tests {
         crate::test_support::scratch("tail", name)
     }
 
+    fn lines(c: &Chunk) -> Vec<Vec<u8>> {
+        c.lines().map(<[u8]>::to_vec).collect()
+    }
+
     fn append(path: &Path, bytes: &[u8]) {
         let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
         f.write_all(bytes).unwrap();
@@ -220,12 +249,12 @@ mod tests {
         append(&path, b"{\"a\":1}\n{\"b\":");
         let mut tail = Tail::new(path.clone());
         let c = tail.read().unwrap();
-        assert_eq!(c.lines, vec![b"{\"a\":1}".to_vec()]);
+        assert_eq!(lines(&c), vec![b"{\"a\":1}".to_vec()]);
         assert!(c.at_end && !c.restarted);
-        assert!(tail.read().unwrap().lines.is_empty());
+        assert!(tail.read().unwrap().is_empty());
         append(&path, b"2}\r\n\n{\"c\":3}\n");
         let c = tail.read().unwrap();
-        assert_eq!(c.lines, vec![b"{\"b\":2}".to_vec(), b"{\"c\":3}".to_vec()]);
+        assert_eq!(lines(&c), vec![b"{\"b\":2}".to_vec(), b"{\"c\":3}".to_vec()]);
     }
 
     #[test]
@@ -234,18 +263,18 @@ mod tests {
         let path = dir.join("t.jsonl");
         append(&path, b"one\ntwo\n");
         let mut tail = Tail::new(path.clone());
-        assert_eq!(tail.read().unwrap().lines.len(), 2);
+        assert_eq!(tail.read().unwrap().len(), 2);
         std::fs::write(&path, b"x\n").unwrap();
         let c = tail.read().unwrap();
         assert!(c.restarted);
-        assert_eq!(c.lines, vec![b"x".to_vec()]);
+        assert_eq!(lines(&c), vec![b"x".to_vec()]);
         // Replaced by another file (rename over it): another inode, read from the start.
         let other = dir.join("new.jsonl");
         std::fs::write(&other, b"x\ny\nz\n").unwrap();
         std::fs::rename(&other, &path).unwrap();
         let c = tail.read().unwrap();
         assert!(c.restarted);
-        assert_eq!(c.lines.len(), 3);
+        assert_eq!(c.len(), 3);
     }
 
     #[test]
@@ -255,12 +284,12 @@ mod tests {
         std::fs::write(&path, b"{\n  \"messages\": []\n}\n").unwrap();
         let mut tail = Tail::whole(path.clone());
         let c = tail.read().unwrap();
-        assert_eq!(c.lines, vec![b"{\n  \"messages\": []\n}\n".to_vec()]);
+        assert_eq!(lines(&c), vec![b"{\n  \"messages\": []\n}\n".to_vec()]);
         assert!(!c.restarted && c.at_end);
-        assert!(tail.read().unwrap().lines.is_empty(), "unchanged: nothing new");
+        assert!(tail.read().unwrap().is_empty(), "unchanged: nothing new");
         std::fs::write(&path, b"{\"messages\": [{\"id\": \"m1\"}]}").unwrap();
         let c = tail.read().unwrap();
-        assert_eq!(c.lines.len(), 1);
+        assert_eq!(c.len(), 1);
         assert!(c.restarted);
     }
 
@@ -282,7 +311,7 @@ mod tests {
         std::fs::write(&path, compressed).unwrap();
         let mut tail = Tail::new(path);
         let c = tail.read().unwrap();
-        assert_eq!(c.lines, vec![b"{\"a\":1}".to_vec(), b"{\"b\":2}".to_vec()]);
-        assert!(tail.read().unwrap().lines.is_empty());
+        assert_eq!(lines(&c), vec![b"{\"a\":1}".to_vec(), b"{\"b\":2}".to_vec()]);
+        assert!(tail.read().unwrap().is_empty());
     }
 }

@@ -390,7 +390,7 @@ impl State {
                 Err(err) => return Err(format!("{}: {err}", tail.path().display())),
             };
             at_end &= chunk.at_end;
-            for line in &chunk.lines {
+            for line in chunk.lines() {
                 let before = events.len();
                 if let Err(err) = parser.line(role, line, events) {
                     s.bad_lines += 1;
