@@ -241,6 +241,7 @@ pub fn import(
     // SQLite's default 2 MB page cache it reads the same pages back from the system again and
     // again. 64 MB holds a year of a heavy user's ledger; it is freed when the command ends.
     store.conn().pragma_update(None, "cache_size", -65_536)?;
+    store.conn().pragma_update(None, "wal_autocheckpoint", 16_384)?;
     let remembered = state::Remembered::load(store)?;
     let mut list = Vec::new();
     for source in std::mem::take(&mut found.list) {
@@ -271,7 +272,17 @@ pub fn import(
         read::Place::Files(_) => Some(read::read(&list[i], None)),
         read::Place::Database => None,
     };
-    parallel::in_order(list.len(), threads, read_files, |i, session| {
+    // Sessions are written in batches of about BATCH each, one transaction per batch: the
+    // ledger's writers wait a moment at most, and a commit per session would rewrite the same
+    // index pages into the WAL thousands of times. A batch cut short (a kill) leaves its
+    // sessions unremembered, to be read again next time.
+    const BATCH: std::time::Duration = std::time::Duration::from_millis(200);
+    let mut batch: Option<std::time::Instant> = None;
+    let written = parallel::in_order(list.len(), threads, read_files, |i, session| {
+        if batch.is_none() {
+            store.conn().execute_batch("BEGIN IMMEDIATE")?;
+            batch = Some(std::time::Instant::now());
+        }
         let source = &list[i];
         let mut session = session.unwrap_or_else(|| {
             let db = databases.iter_mut().find(|(a, _)| *a == source.agent).map(|(_, db)| db);
@@ -297,9 +308,22 @@ pub fn import(
         p.files_done += source.files;
         p.bytes_read +=
             source.seen.iter().filter_map(|(_, s)| s.map(|s| s.size as u64)).sum::<u64>();
+        if batch.is_some_and(|t| t.elapsed() >= BATCH) {
+            store.conn().execute_batch("COMMIT")?;
+            batch = None;
+        }
         progress(p);
         Ok::<(), rusqlite::Error>(())
-    })?;
+    });
+    if batch.is_some() {
+        match &written {
+            Ok(()) => store.conn().execute_batch("COMMIT")?,
+            Err(_) => {
+                let _ = store.conn().execute_batch("ROLLBACK");
+            }
+        }
+    }
+    written?;
     Ok(summary)
 }
 

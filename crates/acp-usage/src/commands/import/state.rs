@@ -141,8 +141,7 @@ pub fn save(
     files: &[(PathBuf, Option<Seen>)],
     offsets: &[(PathBuf, u64)],
 ) -> rusqlite::Result<()> {
-    let tx =
-        store.conn_mut().transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let tx = crate::sinks::ledger::store::WriteTx::begin(store.conn_mut())?;
     {
         let mut stmt = tx.prepare_cached(
             "INSERT OR REPLACE INTO import_files(agent, session, path, dev, ino, size, mtime,

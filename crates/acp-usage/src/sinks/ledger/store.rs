@@ -84,6 +84,44 @@ pub struct Store {
     run: String,
 }
 
+/// A write transaction of the caller's own (`BEGIN IMMEDIATE`, as every writer of the ledger
+/// takes one), or a savepoint inside one already open on the connection: `import` opens one
+/// around a batch of sessions, so that its thousands of small writes commit a few times rather
+/// than once each (every commit rewrites the index pages it touched into the WAL).
+#[derive(Debug)]
+pub enum WriteTx<'c> {
+    Own(Transaction<'c>),
+    Nested(rusqlite::Savepoint<'c>),
+}
+
+impl<'c> WriteTx<'c> {
+    pub fn begin(conn: &'c mut Connection) -> rusqlite::Result<WriteTx<'c>> {
+        if conn.is_autocommit() {
+            conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map(WriteTx::Own)
+        } else {
+            conn.savepoint().map(WriteTx::Nested)
+        }
+    }
+
+    pub fn commit(self) -> rusqlite::Result<()> {
+        match self {
+            WriteTx::Own(tx) => tx.commit(),
+            WriteTx::Nested(sp) => sp.commit(),
+        }
+    }
+}
+
+impl std::ops::Deref for WriteTx<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        match self {
+            WriteTx::Own(tx) => tx,
+            WriteTx::Nested(sp) => sp,
+        }
+    }
+}
+
 impl Store {
     /// Opens (creating when missing) the ledger at `path`, migrated to this build's schema.
     pub fn open(path: &Path) -> rusqlite::Result<Store> {
@@ -209,7 +247,7 @@ impl Store {
         origin: Origin,
         at: i64,
     ) -> rusqlite::Result<usize> {
-        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let tx = WriteTx::begin(&mut self.conn)?;
         let row = session_row(&tx, s, at)?;
         let turn_id = match turn {
             Some(t) => {
@@ -256,7 +294,7 @@ impl Store {
         s: &SessionRef,
         calls: &[AccountedCall],
     ) -> rusqlite::Result<usize> {
-        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let tx = WriteTx::begin(&mut self.conn)?;
         let mut changed = 0;
         {
             let mut stmt = tx.prepare_cached(
@@ -299,7 +337,7 @@ impl Store {
         calls: &[AccountedCall],
         at: i64,
     ) -> rusqlite::Result<usize> {
-        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let tx = WriteTx::begin(&mut self.conn)?;
         let row = session_row(&tx, s, at)?;
         let run = self.run.clone();
         let added = insert_calls(&tx, row, None, calls, None, Origin::Relay, Some(&run), at)?;
@@ -466,7 +504,7 @@ fn run_token() -> String {
 }
 
 /// The session's row id, the row made when missing.
-fn session_row(tx: &Transaction<'_>, s: &SessionRef, at: i64) -> rusqlite::Result<i64> {
+fn session_row(tx: &Connection, s: &SessionRef, at: i64) -> rusqlite::Result<i64> {
     tx.execute(
         "INSERT OR IGNORE INTO sessions(session_id, agent, first_seen, last_seen) VALUES (?1, ?2, ?3, ?3)",
         params![s.id, s.agent, at],
@@ -476,7 +514,7 @@ fn session_row(tx: &Transaction<'_>, s: &SessionRef, at: i64) -> rusqlite::Resul
 
 #[allow(clippy::too_many_arguments)]
 fn insert_calls(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     session: i64,
     turn: Option<i64>,
     calls: &[AccountedCall],
