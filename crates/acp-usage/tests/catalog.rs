@@ -170,7 +170,10 @@ fn models_command_prints_json_lines() {
     assert_eq!(v["usd_per_million_tokens"]["input"], 1.25);
     assert_eq!(v["long_context"]["threshold"], 200_000);
     assert_eq!(v["long_context"]["output"], 15.0);
-    assert_eq!(v["multipliers"], serde_json::json!({"fast": null, "us_only": null}));
+    assert_eq!(
+        v["multipliers"],
+        serde_json::json!({"fast": null, "us_only": null, "priority": null})
+    );
     // The corrections' long-context tier of Sonnet 4.5 and Opus 4.6's fast-mode multiplier.
     let out = acp_usage(&["models", "--json", "claude-"]);
     let stdout = String::from_utf8(out.stdout).unwrap();
@@ -180,6 +183,12 @@ fn models_command_prints_json_lines() {
     };
     assert_eq!(find("claude-sonnet-4-5")["long_context"]["input"], 6.0);
     assert_eq!(find("claude-opus-4-6")["multipliers"]["fast"], 6.0);
+    // OpenAI priority processing, from LiteLLM's priority prices.
+    let out = acp_usage(&["models", "--json", "gpt-5.5"]);
+    let line = String::from_utf8(out.stdout).unwrap();
+    let gpt = line.lines().find(|l| l.contains("\"id\":\"gpt-5.5\"")).expect("gpt-5.5");
+    let gpt: serde_json::Value = serde_json::from_str(gpt).unwrap();
+    assert_eq!(gpt["multipliers"]["priority"], 2.5);
 }
 
 #[test]
