@@ -90,6 +90,15 @@ pub enum Modifier {
 
 impl Modifier {
     pub const ALL: [Modifier; 3] = [Modifier::Fast, Modifier::UsOnly, Modifier::Priority];
+
+    /// The wire and ledger name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Modifier::Fast => "fast",
+            Modifier::UsOnly => "us_only",
+            Modifier::Priority => "priority",
+        }
+    }
 }
 
 impl Modifiers {
@@ -109,10 +118,7 @@ impl Modifiers {
 
     /// The modifiers' wire names (`fast`, `us_only`, `priority`), in a fixed order.
     pub fn names(self) -> Vec<&'static str> {
-        [(self.fast, "fast"), (self.us_only, "us_only"), (self.priority, "priority")]
-            .into_iter()
-            .filter_map(|(on, name)| on.then_some(name))
-            .collect()
+        Modifier::ALL.into_iter().filter(|m| self.has(*m)).map(Modifier::name).collect()
     }
 
     /// The ledger's text form: names joined by commas, `None` for a standard call.
@@ -122,16 +128,12 @@ impl Modifiers {
 
     /// Reads [`Modifiers::to_text`]; unknown names (a newer build's) are ignored.
     pub fn from_text(text: &str) -> Modifiers {
-        let mut m = Modifiers::default();
-        for name in text.split(',').map(str::trim) {
-            match name {
-                "fast" => m.fast = true,
-                "us_only" => m.us_only = true,
-                "priority" => m.priority = true,
-                _ => (),
-            }
+        let on = |m: Modifier| text.split(',').any(|name| name.trim() == m.name());
+        Modifiers {
+            fast: on(Modifier::Fast),
+            us_only: on(Modifier::UsOnly),
+            priority: on(Modifier::Priority),
         }
-        m
     }
 
     /// Both sets: lines or reports of one call may each carry only some of its modifiers.

@@ -178,30 +178,9 @@ pub fn read_frame(mut stream: impl Read) -> io::Result<Option<Frame>> {
     Ok(Some(Frame { fin: head[0] & 0x80 != 0, opcode: head[0] & 0x0f, payload }))
 }
 
-/// Encodes one final frame; masked with `mask` (a client's) or not (a server's).
-pub fn encode_frame(opcode: u8, payload: &[u8], mask: Option<[u8; 4]>) -> Vec<u8> {
-    let mut out = vec![0x80 | opcode];
-    let bit = if mask.is_some() { 0x80 } else { 0 };
-    match payload.len() {
-        n if n < 126 => out.push(bit | n as u8),
-        n if n <= 0xffff => {
-            out.push(bit | 126);
-            out.extend((n as u16).to_be_bytes());
-        }
-        n => {
-            out.push(bit | 127);
-            out.extend((n as u64).to_be_bytes());
-        }
-    }
-    match mask {
-        Some(key) => {
-            out.extend(key);
-            out.extend(payload.iter().enumerate().map(|(i, b)| b ^ key[i % 4]));
-        }
-        None => out.extend_from_slice(payload),
-    }
-    out
-}
+/// Encodes one final frame; masked with `mask` (a client's) or not (a server's): the bench's
+/// encoder, which its WebSocket upstream and client use.
+pub use acp_usage_bench::tap::ws::frame as encode_frame;
 
 /// Writes one unmasked final frame, flushed.
 fn write_frame(mut stream: &TcpStream, opcode: u8, payload: &[u8]) -> io::Result<()> {

@@ -48,8 +48,9 @@ pub fn accept<B>(mut req: Request<Incoming>, empty: B) -> Response<B> {
     resp
 }
 
-/// One unmasked (server) or masked (client) final frame.
-fn frame(opcode: u8, payload: &[u8], mask: Option<[u8; 4]>) -> Vec<u8> {
+/// One unmasked (server) or masked (client) final frame (the tests' mock writes its frames
+/// with it too).
+pub fn frame(opcode: u8, payload: &[u8], mask: Option<[u8; 4]>) -> Vec<u8> {
     let mut out = vec![0x80 | opcode];
     let bit = if mask.is_some() { 0x80 } else { 0 };
     match payload.len() {

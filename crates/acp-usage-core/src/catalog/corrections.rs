@@ -171,6 +171,12 @@ impl Corrections {
         }
     }
 
+    /// The multiplier pricing uses for `m` on the model `id`: what the catalog itself `stated`
+    /// (a user's file), else the corrections'.
+    pub fn resolved(&self, id: &str, stated: Multipliers, m: Modifier) -> Option<f64> {
+        stated.of(m).or_else(|| self.multiplier(id, m))
+    }
+
     /// The factor a call with `modifiers` pays over its standard price on the model `id`, and
     /// whether every modifier's multiplier was known (an unknown one counts as 1x). What the
     /// catalog itself `stated` (a user's file) comes before the corrections.
@@ -178,7 +184,7 @@ impl Corrections {
         let mut factor = 1.0;
         let mut known = true;
         for m in Modifier::ALL.into_iter().filter(|m| modifiers.has(*m)) {
-            match stated.of(m).or_else(|| self.multiplier(id, m)) {
+            match self.resolved(id, stated, m) {
                 Some(m) => factor *= m,
                 None => known = false,
             }

@@ -182,11 +182,8 @@ fn write_json(models: &[&ModelInfo]) -> io::Result<()> {
 fn multipliers_json(m: &ModelInfo) -> Value {
     let c = Corrections::embedded();
     let stated = m.prices.as_ref().map(|p| p.multipliers).unwrap_or_default();
-    json!({
-        "fast": stated.fast.or_else(|| c.multiplier(&m.id, Modifier::Fast)),
-        "us_only": stated.us_only.or_else(|| c.multiplier(&m.id, Modifier::UsOnly)),
-        "priority": stated.priority.or_else(|| c.multiplier(&m.id, Modifier::Priority)),
-    })
+    let by_name = Modifier::ALL.map(|k| (k.name().to_owned(), json!(c.resolved(&m.id, stated, k))));
+    Value::Object(by_name.into_iter().collect())
 }
 
 fn price_json(p: &Prices) -> Value {

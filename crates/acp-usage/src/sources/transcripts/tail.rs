@@ -49,7 +49,10 @@ impl Chunk {
     pub fn lines(&self) -> impl Iterator<Item = &[u8]> {
         self.ranges.iter().map(|r| &self.data[r.clone()])
     }
+}
 
+#[cfg(test)]
+impl Chunk {
     /// Whether no line was read.
     pub fn is_empty(&self) -> bool {
         self.ranges.is_empty()
