@@ -402,6 +402,9 @@ async fn finish(core: &Shared, exporter: Option<crate::sinks::otlp::Handle>, gra
             untracked_responses = counters.untracked_responses,
             "passed through without reading"
         );
+        // Calls the tap finished while the agent was being ended (a prompt suggestion the
+        // agent started after its last result): counted and written like any other.
+        c.drain_tap();
         c.save_learned();
         std::mem::take(&mut c.copies)
     };
