@@ -451,6 +451,18 @@ fn run_startup(args: &Args, runs: usize) -> anyhow::Result<()> {
             name: "acp-usage",
             target: target(vec![path.clone(), "--".into(), agent.clone()]),
         },
+        // The bench agent has no profile, so acp-usage starts no tap for it; as Claude Code the
+        // tap starts (bound before the agent, serving beside it) and the agent is pointed at it.
+        Subject {
+            name: "acp-usage --profile claude (tap on)",
+            target: target(vec![
+                path.clone(),
+                "--profile".into(),
+                "claude".into(),
+                "--".into(),
+                agent.clone(),
+            ]),
+        },
         Subject {
             name: "acp-usage --tap off",
             target: target(vec![

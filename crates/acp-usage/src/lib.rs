@@ -24,10 +24,22 @@ mod test_support;
 
 /// Entry point shared by `main.rs`.
 pub fn main() -> std::process::ExitCode {
-    // The guard between a relay and its agent is this same executable (see relay::guard).
-    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    if let Some(code) = relay::guard::run_if_asked(&args) {
-        return code;
+    // First, while the process has one thread, and so that it is ready before the relay knows
+    // the agent's command (see relay::guard).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let guard = relay::guard::early(&args);
+    cli::main(&args, guard)
+}
+
+/// Lowers the calling thread's priority, for work that runs while the agent starts (opening
+/// the ledger, reading the system's root certificates): on a machine with few cores it would
+/// take turns with the agent's start and the relay's, which the editor waits for. Linux only
+/// (elsewhere a nice value is the whole process's).
+pub(crate) fn lower_thread_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: gettid and setpriority have no memory-safety preconditions; on Linux a thread id
+    // given to PRIO_PROCESS sets that thread's nice value alone.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19);
     }
-    cli::main()
 }

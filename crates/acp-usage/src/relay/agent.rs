@@ -9,19 +9,23 @@
 //! everything in it when its last handle closes (acp-usage's, however acp-usage ends: the
 //! guard's work, done by the kernel), and ending the group is terminating the job.
 
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use anyhow::Context;
-use tokio::process::{ChildStdin, ChildStdout, Command};
 
 /// A running agent: its process group, and its exit status once it has exited.
 #[derive(Debug)]
 pub struct Agent {
     /// Its process group id (= its pid); on Windows its pid.
     pub pgid: i32,
-    /// Resolves when the direct child exits; a task owns the child and waits for it.
+    /// Resolves when the direct child exits; a thread or task waits for it.
     pub exited: tokio::sync::oneshot::Receiver<std::io::Result<ExitStatus>>,
+    /// Kills a direct child still running when the agent is dropped; `None` under a guard,
+    /// which is never killed on its own (it ends with the agent, or ends the agent's tree when
+    /// this process goes).
+    #[cfg(unix)]
+    _kill_on_drop: Option<KillOnDrop>,
     /// The job object the agent's tree runs in; dropping it ends the tree.
     #[cfg(windows)]
     job: job::Job,
@@ -41,79 +45,173 @@ pub enum Signal {
     Kill,
 }
 
-/// The agent's pipes, taken out of the child for the relay tasks.
+/// Where the relay writes the agent's stdin.
+#[cfg(unix)]
+pub type AgentStdin = tokio::net::unix::pipe::Sender;
+/// Where the relay reads the agent's stdout.
+#[cfg(unix)]
+pub type AgentStdout = tokio::net::unix::pipe::Receiver;
+/// Where the relay writes the agent's stdin.
+#[cfg(windows)]
+pub type AgentStdin = tokio::process::ChildStdin;
+/// Where the relay reads the agent's stdout.
+#[cfg(windows)]
+pub type AgentStdout = tokio::process::ChildStdout;
+
+/// The agent's pipes, for the relay tasks.
 #[derive(Debug)]
 pub struct Pipes {
     /// Where the relay writes what the editor sends.
-    pub stdin: ChildStdin,
+    pub stdin: AgentStdin,
     /// Where the relay reads what the agent sends.
-    pub stdout: ChildStdout,
+    pub stdout: AgentStdout,
 }
 
-/// Starts `argv` with piped stdin/stdout; its stderr is acp-usage's stderr.
-pub fn spawn(argv: &[String]) -> anyhow::Result<(Agent, Pipes)> {
-    spawn_with(argv, &[], false)
+/// An agent started before the runtime: on Unix it runs already, and [`Spawned::register`]
+/// hands its pipes to the runtime; on Windows it is started there.
+#[derive(Debug)]
+pub struct Spawned {
+    #[cfg(unix)]
+    pgid: i32,
+    #[cfg(unix)]
+    stdin: std::os::fd::OwnedFd,
+    #[cfg(unix)]
+    stdout: std::os::fd::OwnedFd,
+    #[cfg(unix)]
+    exited: super::spawn::Exited,
+    #[cfg(unix)]
+    kill_on_drop: Option<KillOnDrop>,
+    #[cfg(windows)]
+    argv: Vec<String>,
+    #[cfg(windows)]
+    env: Vec<(String, String)>,
 }
 
-/// [`spawn`] with variables added to the agent's environment, and under a guard when `guard`.
-pub fn spawn_with(
+/// Starts `argv` with piped stdin/stdout (its stderr is acp-usage's) in a process group of its
+/// own, with `env` added to its environment: under `guard` when there is one (Linux, see
+/// [`super::guard`]), else directly.
+#[cfg(unix)]
+pub fn start(
     argv: &[String],
     env: &[(String, String)],
-    guard: bool,
-) -> anyhow::Result<(Agent, Pipes)> {
-    let (program, args) = argv.split_first().context("no agent command given")?;
-    let mut cmd = if guard {
-        // The guard starts the agent itself, so a missing program must be found missing here
-        // to keep the error the same.
-        if find_program(program).is_none() {
-            return Err(not_found()).with_context(|| format!("cannot start the agent `{program}`"));
+    guard: Option<super::guard::Guard>,
+) -> anyhow::Result<Spawned> {
+    use super::spawn::{self, Prepared, Stdio};
+    use std::os::fd::AsRawFd;
+
+    let program = argv.first().context("no agent command given")?;
+    let failed = || format!("cannot start the agent `{program}`");
+    let (pgid, stdin, stdout, kill_on_drop) = match guard {
+        Some(guard) => {
+            // The guard starts the agent itself, so a missing program must be found missing
+            // here to keep the error the same.
+            if find_program(program).is_none() {
+                return Err(not_found()).with_context(failed);
+            }
+            let (pid, stdin, stdout) = guard.start(argv, env).with_context(failed)?;
+            (pid, stdin, stdout, false)
         }
-        let wrapped = super::guard::wrap(argv).context("cannot find acp-usage's own executable")?;
-        let mut cmd = Command::new(&wrapped[0]);
-        cmd.args(&wrapped[1..]);
-        cmd
-    } else {
-        let mut cmd = Command::new(program);
-        cmd.args(args);
-        cmd
+        None => {
+            let cmd = Prepared::new(argv, env).with_context(failed)?;
+            let stdio = Stdio::pipes().context("cannot make the agent's pipes")?;
+            let ends = Some((stdio.agent_in.as_raw_fd(), stdio.agent_out.as_raw_fd()));
+            let pid = spawn::spawn(&cmd, ends, true).with_context(failed)?;
+            // The agent's ends are the agent's alone now: the relay sees its stdout end when
+            // the agent's copy closes.
+            (pid, stdio.relay_in, stdio.relay_out, true)
+        }
     };
-    cmd.envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        // A guard is never killed on its own: it ends with the agent, or ends the agent's
-        // tree when this process goes. Without one, the direct child at least goes.
-        .kill_on_drop(!guard);
+    let (exited, reaped) = spawn::wait_in_thread(pgid).context("cannot wait for the agent")?;
+    Ok(Spawned {
+        pgid,
+        stdin,
+        stdout,
+        exited,
+        kill_on_drop: kill_on_drop.then(|| KillOnDrop { pid: pgid, reaped }),
+    })
+}
+
+/// Keeps the command: the agent is started by [`Spawned::register`], inside the runtime.
+#[cfg(windows)]
+pub fn start(
+    argv: &[String],
+    env: &[(String, String)],
+    _guard: Option<super::guard::Guard>,
+) -> anyhow::Result<Spawned> {
+    argv.first().context("no agent command given")?;
+    Ok(Spawned { argv: argv.to_vec(), env: env.to_vec() })
+}
+
+impl Spawned {
+    /// The agent and its pipes, registered with the runtime's poller; inside the runtime.
     #[cfg(unix)]
-    cmd.process_group(0);
-    // Made before the spawn, so a failure starts nothing.
-    #[cfg(windows)]
-    let job = job::Job::new().context("cannot make a job object for the agent")?;
-    let mut child = cmd.spawn().with_context(|| format!("cannot start the agent `{program}`"))?;
-    // The agent runs for a moment before it is in the job; a child it starts in that moment
-    // (before a node wrapper has even loaded) would be outside. Without the job nothing would
-    // end the agent's tree, so the agent does not run without it.
-    #[cfg(windows)]
-    if let Err(err) = child.raw_handle().map_or(Ok(()), |h| job.assign(h)) {
-        let _ = child.start_kill();
-        return Err(err).context("cannot put the agent in its job object");
+    pub fn register(self) -> anyhow::Result<(Agent, Pipes)> {
+        use tokio::net::unix::pipe;
+        let Spawned { pgid, stdin, stdout, exited, kill_on_drop } = self;
+        let agent = Agent { pgid, exited, _kill_on_drop: kill_on_drop };
+        let stdin = pipe::Sender::from_owned_fd(stdin).context("the agent's stdin")?;
+        let stdout = pipe::Receiver::from_owned_fd(stdout).context("the agent's stdout")?;
+        Ok((agent, Pipes { stdin, stdout }))
     }
-    let pgid = child.id().context("the agent exited at once")? as i32;
-    let stdin = child.stdin.take().context("agent stdin")?;
-    let stdout = child.stdout.take().context("agent stdout")?;
-    let (tx, exited) = tokio::sync::oneshot::channel();
-    tokio::spawn(async move {
-        let _ = tx.send(child.wait().await);
-    });
-    Ok((
-        Agent {
-            pgid,
-            exited,
-            #[cfg(windows)]
-            job,
-        },
-        Pipes { stdin, stdout },
-    ))
+
+    /// Starts the agent in a job object; inside the runtime.
+    #[cfg(windows)]
+    pub fn register(self) -> anyhow::Result<(Agent, Pipes)> {
+        use std::process::Stdio;
+        let (program, args) = self.argv.split_first().context("no agent command given")?;
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        // Made before the spawn, so a failure starts nothing.
+        let job = job::Job::new().context("cannot make a job object for the agent")?;
+        let mut child =
+            cmd.spawn().with_context(|| format!("cannot start the agent `{program}`"))?;
+        // The agent runs for a moment before it is in the job; a child it starts in that
+        // moment (before a node wrapper has even loaded) would be outside. Without the job
+        // nothing would end the agent's tree, so the agent does not run without it.
+        if let Err(err) = child.raw_handle().map_or(Ok(()), |h| job.assign(h)) {
+            let _ = child.start_kill();
+            return Err(err).context("cannot put the agent in its job object");
+        }
+        let pgid = child.id().context("the agent exited at once")? as i32;
+        let stdin = child.stdin.take().context("agent stdin")?;
+        let stdout = child.stdout.take().context("agent stdout")?;
+        let (tx, exited) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let _ = tx.send(child.wait().await);
+        });
+        Ok((Agent { pgid, exited, job }, Pipes { stdin, stdout }))
+    }
+}
+
+/// Starts `argv` as [`start`] does without a guard, and registers it; inside the runtime.
+pub fn spawn_with(argv: &[String], env: &[(String, String)]) -> anyhow::Result<(Agent, Pipes)> {
+    start(argv, env, None)?.register()
+}
+
+/// Kills a direct child (no guard) still running when its relay lets go of it, as std's
+/// `kill_on_drop` would: a relay that fails after the start leaves nothing behind.
+#[cfg(unix)]
+#[derive(Debug)]
+struct KillOnDrop {
+    pid: i32,
+    /// Set by the waiting thread once the child is reaped.
+    reaped: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+#[cfg(unix)]
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if !self.reaped.load(std::sync::atomic::Ordering::Acquire) {
+            // SAFETY: kill has no memory-safety preconditions; the child is not reaped, so the
+            // pid is still its.
+            unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        }
+    }
 }
 
 /// The error a spawn of a missing program gives.
@@ -122,14 +220,9 @@ fn not_found() -> std::io::Error {
     std::io::Error::from_raw_os_error(libc::ENOENT)
 }
 
-/// The error a spawn of a missing program gives (only the guard, Linux-only, asks for it).
-#[cfg(not(unix))]
-fn not_found() -> std::io::Error {
-    std::io::ErrorKind::NotFound.into()
-}
-
 /// Where `program` would be started from: itself when it names a path, else the first
 /// executable of that name on `PATH`.
+#[cfg(unix)]
 fn find_program(program: &str) -> Option<std::path::PathBuf> {
     if program.contains('/') {
         // The guard reports why an existing file does not start.

@@ -97,10 +97,14 @@ where
                 Read::Answered => continue,
                 Read::Stop => break,
             };
-            if self.streamed.is_some() && self.stream_on(eof).await {
-                continue;
+            if self.streamed.is_some() {
+                self.editor.pump.wait_for_ledger_always().await;
+                if self.stream_on(eof).await {
+                    continue;
+                }
             }
             let mut taken = self.batches.split(eof, &mut self.pieces);
+            self.editor.pump.wait_for_ledger(&self.batches.buf, &self.pieces).await;
             let alive = self.editor.forward(&self.batches.buf, &self.pieces).await;
             if !alive {
                 break;

@@ -44,6 +44,7 @@ where
         let mut pieces = Vec::new();
         loop {
             let (eof, taken) = batches.read(&mut self.input, &mut pieces).await;
+            self.pump.wait_for_ledger(&batches.buf, &pieces).await;
             let runs = self.observe(&batches.buf, &mut pieces);
             for r in runs {
                 self.out.write(&batches.buf[r]).await;

@@ -7,21 +7,26 @@
 //! hour after their relay was killed). No library covers this, and it needs calls made
 //! between fork and exec, so it is written here on `libc`.
 //!
-//! On Linux the relay starts its own executable in guard mode as the leader of a new process
-//! group; the guard asks the kernel for a signal when its parent dies (`PR_SET_PDEATHSIG`),
-//! becomes the subreaper of everything below it, and starts the agent in its group with its
-//! stdio. It then only waits: signals the relay sends the group reach the agent directly (the
+//! On Linux the guard is forked first thing in `main`, when the command line has an agent
+//! after `--`: the process has one thread then, so the fork may run any code, and the fork and
+//! the guard's first steps happen while the relay parses its options. (Starting acp-usage's
+//! executable again as the guard, as it once did, cost the editor's `initialize` round trip
+//! 2 ms.) The guard leads a new process group, asks the kernel for a signal when its parent
+//! dies (`PR_SET_PDEATHSIG`), becomes the subreaper of everything below it, and waits on a pipe
+//! for the agent's command, which the relay sends once it knows it (the tap's settings are
+//! part of it); a relay that ends without sending one (a subcommand, a bad option) closes the
+//! pipe, and the guard exits. It starts the agent in its group with the agent's pipes as its
+//! stdio, and then only waits: signals the relay sends the group reach the agent directly (the
 //! guard blocks them for itself), the agent's exit becomes the guard's (the same code, or the
 //! same signal re-raised), and its parent's death makes it end the group and every process
 //! below it: SIGTERM, then SIGKILL after a grace. Elsewhere the agent is started directly.
 
 use std::ffi::OsString;
-
-/// The first argument that starts acp-usage as a guard: `acp-usage <ARG> <parent pid> --
-/// AGENT [ARGS...]`. Not a subcommand: nobody types it.
-pub const ARG: &str = "__acp-usage-guard";
+#[cfg(unix)]
+use std::os::fd::OwnedFd;
 
 /// How long the agent's tree has, after its relay died, between SIGTERM and SIGKILL.
+#[cfg(target_os = "linux")]
 const GRACE: std::time::Duration = std::time::Duration::from_millis(1500);
 
 /// Whether the relay should start its agent under a guard: on Linux, unless
@@ -31,81 +36,169 @@ pub fn enabled() -> bool {
         && !matches!(std::env::var("ACP_USAGE_GUARD").as_deref(), Ok("0" | "false" | "off"))
 }
 
-/// The command line that runs `argv` under a guard of this process: this executable, the
-/// guard's argument, this process's id, `--`, the agent.
-pub fn wrap(argv: &[String]) -> std::io::Result<Vec<OsString>> {
-    let exe = self_exe()?;
-    let mut out = vec![exe, ARG.into(), std::process::id().to_string().into(), "--".into()];
-    out.extend(argv.iter().map(OsString::from));
-    Ok(out)
+/// A guard forked and waiting for its agent's command, with the relay's ends of the agent's
+/// pipes. Dropped unused, it closes the command pipe and the guard exits.
+#[derive(Debug)]
+pub struct Guard {
+    /// The guard's pid, which is also its group's id.
+    pub pid: i32,
+    /// Where the command goes.
+    #[cfg(unix)]
+    command: OwnedFd,
+    /// Where the relay writes the agent's stdin.
+    #[cfg(unix)]
+    pub relay_in: OwnedFd,
+    /// Where the relay reads the agent's stdout.
+    #[cfg(unix)]
+    pub relay_out: OwnedFd,
 }
 
-/// This executable: its path, unless it was replaced or removed since it started (an
-/// upgrade), when the kernel's link to the running image still execs it.
-fn self_exe() -> std::io::Result<OsString> {
-    match std::env::current_exe() {
-        Ok(path) if path.exists() => Ok(path.into_os_string()),
-        _ if cfg!(target_os = "linux") => Ok("/proc/self/exe".into()),
-        Ok(path) => Ok(path.into_os_string()),
-        Err(err) => Err(err),
-    }
-}
-
-/// Runs the guard when the command line asks for it (`args` without the program name); the
-/// process's exit code, or `None` for a normal start.
-pub fn run_if_asked(args: &[OsString]) -> Option<std::process::ExitCode> {
-    if args.first().map(|a| a.as_os_str()) != Some(ARG.as_ref()) {
+/// Forks the guard when the guard is [`enabled`] and `args` (the whole command line) name an
+/// agent after `--`, so that it is ready by the time the relay knows the agent's command. Call
+/// it before anything starts a thread. `None`: no guard is wanted; an error: none could be had
+/// (the agent is then started directly, and the relay says why once it logs).
+pub fn early(args: &[OsString]) -> Option<std::io::Result<Guard>> {
+    let agent_follows = args.iter().position(|a| a == "--").is_some_and(|at| at + 1 < args.len());
+    if !agent_follows || !enabled() {
         return None;
     }
-    let parent = args.get(1).and_then(|p| p.to_str()).and_then(|p| p.parse::<i32>().ok());
-    let agent = args.get(3..).filter(|_| args.get(2).is_some_and(|a| a == "--"));
-    match (parent, agent) {
-        (Some(parent), Some(agent)) if !agent.is_empty() => Some(imp::run(parent, agent)),
-        _ => {
-            eprintln!("acp-usage: {ARG} takes <parent pid> -- AGENT [ARGS...]");
-            Some(std::process::ExitCode::from(2))
-        }
+    #[cfg(target_os = "linux")]
+    return Some(imp::fork());
+    #[cfg(not(target_os = "linux"))]
+    None
+}
+
+#[cfg(unix)]
+impl Guard {
+    /// Sends the agent's command (`argv`, and `env` set on top of this process's environment);
+    /// the guard starts it. Returns the relay's ends of the agent's pipes.
+    pub fn start(
+        self,
+        argv: &[String],
+        env: &[(String, String)],
+    ) -> std::io::Result<(i32, OwnedFd, OwnedFd)> {
+        use std::io::Write as _;
+        let Guard { pid, command, relay_in, relay_out } = self;
+        // Closed after the write: the guard reads to the end.
+        std::fs::File::from(command).write_all(&command_message(argv, env))?;
+        Ok((pid, relay_in, relay_out))
     }
+}
+
+/// The agent's command as the relay sends it to the guard: the number of arguments, the
+/// arguments, then `NAME=value` for each variable to set; each ends with a NUL.
+#[cfg(unix)]
+fn command_message(argv: &[String], env: &[(String, String)]) -> Vec<u8> {
+    let mut message = Vec::new();
+    let mut push = |part: &[u8]| {
+        message.extend_from_slice(part);
+        message.push(0);
+    };
+    push(argv.len().to_string().as_bytes());
+    for arg in argv {
+        push(arg.as_bytes());
+    }
+    for (k, v) in env {
+        push(format!("{k}={v}").as_bytes());
+    }
+    message
+}
+
+/// An agent's command: its arguments, and the variables set in its environment.
+#[cfg(unix)]
+type AgentCommand = (Vec<String>, Vec<(String, String)>);
+
+/// The agent's command as the relay sent it ([`command_message`]).
+#[cfg(unix)]
+fn read_command(message: &[u8]) -> Option<AgentCommand> {
+    // Every part ends with a NUL: a message cut short does not.
+    let mut parts = message.strip_suffix(&[0])?.split(|b| *b == 0);
+    let argc: usize = std::str::from_utf8(parts.next()?).ok()?.parse().ok()?;
+    let text = |p: &[u8]| String::from_utf8(p.to_vec()).ok();
+    let argv = parts.by_ref().take(argc).map(text).collect::<Option<Vec<_>>>()?;
+    if argv.len() != argc || argc == 0 {
+        return None;
+    }
+    let env = parts
+        .map(|p| {
+            let kv = text(p)?;
+            let (k, v) = kv.split_once('=')?;
+            Some((k.to_owned(), v.to_owned()))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some((argv, env))
 }
 
 #[cfg(target_os = "linux")]
 mod imp {
-    //! The guard's loop, on Linux.
+    //! The guard's side of the fork, on Linux.
 
-    use std::ffi::OsString;
-    use std::process::ExitCode;
+    use std::os::fd::{FromRawFd, OwnedFd, RawFd};
     use std::time::Instant;
 
     use super::GRACE;
+    use crate::relay::spawn::{Prepared, Stdio};
 
     /// The signal the kernel sends when the parent dies.
     const PARENT_DIED: i32 = libc::SIGUSR1;
 
-    /// The signals the guard takes for itself, by waiting for them.
-    fn guarded_set() -> libc::sigset_t {
-        // SAFETY: sigemptyset/sigaddset only write the set they are given.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            for sig in [
-                libc::SIGCHLD,
-                libc::SIGTERM,
-                libc::SIGINT,
-                libc::SIGHUP,
-                libc::SIGQUIT,
-                libc::SIGPIPE,
-                PARENT_DIED,
-            ] {
-                libc::sigaddset(&mut set, sig);
+    /// Whether this process runs one thread only.
+    fn single_threaded() -> bool {
+        std::fs::read_dir("/proc/self/task").is_ok_and(|tasks| tasks.count() == 1)
+    }
+
+    /// Forks the guard, with the agent's pipes and the pipe its command comes through.
+    pub(super) fn fork() -> std::io::Result<super::Guard> {
+        use std::os::fd::AsRawFd;
+
+        if !single_threaded() {
+            return Err(std::io::Error::other("acp-usage already runs more than one thread"));
+        }
+        let stdio = Stdio::pipes()?;
+        let (command_in, command) = crate::relay::spawn::pipe()?;
+        let parent = std::process::id() as i32;
+        // SAFETY: the process has one thread, so the child may run any code; it never returns
+        // into the relay's code (`main` ends in `_exit`).
+        match unsafe { libc::fork() } {
+            -1 => Err(std::io::Error::last_os_error()),
+            0 => main(
+                parent,
+                stdio.agent_in.as_raw_fd(),
+                stdio.agent_out.as_raw_fd(),
+                command_in.as_raw_fd(),
+            ),
+            pid => {
+                // Also done by the child: whichever runs first, the group exists before the
+                // relay signals it.
+                // SAFETY: setpgid has no memory-safety preconditions.
+                unsafe { libc::setpgid(pid, pid) };
+                // The agent's ends are the guard's alone: the relay sees the agent's stdout end
+                // when the agent's copy closes.
+                let Stdio { relay_in, relay_out, .. } = stdio;
+                Ok(super::Guard { pid, command, relay_in, relay_out })
             }
-            set
         }
     }
 
-    pub(super) fn run(parent: i32, agent: &[OsString]) -> ExitCode {
+    /// The guard: runs until the agent has exited or the tree is ended, then ends the process
+    /// as the agent ended.
+    fn main(parent: i32, agent_in: RawFd, agent_out: RawFd, command: RawFd) -> ! {
+        let code = run(parent, agent_in, agent_out, command);
+        // SAFETY: ends this process (the fork) without running the relay's exit code.
+        unsafe { libc::_exit(code) }
+    }
+
+    /// The signals the guard takes for itself, by waiting for them.
+    fn guarded_set() -> libc::sigset_t {
+        // The agent starts with these at their defaults (`spawn::default_signals`).
+        crate::relay::spawn::default_signals()
+    }
+
+    fn run(parent: i32, agent_in: RawFd, agent_out: RawFd, command: RawFd) -> i32 {
         let set = guarded_set();
         // SAFETY: plain system calls on values owned here; the process has one thread.
         unsafe {
+            libc::setpgid(0, 0);
             libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
             libc::prctl(libc::PR_SET_PDEATHSIG, PARENT_DIED as libc::c_ulong, 0, 0, 0);
             // Orphans below the agent (a launcher's child whose launcher exited) become the
@@ -115,17 +208,37 @@ mod imp {
         // The parent may have died before the request took effect.
         // SAFETY: getppid cannot fail.
         if unsafe { libc::getppid() } != parent {
-            return ExitCode::from(1);
+            return 1;
         }
-
-        let agent_pid = match spawn_agent(agent) {
+        // The agent inherits the guard's stdio: its pipes, and the relay's stderr. Nothing else
+        // of the relay's stays open here (the editor's pipes, the relay's ends).
+        // SAFETY: dup2 and close on fds this process owns; `command` is moved to fd 3 first.
+        unsafe {
+            libc::dup2(agent_in, 0);
+            libc::dup2(agent_out, 1);
+            libc::dup2(command, 3);
+        }
+        close_from(4);
+        // SAFETY: fd 3 is the command pipe's read end, owned by nothing else here.
+        let mut command = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(3) });
+        let mut message = Vec::new();
+        let read = std::io::Read::read_to_end(&mut command, &mut message);
+        drop(command);
+        // Nothing sent: the relay ended (or runs a subcommand) without starting an agent.
+        if read.is_err() || message.is_empty() {
+            return 0;
+        }
+        let prepared =
+            super::read_command(&message).and_then(|(argv, env)| Prepared::new(&argv, &env).ok());
+        let Some(cmd) = prepared else {
+            eprintln!("acp-usage: the guard could not read the agent's command");
+            return 127;
+        };
+        let agent_pid = match crate::relay::spawn::spawn(&cmd, None, false) {
             Ok(pid) => pid,
             Err(err) => {
-                eprintln!(
-                    "acp-usage: cannot start the agent `{}`: {err}",
-                    agent[0].to_string_lossy()
-                );
-                return ExitCode::from(127);
+                eprintln!("acp-usage: cannot start the agent `{}`: {err}", cmd.program());
+                return 127;
             }
         };
         // The guard's copies of the agent's pipes would keep them open after the agent closes
@@ -145,65 +258,28 @@ mod imp {
                 }
             } else if sig == PARENT_DIED || parent_leaving(parent) {
                 end_tree(&set, agent_pid, false);
-                return ExitCode::from(1);
+                return 1;
             }
             // SIGTERM, SIGINT, SIGHUP...: sent to the group, so the agent has them too.
         }
     }
 
-    /// Starts the agent with `posix_spawnp`, its signal mask emptied and SIGPIPE (which Rust
-    /// ignores in its own processes) and the guarded signals back at their defaults; returns
-    /// its pid. Not std's `Command`: emptying the mask there takes a `pre_exec` hook, which
-    /// makes it fork the guard, where glibc's posix_spawn shares its memory until the exec
-    /// (the agent's start is on the editor's `initialize` round trip).
-    fn spawn_agent(agent: &[OsString]) -> std::io::Result<i32> {
-        use std::ffi::CString;
-        use std::os::unix::ffi::OsStrExt;
-
-        let nul = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL byte in it");
-        let c = |bytes: &[u8]| CString::new(bytes).map_err(|_| nul());
-        let args: Vec<CString> = agent.iter().map(|a| c(a.as_bytes())).collect::<Result<_, _>>()?;
-        let vars: Vec<CString> = std::env::vars_os()
-            .map(|(k, v)| c(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
-            .collect::<Result<_, _>>()?;
-        let ptrs = |strings: &[CString]| -> Vec<*mut libc::c_char> {
-            strings
-                .iter()
-                .map(|s| s.as_ptr().cast_mut())
-                .chain(std::iter::once(std::ptr::null_mut()))
-                .collect()
-        };
-        let (argv, envp) = (ptrs(&args), ptrs(&vars));
-        // SAFETY: the attribute object is initialised before use and destroyed after; every
-        // pointer handed to posix_spawnp points into `args`/`vars`, alive for the call, and the
-        // arrays end with a null pointer.
-        unsafe {
-            let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
-            libc::posix_spawnattr_init(&mut attr);
-            let mut none: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut none);
-            libc::posix_spawnattr_setsigmask(&mut attr, &none);
-            let mut defaults = guarded_set();
-            libc::sigaddset(&mut defaults, libc::SIGPIPE);
-            libc::posix_spawnattr_setsigdefault(&mut attr, &defaults);
-            libc::posix_spawnattr_setflags(
-                &mut attr,
-                (libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF) as libc::c_short,
-            );
-            let mut pid: libc::pid_t = 0;
-            let rc = libc::posix_spawnp(
-                &mut pid,
-                argv[0],
-                std::ptr::null(),
-                &attr,
-                argv.as_ptr(),
-                envp.as_ptr(),
-            );
-            libc::posix_spawnattr_destroy(&mut attr);
-            if rc != 0 {
-                return Err(std::io::Error::from_raw_os_error(rc));
-            }
-            Ok(pid)
+    /// Closes every fd from `low` up: `close_range`, else each fd /proc lists.
+    fn close_from(low: libc::c_uint) {
+        // SAFETY: closing fds this process owns; nothing here uses them afterwards.
+        if unsafe { libc::syscall(libc::SYS_close_range, low, libc::c_uint::MAX, 0) } == 0 {
+            return;
+        }
+        let fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .filter(|fd| *fd >= low as i32)
+            .collect();
+        for fd in fds {
+            // SAFETY: as above; the directory's own fd is closed already (EBADF is harmless).
+            unsafe { libc::close(fd) };
         }
     }
 
@@ -229,7 +305,7 @@ mod imp {
                     None => libc::sigwaitinfo(set, std::ptr::null_mut()),
                     Some(t) => {
                         let ts = libc::timespec {
-                            tv_sec: t.as_secs() as libc::time_t,
+                            tv_sec: t.as_secs() as _,
                             tv_nsec: t.subsec_nanos() as libc::c_long,
                         };
                         libc::sigtimedwait(set, std::ptr::null_mut(), &ts)
@@ -332,8 +408,9 @@ mod imp {
         out
     }
 
-    /// Ends the guard the way the agent ended: its exit code, or its signal raised again.
-    fn exit_like(status: i32) -> ExitCode {
+    /// The guard's exit code for the agent's status: its code, or (when the signal raised again
+    /// did not end the guard) 128 + its signal.
+    fn exit_like(status: i32) -> i32 {
         if libc::WIFSIGNALED(status) {
             let sig = libc::WTERMSIG(status);
             // SAFETY: restoring the default action and unblocking one signal, then raising it.
@@ -345,30 +422,51 @@ mod imp {
                 libc::sigprocmask(libc::SIG_UNBLOCK, &one, std::ptr::null_mut());
                 libc::raise(sig);
             }
-            return ExitCode::from(128u8.wrapping_add(sig as u8));
+            return 128 + sig;
         }
-        ExitCode::from(libc::WEXITSTATUS(status) as u8)
+        libc::WEXITSTATUS(status)
     }
 }
 
-#[cfg(not(target_os = "linux"))]
-mod imp {
-    //! Without Linux's parent-death signal the relay starts its agent directly ([`super::enabled`]
-    //! is false); a guard started by hand just runs the agent.
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
 
-    use std::ffi::OsString;
-    use std::process::ExitCode;
+    #[test]
+    fn the_command_reaches_the_guard_as_it_was_sent() {
+        let argv: Vec<String> = ["npx", "", "--flag=a=b", "two words"].map(String::from).to_vec();
+        let env = vec![
+            ("ANTHROPIC_BASE_URL".to_owned(), "http://127.0.0.1:1/s/anthropic".to_owned()),
+            ("EMPTY".to_owned(), String::new()),
+            ("WITH_EQ".to_owned(), "a=b=c".to_owned()),
+        ];
+        let got = read_command(&command_message(&argv, &env)).expect("read back");
+        assert_eq!(got, (argv, env));
+        assert_eq!(
+            read_command(&command_message(&["agent".into()], &[])),
+            Some((vec!["agent".into()], vec![]))
+        );
+    }
 
-    pub(super) fn run(_parent: i32, agent: &[OsString]) -> ExitCode {
-        match std::process::Command::new(&agent[0]).args(&agent[1..]).status() {
-            Ok(status) => ExitCode::from(status.code().unwrap_or(1) as u8),
-            Err(err) => {
-                eprintln!(
-                    "acp-usage: cannot start the agent `{}`: {err}",
-                    agent[0].to_string_lossy()
-                );
-                ExitCode::from(127)
-            }
+    #[test]
+    fn a_command_cut_short_or_empty_is_refused() {
+        let whole = command_message(&["a".into(), "b".into()], &[]);
+        assert_eq!(read_command(&whole[..whole.len() - 2]), None, "an argument missing");
+        assert_eq!(read_command(b""), None);
+        assert_eq!(read_command(&command_message(&[], &[])), None, "no program");
+    }
+
+    #[test]
+    fn the_guard_is_wanted_only_for_an_agent_after_the_separator() {
+        let args = |a: &[&str]| a.iter().map(OsString::from).collect::<Vec<_>>();
+        if !enabled() {
+            return;
         }
+        assert!(early(&args(&["acp-usage", "models"])).is_none());
+        assert!(early(&args(&["acp-usage", "--"])).is_none(), "no agent after `--`");
+        // The test runs on a thread of the harness's: a fork now would copy one thread of
+        // several, so the guard is refused and the agent started directly.
+        let refused = early(&args(&["acp-usage", "--", "agent"]));
+        assert!(matches!(refused, Some(Err(_))), "{refused:?}");
     }
 }

@@ -268,6 +268,10 @@ pub enum Output {
 pub struct FdIo {
     fd: AsyncFd<OwnedFd>,
     flags: libc::c_int,
+    /// No read was made yet: the first is tried before the poller is asked, since its
+    /// readiness comes only with the runtime's next turn, and what the editor sent at once (its
+    /// `initialize`) would wait behind everything else the relay sets up.
+    first_read: bool,
 }
 
 #[cfg(unix)]
@@ -300,7 +304,7 @@ impl FdIo {
         }
         // SAFETY: `owned` is a valid fd that the AsyncFd owns and closes after deregistering.
         match unsafe { AsyncFd::register(owned) } {
-            Ok(fd) => Some(FdIo { fd, flags }),
+            Ok(fd) => Some(FdIo { fd, flags, first_read: true }),
             Err(_) => {
                 // SAFETY: restoring the flags read above on the same fd.
                 unsafe { libc::fcntl(std_fd, libc::F_SETFL, flags) };
@@ -330,25 +334,37 @@ impl AsyncRead for FdIo {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if std::mem::take(&mut this.first_read) {
+            match read_into(this.fd.get_ref().as_raw_fd(), buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                res => return Poll::Ready(res),
+            }
+        }
         loop {
-            let mut guard = ready!(self.fd.poll_read_ready(cx))?;
-            let unfilled = buf.initialize_unfilled();
-            let res = guard.try_io(|fd| {
-                // SAFETY: reading into an initialised buffer of that length.
-                io_result(unsafe {
-                    libc::read(fd.as_raw_fd(), unfilled.as_mut_ptr().cast(), unfilled.len())
-                })
-            });
-            match res {
-                Ok(Ok(n)) => {
-                    buf.advance(n);
-                    return Poll::Ready(Ok(()));
-                }
-                Ok(Err(e)) => return Poll::Ready(Err(e)),
+            let mut guard = ready!(this.fd.poll_read_ready(cx))?;
+            match guard.try_io(|fd| read_into(fd.as_raw_fd(), buf)) {
+                Ok(res) => return Poll::Ready(res),
                 Err(_would_block) => continue,
             }
         }
     }
+}
+
+/// One `read` into what `buf` has not filled, uninitialised as it may be: the kernel writes
+/// the bytes, so nothing is zeroed first (zeroing the relay's 256 KiB buffers before every
+/// read touched every page of them).
+#[cfg(unix)]
+fn read_into(fd: libc::c_int, buf: &mut ReadBuf<'_>) -> std::io::Result<()> {
+    // SAFETY: `read` writes at most `unfilled.len()` bytes into memory `buf` owns; those it
+    // wrote are initialised, which `assume_init` then states.
+    unsafe {
+        let unfilled = buf.unfilled_mut();
+        let n = io_result(libc::read(fd, unfilled.as_mut_ptr().cast(), unfilled.len()))?;
+        buf.assume_init(n);
+        buf.advance(n);
+    }
+    Ok(())
 }
 
 #[cfg(unix)]

@@ -84,6 +84,9 @@ impl MainLoop {
 
     /// Runs until the agent has exited and its stdout is done with; returns how it exited.
     pub(super) async fn run(mut self) -> anyhow::Result<ExitStatus> {
+        // The pumps first: what the editor sent already (its `initialize`) goes to the agent
+        // before the signal handlers are set up.
+        tokio::task::yield_now().await;
         let mut signals = Signals::new()?;
         while self.status.is_none() || self.agent_stdout_open {
             let deadline = self.deadline();

@@ -59,6 +59,8 @@ pub mod live_validate;
 mod main_loop;
 pub mod observer;
 mod options;
+#[cfg(unix)]
+mod spawn;
 pub mod splice;
 
 use std::ops::Range;
@@ -81,7 +83,7 @@ use io::PeerWriter;
 use live_validate::Live;
 use main_loop::{Held, MainLoop};
 use observer::Observer;
-pub use options::{AgentUsage, Options, RelayOptions, Transcripts};
+pub use options::{AgentUsage, Options, PendingLedger, RelayOptions, Transcripts};
 
 /// Bytes read at a time from either side: a batch of lines. A line still arriving when the
 /// buffer is full makes it grow, up to the line limit.
@@ -90,11 +92,28 @@ const READ_BUFFER: usize = 256 * 1024;
 const INTERNAL_ERROR: i32 = -32603;
 
 /// Runs the relay on this process's stdin/stdout until the agent exits or the editor goes away.
-pub fn run(args: RelayOptions) -> anyhow::Result<ExitCode> {
+pub fn run(
+    args: RelayOptions,
+    guard: Option<std::io::Result<guard::Guard>>,
+) -> anyhow::Result<ExitCode> {
     let mut opts = Options::resolve(&args)?;
-    opts.guard = guard::enabled();
+    let guard = match guard {
+        Some(Ok(guard)) => Some(guard),
+        Some(Err(err)) => {
+            tracing::warn!("starting the agent without its guard: {err}");
+            None
+        }
+        None => None,
+    };
     // Created before anything starts, so a bad path is a clear error and not a silent gap.
     let recorder = args.record.as_deref().map(Recorder::create).transpose()?;
+    // The agent is started first, and everything else (the ledger, the tap's server, the
+    // runtime) while it loads. The tap's socket is bound already, so the agent is started
+    // pointed at it.
+    let mut tap = prepare_tap(&mut opts);
+    let spawned = agent::start(&tap.argv, &tap.env, guard)?;
+    let ledger = opts.start_ledger();
+    tap.serve();
     let validator = if args.validate { Some(Live::start()?) } else { None };
     let copies = Copies::new(recorder, validator);
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -103,7 +122,8 @@ pub fn run(args: RelayOptions) -> anyhow::Result<ExitCode> {
         .context("starting the runtime")?;
     let res = rt.block_on(async {
         // Inside the runtime: the fds are registered with its poller.
-        relay_copying(lines::stdin(), lines::stdout(), opts, copies).await
+        let started = spawned.register();
+        relay_started(lines::stdin(), lines::stdout(), opts, copies, tap, started, ledger).await
     });
     // The stdin reader may still sit in a blocking read on an editor that keeps its side open;
     // don't wait for it.
@@ -129,6 +149,11 @@ struct Core {
     worker: Option<Worker>,
     /// The ledger's writer thread (`None`: no ledger).
     ledger: Option<crate::sinks::ledger::Writer>,
+    /// The OTLP exporter, when the ledger is exported.
+    exporter: Option<crate::sinks::otlp::Handle>,
+    /// The ledger is open and in place, or there is none: the tap's calls are counted only
+    /// from then on (they are written to it).
+    opened: bool,
     /// The calls the LLM-API tap saw, when it runs.
     tap_rx: Option<mpsc::UnboundedReceiver<crate::sources::tap::TapCall>>,
     /// The subscription windows the tap read.
@@ -140,6 +165,9 @@ impl Core {
     /// tap reports a call before the agent has its last bytes, so a turn's calls are all in
     /// by the time its result is.
     fn drain_tap(&mut self) {
+        if !self.opened {
+            return;
+        }
         // Windows first: a call's headers came before its body.
         if let Some(rx) = &mut self.tap_limits_rx {
             while let Ok((session, limits)) = rx.try_recv() {
@@ -194,6 +222,68 @@ struct Pump {
     /// Longest accepted line.
     max: usize,
     events: mpsc::UnboundedSender<Event>,
+    /// True once the ledger is open (or there is none) and in place.
+    opened: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Pump {
+    /// Waits, unless the ledger is in place already, for it to be: before lines other than the
+    /// `initialize` exchange are observed. The observer reads what earlier runs learned (a
+    /// session's carried figures, an agent's baseline) and writes to the ledger only for those;
+    /// the ledger's open (a millisecond or two) is not on the editor's first round trip.
+    async fn wait_for_ledger(&self, buf: &[u8], pieces: &[lines::Piece]) {
+        if *self.opened.borrow() {
+            return;
+        }
+        let initializing = pieces.iter().all(|p| match p {
+            lines::Piece::Line { range, .. } => initialize_exchange(&buf[range.clone()]),
+            lines::Piece::TooLong(_) => true,
+        });
+        if !initializing {
+            self.wait_for_ledger_always().await;
+        }
+    }
+
+    /// Waits for the ledger to be in place (a ledger that failed to open is in place as none).
+    async fn wait_for_ledger_always(&self) {
+        let _ = self.opened.clone().wait_for(|open| *open).await;
+    }
+}
+
+/// Whether a line belongs to the `initialize` exchange, as far as the ledger goes: the request,
+/// or a response (before the ledger is in place no other request was passed on), or what is not
+/// a message at all (passed on unread).
+fn initialize_exchange(line: &[u8]) -> bool {
+    match envelope::Envelope::parse(line) {
+        Some(env) => env.method.as_deref().is_none_or(|m| m == "initialize"),
+        None => true,
+    }
+}
+
+/// Waits for the ledger being opened and puts it in place: the observer gets its path and what
+/// earlier runs learned, the writer thread and the OTLP exporter start. A ledger that could not
+/// be opened leaves the run without one (and without an export). Then tells the pumps.
+async fn ledger_opened(
+    core: Shared,
+    ledger: PendingLedger,
+    otlp: Option<crate::sinks::otlp::config::OtlpConfig>,
+    opened: tokio::sync::watch::Sender<bool>,
+) {
+    let path = ledger.path().to_path_buf();
+    let learned = ledger.wait().await;
+    {
+        let mut c = lock(&core);
+        if let Some(learned) = learned {
+            c.observer.ledger_opened(path.clone(), learned);
+            c.ledger = Some(crate::sinks::ledger::Writer::start(path.clone()));
+            // The OTLP exporter: its own thread and timer; the relay never waits for it.
+            c.exporter = otlp.map(|cfg| crate::sinks::otlp::Handle::start(cfg, path));
+        }
+        c.opened = true;
+        // Calls the tap read meanwhile.
+        c.drain_tap();
+    }
+    let _ = opened.send(true);
 }
 
 /// What the pumps tell the main loop.
@@ -218,12 +308,38 @@ where
     I: AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
 {
-    let tap = start_tap(&mut opts);
-    let spawned = agent::spawn_with(&tap.argv, &tap.env, opts.guard);
-    // The ledger was opened while the agent started (both take a millisecond or more); nothing
-    // above read it. Waited for even when the spawn failed, so its open is never cut short.
-    opts.finish_ledger();
-    let (agent, pipes) = spawned?;
+    let mut tap = prepare_tap(&mut opts);
+    let spawned = agent::spawn_with(&tap.argv, &tap.env);
+    let ledger = opts.start_ledger();
+    tap.serve();
+    relay_started(editor_in, editor_out, opts, copies, tap, spawned, ledger).await
+}
+
+/// [`relay_copying`] once the agent was started (`spawned`) and the ledger is being opened
+/// (`ledger`).
+async fn relay_started<I, O>(
+    editor_in: I,
+    editor_out: O,
+    opts: Options,
+    copies: Copies,
+    tap: TapStart,
+    spawned: anyhow::Result<(agent::Agent, agent::Pipes)>,
+    ledger: Option<PendingLedger>,
+) -> anyhow::Result<u8>
+where
+    I: AsyncRead + Unpin + Send + 'static,
+    O: AsyncWrite + Unpin + Send + 'static,
+{
+    let (agent, pipes) = match spawned {
+        Ok(started) => started,
+        Err(err) => {
+            // Waited for, so the ledger's open (a migration, perhaps) is never cut short.
+            if let Some(ledger) = ledger {
+                ledger.wait().await;
+            }
+            return Err(err);
+        }
+    };
     // Larger pipes to and from the agent: fewer wake-ups of either side per long line.
     #[cfg(target_os = "linux")]
     {
@@ -243,23 +359,25 @@ where
             .ok(),
         None => None,
     };
-    // The OTLP exporter: its own thread and timer; the relay never waits for it.
-    let exporter = match (&opts.otlp, &opts.ledger) {
-        (Some(cfg), Some(ledger)) => {
-            Some(crate::sinks::otlp::Handle::start(cfg.clone(), ledger.clone()))
-        }
-        _ => None,
-    };
     let core: Shared = Arc::new(Mutex::new(Core {
         observer,
         copies,
         worker,
-        ledger: opts.ledger.clone().map(crate::sinks::ledger::Writer::start),
+        ledger: None,
+        exporter: None,
+        opened: ledger.is_none(),
         tap_rx: tap.calls,
         tap_limits_rx: tap.limits,
     }));
+    // The ledger is put in place once it is open; only the `initialize` exchange is passed on
+    // before that (see `Pump::wait_for_ledger`).
+    let (opened_tx, opened) = tokio::sync::watch::channel(ledger.is_none());
+    if let Some(ledger) = ledger {
+        tokio::spawn(ledger_opened(core.clone(), ledger, opts.otlp.clone(), opened_tx));
+    }
     let (ev_tx, ev_rx) = mpsc::unbounded_channel::<Event>();
-    let pump = |events| Pump { core: core.clone(), max: opts.max_line, events };
+    let pump =
+        |events| Pump { core: core.clone(), max: opts.max_line, events, opened: opened.clone() };
     // Answers acp-usage gives the editor itself (a prompt refused for a spent budget): the
     // agent pump owns the editor's side, and writes them between the agent's lines.
     let (answer_tx, answer_rx) = mpsc::unbounded_channel::<Vec<u8>>();
@@ -287,12 +405,14 @@ where
     answer_pending(&core, status, out).await;
     // The editor pump may sit in a read on an editor that keeps its side open.
     editor_pump.abort();
-    finish(&core, exporter, opts.grace).await;
+    finish(&core, opened, opts.grace).await;
     Ok(agent::exit_code(status))
 }
 
 /// The LLM-API tap as the agent is started with it.
 struct TapStart {
+    /// The tap, bound and not serving yet (`None`: not started, or serving already).
+    bound: Option<crate::sources::tap::Bound>,
     /// The agent command, with the arguments that point it at the tap.
     argv: Vec<String>,
     /// The variables that point it at the tap.
@@ -305,10 +425,24 @@ struct TapStart {
     notify: Arc<tokio::sync::Notify>,
 }
 
-/// Starts the LLM-API tap unless it was turned off, for an agent whose profile knows how to
-/// point it (`opts.settings.tap` says afterwards whether it runs). The generic profile's base
-/// URLs would be a guess: an unknown agent always runs untapped.
-fn start_tap(opts: &mut Options) -> TapStart {
+impl TapStart {
+    /// Starts serving the bound tap. The agent was started pointed at it, so a tap that cannot
+    /// serve (no thread or runtime to be had: the relay will hardly start either) is an error
+    /// in the log; its connections are refused.
+    fn serve(&mut self) {
+        if let Some(bound) = self.bound.take()
+            && let Err(e) = bound.serve()
+        {
+            tracing::error!("the LLM-API tap could not start serving ({e:#})");
+        }
+    }
+}
+
+/// Binds the LLM-API tap unless it was turned off, for an agent whose profile knows how to
+/// point it (`opts.settings.tap` says afterwards whether it runs); [`TapStart::serve`] starts
+/// it. The generic profile's base URLs would be a guess: an unknown agent always runs
+/// untapped.
+fn prepare_tap(opts: &mut Options) -> TapStart {
     let mut argv = opts.argv.clone();
     let profile = opts
         .settings
@@ -335,7 +469,7 @@ fn start_tap(opts: &mut Options) -> TapStart {
             tracing::info!("tap: nothing of this agent's setup can be pointed at it; not started");
             None
         } else {
-            crate::sources::tap::start_for_agent(pointing)
+            crate::sources::tap::bind_for_agent(pointing)
         }
     };
     opts.settings.tap = tapped.is_some();
@@ -343,6 +477,7 @@ fn start_tap(opts: &mut Options) -> TapStart {
         Some(t) => {
             argv.extend(t.args);
             TapStart {
+                bound: Some(t.tap),
                 argv,
                 env: t.env,
                 calls: Some(t.calls),
@@ -351,6 +486,7 @@ fn start_tap(opts: &mut Options) -> TapStart {
             }
         }
         None => TapStart {
+            bound: None,
             argv,
             env: Vec::new(),
             calls: None,
@@ -391,7 +527,9 @@ async fn answer_pending<W: AsyncWrite + Unpin>(
 
 /// The end of a run: counters logged, the copies, the ledger's last writes and a last export
 /// done.
-async fn finish(core: &Shared, exporter: Option<crate::sinks::otlp::Handle>, grace: Duration) {
+async fn finish(core: &Shared, mut opened: tokio::sync::watch::Receiver<bool>, grace: Duration) {
+    // The ledger's writer and the exporter are in place once the ledger is open.
+    let _ = opened.wait_for(|open| *open).await;
     let copies = {
         let mut c = lock(core);
         let counters = c.observer.counters;
@@ -413,7 +551,10 @@ async fn finish(core: &Shared, exporter: Option<crate::sinks::otlp::Handle>, gra
     // The ledger's last writes (the last turn, the sessions no longer open here) are done
     // before the process ends; a ledger stuck behind another process's lock is not waited for
     // longer than this.
-    let ledger = lock(core).ledger.take();
+    let (ledger, exporter) = {
+        let mut c = lock(core);
+        (c.ledger.take(), c.exporter.take())
+    };
     if let Some(writer) = ledger {
         let _ = tokio::task::spawn_blocking(move || writer.finish(Duration::from_secs(5))).await;
     }

@@ -5,7 +5,6 @@
 //! Plain Rust types only: the relay does not know how its options were given.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 use super::observer::Settings;
@@ -77,30 +76,24 @@ pub struct Options {
     pub max_line: usize,
     /// Observer settings.
     pub settings: Settings,
-    /// The ledger (`None`: none; see [`crate::sinks::ledger`]).
-    pub ledger: Option<PathBuf>,
     /// Where the ledger is exported over OTLP (`None`: it is not).
     pub otlp: Option<crate::sinks::otlp::OtlpConfig>,
     /// Where the agents' transcripts are (`None`: not read).
     pub transcripts: Option<Locations>,
     /// Longest a turn's result waits for the transcript to catch up.
     pub transcript_wait: Duration,
-    /// Start the agent under a guard that ends its tree if acp-usage dies ([`super::guard`]):
-    /// only where this process is acp-usage itself (not a test harness relaying in-process).
-    pub guard: bool,
-    /// The ledger still being opened (by [`Options::resolve`]); [`Options::finish_ledger`]
-    /// puts what it learned in place. `None`: `ledger` and `settings` are final.
-    pub pending_ledger: Option<PendingLedger>,
+    /// The ledger to open, until [`Options::start_ledger`] starts opening it. Until the relay
+    /// has it open, `ledger` and `settings` have neither it nor what earlier runs learned.
+    pub ledger_to_open: Option<PathBuf>,
 }
 
 /// The ledger being opened on a thread of its own, so that the agent starts meanwhile: opening
-/// it (SQLite, settling what killed runs left, reading the baselines) took about 1 ms of the
-/// `initialize` round trip when done before the agent was started.
-#[derive(Clone)]
+/// it (SQLite, settling what killed runs left, reading the baselines) takes a millisecond or
+/// two, which the relay does not wait for before it passes on the `initialize` exchange.
 pub struct PendingLedger {
     path: PathBuf,
-    /// What the thread learned (`None` inside: the ledger could not be opened); taken once.
-    result: Arc<Mutex<Option<mpsc::Receiver<Option<Learned>>>>>,
+    /// What the thread learned (`None` inside: the ledger could not be opened).
+    result: tokio::sync::oneshot::Receiver<Option<Learned>>,
 }
 
 impl std::fmt::Debug for PendingLedger {
@@ -112,27 +105,28 @@ impl std::fmt::Debug for PendingLedger {
 impl PendingLedger {
     /// Starts opening the ledger at `path`.
     fn start(path: PathBuf) -> PendingLedger {
-        let (tx, rx) = mpsc::sync_channel(1);
+        let (tx, rx) = tokio::sync::oneshot::channel();
         let at = path.clone();
-        let send = tx.clone();
-        let spawned = std::thread::Builder::new()
-            .name("ledger-open".into())
-            .spawn(move || {
-                let _ = send.send(open_ledger(&at));
-            })
-            .is_ok();
-        if !spawned {
-            // No thread to be had: open it here, as before.
-            let _ = tx.send(open_ledger(&path));
+        // A thread that panics drops the sender: the run goes on without the ledger.
+        let spawned = std::thread::Builder::new().name("ledger-open".into()).spawn(move || {
+            crate::lower_thread_priority();
+            let _ = tx.send(open_ledger(&at));
+        });
+        if let Err(err) = spawned {
+            tracing::warn!("cannot open the ledger {}: no thread ({err})", path.display());
         }
-        PendingLedger { path, result: Arc::new(Mutex::new(Some(rx))) }
+        PendingLedger { path, result: rx }
+    }
+
+    /// The ledger's path.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Waits for the thread: what earlier runs learned, or `None` when the ledger could not be
-    /// opened (or a clone of these options already took the result).
-    fn wait(&self) -> Option<Learned> {
-        let rx = self.result.lock().ok()?.take()?;
-        rx.recv().ok().flatten()
+    /// opened.
+    pub async fn wait(self) -> Option<Learned> {
+        self.result.await.ok().flatten()
     }
 }
 
@@ -158,11 +152,11 @@ impl RelayOptions {
 
 impl Options {
     /// The options of a run on what the user asked for: reads the config file (layering the
-    /// catalog) and starts reading what earlier runs learned from the ledger, made when
-    /// missing; [`Options::finish_ledger`] waits for it. A ledger that cannot be opened is left
-    /// out of the run.
+    /// catalog) and finds the ledger, which [`Options::start_ledger`] starts opening and
+    /// [`Options::finish_ledger`] waits for. A ledger that cannot be opened is left out of the
+    /// run.
     pub fn resolve(args: &RelayOptions) -> anyhow::Result<Options> {
-        let pending_ledger = crate::sinks::ledger::path().map(PendingLedger::start);
+        let ledger_to_open = crate::sinks::ledger::path();
         let config = args.load_config()?;
         let transcripts = args.transcripts == Transcripts::On;
         Ok(Options {
@@ -186,37 +180,22 @@ impl Options {
                 |k| std::env::var(k).ok(),
                 config.otlp.as_ref(),
             ) {
-                Ok(c) => c.filter(|_| pending_ledger.is_some()),
+                Ok(c) => c.filter(|_| ledger_to_open.is_some()),
                 Err(err) => {
                     tracing::warn!("{err:#}; the ledger is not exported");
                     None
                 }
             },
-            ledger: None,
             transcripts: transcripts.then(Locations::from_process),
             transcript_wait: args.transcript_wait,
-            guard: false,
-            pending_ledger,
+            ledger_to_open,
         })
     }
 
-    /// Waits for the ledger [`Options::resolve`] started opening and puts it in place: its path
-    /// and what earlier runs learned, or no ledger (and no export) when it could not be opened.
-    /// The relay calls it once the agent is starting, before anything reads the options'
-    /// ledger or learned figures.
-    pub fn finish_ledger(&mut self) {
-        let Some(pending) = self.pending_ledger.take() else { return };
-        match pending.wait() {
-            Some(learned) => {
-                self.settings.learned = learned;
-                self.settings.ledger = Some(pending.path.clone());
-                self.ledger = Some(pending.path);
-            }
-            None => {
-                self.settings.ledger = None;
-                self.ledger = None;
-                self.otlp = None;
-            }
-        }
+    /// Starts reading what earlier runs learned from the ledger (made when missing) on a thread
+    /// of its own; `None` without a ledger. Not in [`Options::resolve`]: the relay starts its
+    /// agent's guard by a fork, which must come before any thread.
+    pub fn start_ledger(&mut self) -> Option<PendingLedger> {
+        self.ledger_to_open.take().map(PendingLedger::start)
     }
 }

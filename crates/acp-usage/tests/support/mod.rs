@@ -59,12 +59,10 @@ pub fn options<S: AsRef<str>>(argv: &[S]) -> Options {
         argv,
         grace: Duration::from_secs(20),
         max_line: 256 * 1024 * 1024,
-        ledger: None,
         otlp: None,
         transcripts: None,
         transcript_wait: Duration::from_millis(500),
-        guard: false,
-        pending_ledger: None,
+        ledger_to_open: None,
     }
 }
 

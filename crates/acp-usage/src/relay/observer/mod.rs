@@ -300,6 +300,15 @@ pub struct Observer {
 }
 
 impl Observer {
+    /// The ledger was opened (after the `initialize` exchange, perhaps): its path, and what
+    /// earlier runs learned under what this run learned already.
+    pub fn ledger_opened(&mut self, path: std::path::PathBuf, mut learned: Learned) {
+        learned.agents.append(&mut self.learned.agents);
+        learned.sessions.append(&mut self.learned.sessions);
+        self.learned = learned;
+        self.settings.ledger = Some(path);
+    }
+
     /// A new observer.
     pub fn new(mut settings: Settings) -> Observer {
         let learned = std::mem::take(&mut settings.learned);

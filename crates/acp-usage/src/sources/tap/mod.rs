@@ -72,8 +72,8 @@ pub struct TapCall {
 /// A tap started for an agent: how to start the agent, and where its calls arrive.
 #[derive(Debug)]
 pub struct ForAgent {
-    /// The running tap.
-    pub tap: Tap,
+    /// The tap: bound, and serving once [`ForAgent::serve`] is called.
+    pub tap: Bound,
     /// Variables to set in the agent's environment.
     pub env: Vec<(String, String)>,
     /// Arguments to append to the agent's command line.
@@ -86,9 +86,11 @@ pub struct ForAgent {
     pub notify: Arc<tokio::sync::Notify>,
 }
 
-/// Starts the tap for an agent pointed as `pointing` says (see `agents::point`). `None` (said on
-/// stderr) when it cannot start: the agent then runs untapped.
-pub fn start_for_agent(pointing: Pointing) -> Option<ForAgent> {
+/// Binds the tap for an agent pointed as `pointing` says (see `agents::point`); it serves once
+/// [`Bound::serve`] is called. Binding starts no thread, so the relay can still start the
+/// agent's guard by a plain fork (`relay::guard`) after it. `None` (said on stderr) when the
+/// socket cannot be had: the agent then runs untapped.
+pub fn bind_for_agent(pointing: Pointing) -> Option<ForAgent> {
     // A setting of the user's that sends calls past the tap: those calls run as they would
     // without acp-usage and the other sources count them; said once.
     for warning in &pointing.warnings {
@@ -102,7 +104,7 @@ pub fn start_for_agent(pointing: Pointing) -> Option<ForAgent> {
         session_headers: pointing.session_headers.clone(),
         alternates: pointing.alternates.clone(),
     };
-    match Tap::start(config, tx, limits_tx, notify.clone()) {
+    match Tap::bind(config, tx, limits_tx, notify.clone()) {
         Ok(tap) => {
             let resolved = pointing.resolve(|route| tap.base_url(route));
             let names: Vec<&str> = resolved.env.iter().map(|(k, _)| k.as_str()).collect();
@@ -136,6 +138,20 @@ pub struct Tap {
     secret: String,
 }
 
+/// A tap whose socket is bound (connections wait in its backlog) and which does not serve
+/// yet.
+#[derive(Debug)]
+pub struct Bound {
+    /// The address it listens on (127.0.0.1, an ephemeral port).
+    pub addr: SocketAddr,
+    secret: String,
+    listener: std::net::TcpListener,
+    config: TapConfig,
+    calls: tokio::sync::mpsc::UnboundedSender<TapCall>,
+    limits: tokio::sync::mpsc::UnboundedSender<limits::Observed>,
+    notify: Arc<tokio::sync::Notify>,
+}
+
 impl Tap {
     /// Binds 127.0.0.1 on an ephemeral port and starts serving on a thread of its own; calls go
     /// to `calls`. Fails only when the socket or the thread cannot be had.
@@ -145,29 +161,70 @@ impl Tap {
         limits: tokio::sync::mpsc::UnboundedSender<limits::Observed>,
         notify: Arc<tokio::sync::Notify>,
     ) -> anyhow::Result<Tap> {
+        Tap::bind(config, calls, limits, notify)?.serve()
+    }
+
+    /// Binds 127.0.0.1 on an ephemeral port and makes the secret; no thread is started.
+    pub fn bind(
+        config: TapConfig,
+        calls: tokio::sync::mpsc::UnboundedSender<TapCall>,
+        limits: tokio::sync::mpsc::UnboundedSender<limits::Observed>,
+        notify: Arc<tokio::sync::Notify>,
+    ) -> anyhow::Result<Bound> {
         let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .context("cannot listen on 127.0.0.1")?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let secret = new_secret()?;
-        let client = proxy::upstream_client()?;
-        let state = Arc::new(proxy::State {
-            secret: secret.clone(),
-            routes: config.routes,
-            session_headers: config.session_headers,
-            alternates: config.alternates,
-            client,
-            calls,
-            limits,
-            notify,
-        });
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("acp-usage-tap")
-            .enable_all()
-            .build()
-            .context("cannot start the tap's runtime")?;
+        Ok(Bound { addr, secret, listener, config, calls, limits, notify })
+    }
+
+    /// The base URL of `route` to give the agent: `http://127.0.0.1:PORT/<secret>/<route>`.
+    pub fn base_url(&self, route: &str) -> String {
+        base_url(self.addr, &self.secret, route)
+    }
+}
+
+impl Bound {
+    /// The base URL of `route` to give the agent: `http://127.0.0.1:PORT/<secret>/<route>`.
+    pub fn base_url(&self, route: &str) -> String {
+        base_url(self.addr, &self.secret, route)
+    }
+
+    /// Starts serving on a thread and runtime of their own; the upstream client is made on
+    /// another, at a low priority (`proxy::Upstream`). Fails only when the thread cannot be had
+    /// (a runtime that cannot be made is an error in the log, and the tap's connections are
+    /// refused).
+    pub fn serve(self) -> anyhow::Result<Tap> {
+        let Bound { addr, secret, listener, config, calls, limits, notify } = self;
+        let state_secret = secret.clone();
+        let client = proxy::Upstream::start();
         std::thread::Builder::new().name("acp-usage-tap".into()).spawn(move || {
+            // Made here, not by the relay's thread, which passes on the editor's first request
+            // meanwhile.
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("acp-usage-tap")
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(e) => {
+                    return tracing::error!(
+                        "the tap could not start its runtime ({e}); its connections are refused"
+                    );
+                }
+            };
+            let state = Arc::new(proxy::State {
+                secret: state_secret,
+                routes: config.routes,
+                session_headers: config.session_headers,
+                alternates: config.alternates,
+                client,
+                calls,
+                limits,
+                notify,
+            });
             runtime.block_on(async move {
                 match tokio::net::TcpListener::from_std(listener) {
                     Ok(listener) => proxy::serve(listener, state).await,
@@ -177,11 +234,10 @@ impl Tap {
         })?;
         Ok(Tap { addr, secret })
     }
+}
 
-    /// The base URL of `route` to give the agent: `http://127.0.0.1:PORT/<secret>/<route>`.
-    pub fn base_url(&self, route: &str) -> String {
-        format!("http://{}/{}/{route}", self.addr, self.secret)
-    }
+fn base_url(addr: SocketAddr, secret: &str, route: &str) -> String {
+    format!("http://{addr}/{secret}/{route}")
 }
 
 /// 192 random bits, hex: new for every run, so no other local process can guess the prefix.

@@ -35,19 +35,63 @@ pub(super) struct State {
     pub routes: Vec<Route>,
     pub session_headers: Vec<String>,
     pub alternates: Vec<super::Alternate>,
-    pub client: reqwest::Client,
+    pub client: Upstream,
     pub calls: tokio::sync::mpsc::UnboundedSender<TapCall>,
     /// Subscription windows read from responses.
     pub limits: tokio::sync::mpsc::UnboundedSender<super::limits::Observed>,
     pub notify: std::sync::Arc<tokio::sync::Notify>,
 }
 
+/// The client to the upstreams, made on a thread of its own at a low priority: reading the
+/// system's root certificates takes milliseconds of CPU, which the agent starting beside the
+/// relay has a better use for. A request that comes before it is made waits for it.
+#[derive(Debug, Clone)]
+pub(super) struct Upstream(tokio::sync::watch::Receiver<Option<reqwest::Client>>);
+
+impl Upstream {
+    /// Starts making the client.
+    pub(super) fn start() -> Upstream {
+        let (tx, rx) = tokio::sync::watch::channel(None);
+        let make = move || {
+            crate::lower_thread_priority();
+            // Without the system's roots HTTPS upstreams fail their handshake; plain HTTP ones
+            // (a local gateway) still work.
+            let client = upstream_client(true).or_else(|e| {
+                tracing::warn!("tap: cannot load the system's root certificates ({e:#}); HTTPS upstreams will fail");
+                upstream_client(false)
+            });
+            match client {
+                Ok(client) => {
+                    let _ = tx.send(Some(client));
+                }
+                Err(e) => tracing::error!("the tap has no HTTP client ({e:#}); its calls fail"),
+            }
+        };
+        if let Err(e) = std::thread::Builder::new().name("acp-usage-tap-tls".into()).spawn(make) {
+            tracing::error!("the tap has no HTTP client (no thread: {e}); its calls fail");
+        }
+        Upstream(rx)
+    }
+
+    /// A client made already.
+    #[cfg(test)]
+    pub(super) fn ready(client: reqwest::Client) -> Upstream {
+        Upstream(tokio::sync::watch::channel(Some(client)).1)
+    }
+
+    /// The client, once it is made; `None` when it could not be.
+    pub(super) async fn get(&self) -> Option<reqwest::Client> {
+        let mut rx = self.0.clone();
+        rx.wait_for(Option::is_some).await.ok().and_then(|c| c.clone())
+    }
+}
+
 /// The client to the upstreams: no redirects followed (the agent sees them as it would),
-/// proxies from the environment, the system's roots.
-pub(super) fn upstream_client() -> anyhow::Result<reqwest::Client> {
+/// proxies from the environment, the system's roots (unless `native_roots` is false).
+pub(super) fn upstream_client(native_roots: bool) -> anyhow::Result<reqwest::Client> {
     Ok(reqwest::Client::builder()
         .use_rustls_tls()
-        .tls_built_in_native_certs(true)
+        .tls_built_in_native_certs(native_roots)
         .redirect(reqwest::redirect::Policy::none())
         // Bodies pass as the upstream sent them, whatever features a build turns on.
         .no_gzip()
@@ -222,8 +266,10 @@ async fn forward(
         }
     };
     let started_ms = now_ms();
-    let upstream = state
-        .client
+    let Some(client) = state.client.get().await else {
+        return Err(own_response(StatusCode::BAD_GATEWAY, "acp-usage's tap has no HTTP client"));
+    };
+    let upstream = client
         .request(method, &url)
         .headers(forwardable(&parts.headers))
         .body(body.clone())

@@ -109,21 +109,23 @@ impl Worker {
     ) -> std::io::Result<Worker> {
         let (tx, rx) = mpsc::channel();
         let notify_tx = tx.clone();
-        let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-            if res.is_ok() {
-                let _ = notify_tx.send(Msg::Changed);
-            }
-        });
-        let watcher = match watcher {
-            Ok(w) => Some(w),
-            Err(err) => {
-                tracing::info!(
-                    "no file notifications ({err}); transcripts are read on traffic and on a timer"
-                );
-                None
-            }
-        };
+        // The watcher (inotify and a thread of its own) is made on the worker's thread: the
+        // relay's goes on to pass on the editor's first request meanwhile.
         std::thread::Builder::new().name("transcripts".into()).spawn(move || {
+            let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+                if res.is_ok() {
+                    let _ = notify_tx.send(Msg::Changed);
+                }
+            });
+            let watcher = match watcher {
+                Ok(w) => Some(w),
+                Err(err) => {
+                    tracing::info!(
+                        "no file notifications ({err}); transcripts are read on traffic and on a timer"
+                    );
+                    None
+                }
+            };
             State {
                 locs,
                 locator: Locator::default(),
