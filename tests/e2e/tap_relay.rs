@@ -45,28 +45,42 @@ fn relay_stderr(lab: &Lab) -> String {
     logs.iter().filter_map(|p| std::fs::read_to_string(p).ok()).collect()
 }
 
-/// `var` in the environment of the agent the relay (`relay_pid`) started: its child process that
-/// has it. Read from /proc while both run.
+/// `var` in the environment of the agent the relay (`relay_pid`) started: the first process
+/// below the relay that is not acp-usage (its guard). Read from /proc while both run.
 fn agent_env_var(relay_pid: u32, var: &str) -> Option<String> {
-    for entry in std::fs::read_dir("/proc").ok()?.filter_map(Result::ok) {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        // `pid (comm) state ppid ...`; the command name may hold spaces and parentheses.
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-        let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1));
-        if ppid != Some(relay_pid.to_string().as_str()) {
-            continue;
+    // Every process's parent, from `pid (comm) state ppid ...` (the command name may hold spaces
+    // and parentheses).
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .ok()?
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+            Some((pid, ppid))
+        })
+        .collect();
+    // The agent is the first process below the relay that is not acp-usage itself: on Linux the
+    // relay's child is its guard, a fork of it with the relay's own environment.
+    let exe = |pid: u32| std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+    let relay_exe = exe(relay_pid);
+    let mut level = vec![relay_pid];
+    while !level.is_empty() {
+        let below: Vec<u32> =
+            parents.iter().filter(|(_, ppid)| level.contains(ppid)).map(|(pid, _)| *pid).collect();
+        for &pid in &below {
+            if exe(pid) == relay_exe {
+                continue;
+            }
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+            let prefix = format!("{var}=");
+            return environ
+                .split(|&b| b == 0)
+                .filter_map(|entry| std::str::from_utf8(entry).ok())
+                .find_map(|entry| entry.strip_prefix(&prefix))
+                .map(str::to_owned);
         }
-        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else { continue };
-        let prefix = format!("{var}=");
-        let found = environ
-            .split(|&b| b == 0)
-            .filter_map(|entry| std::str::from_utf8(entry).ok())
-            .find_map(|entry| entry.strip_prefix(&prefix));
-        if let Some(value) = found {
-            return Some(value.to_owned());
-        }
+        level = below;
     }
     None
 }

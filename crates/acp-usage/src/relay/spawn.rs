@@ -70,11 +70,25 @@ impl Stdio {
 pub fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: pipe2 writes two fds into the array it is given.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+    #[cfg(target_os = "linux")]
+    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    // No pipe2 on macOS: close-on-exec is set just after (no process is started meanwhile on
+    // this thread, and no other thread of the relay starts one).
+    // SAFETY: pipe writes two fds into the array it is given.
+    #[cfg(not(target_os = "linux"))]
+    let rc = unsafe { libc::pipe(fds.as_mut_ptr()) };
+    if rc != 0 {
         return Err(std::io::Error::last_os_error());
     }
     // SAFETY: both fds were just made and are owned by nobody else.
     let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    #[cfg(not(target_os = "linux"))]
+    for fd in [&r, &w] {
+        // SAFETY: fcntl on an fd owned here.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
     Ok((above_stdio(r)?, above_stdio(w)?))
 }
 

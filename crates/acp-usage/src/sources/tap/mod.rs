@@ -15,6 +15,7 @@ mod frames;
 pub mod limits;
 pub mod point;
 mod proxy;
+mod roots;
 mod watch;
 mod ws;
 mod ws_usage;
@@ -104,6 +105,12 @@ pub fn bind_for_agent(pointing: Pointing) -> Option<ForAgent> {
         session_headers: pointing.session_headers.clone(),
         alternates: pointing.alternates.clone(),
     };
+    // The HTTPS client is made while the agent starts; one that could not be made must leave
+    // the agent untapped, so whether it can is told now.
+    if let Err(why) = roots::check() {
+        tracing::error!("the LLM-API tap could not start ({why}); running the agent untapped");
+        return None;
+    }
     match Tap::bind(config, tx, limits_tx, notify.clone()) {
         Ok(tap) => {
             let resolved = pointing.resolve(|route| tap.base_url(route));
