@@ -32,9 +32,9 @@ pub fn main() -> std::process::ExitCode {
 }
 
 /// Lowers the calling thread's priority, for work that runs while the agent starts (opening
-/// the ledger, reading the system's root certificates): on a machine with few cores it would
-/// take turns with the agent's start and the relay's, which the editor waits for. Linux only
-/// (elsewhere a nice value is the whole process's).
+/// the ledger): on a machine with few cores it would take turns with the agent's start and the
+/// relay's, which the editor waits for. Linux only (elsewhere a nice value is the whole
+/// process's).
 pub(crate) fn lower_thread_priority() {
     #[cfg(target_os = "linux")]
     // SAFETY: gettid and setpriority have no memory-safety preconditions; on Linux a thread id

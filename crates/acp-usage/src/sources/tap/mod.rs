@@ -198,14 +198,14 @@ impl Bound {
         base_url(self.addr, &self.secret, route)
     }
 
-    /// Starts serving on a thread and runtime of their own; the upstream client is made on
-    /// another, at a low priority (`proxy::Upstream`). Fails only when the thread cannot be had
+    /// Starts serving on a thread and runtime of their own; the upstream client is made when the
+    /// first request comes (`proxy::Upstream`). Fails only when the thread cannot be had
     /// (a runtime that cannot be made is an error in the log, and the tap's connections are
     /// refused).
     pub fn serve(self) -> anyhow::Result<Tap> {
         let Bound { addr, secret, listener, config, calls, limits, notify } = self;
         let state_secret = secret.clone();
-        let client = proxy::Upstream::start();
+        let client = proxy::Upstream::default();
         std::thread::Builder::new().name("acp-usage-tap".into()).spawn(move || {
             // Made here, not by the relay's thread, which passes on the editor's first request
             // meanwhile.

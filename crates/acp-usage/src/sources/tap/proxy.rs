@@ -42,47 +42,44 @@ pub(super) struct State {
     pub notify: std::sync::Arc<tokio::sync::Notify>,
 }
 
-/// The client to the upstreams, made on a thread of its own at a low priority: reading the
-/// system's root certificates takes milliseconds of CPU, which the agent starting beside the
-/// relay has a better use for. A request that comes before it is made waits for it.
-#[derive(Debug, Clone)]
-pub(super) struct Upstream(tokio::sync::watch::Receiver<Option<reqwest::Client>>);
+/// The client to the upstreams, made when the first request comes: reading the system's root
+/// certificates takes 5 ms of CPU, which the agent starting beside the relay has a better use
+/// for, and which the first model call (seconds) does not notice. Whether it can be made is told
+/// before the agent is pointed at the tap (`roots::check`).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Upstream(Arc<tokio::sync::OnceCell<Option<reqwest::Client>>>);
 
 impl Upstream {
-    /// Starts making the client.
-    pub(super) fn start() -> Upstream {
-        let (tx, rx) = tokio::sync::watch::channel(None);
-        let make = move || {
-            crate::lower_thread_priority();
-            // Without the system's roots HTTPS upstreams fail their handshake; plain HTTP ones
-            // (a local gateway) still work.
-            let client = upstream_client(true).or_else(|e| {
-                tracing::warn!("tap: cannot load the system's root certificates ({e:#}); HTTPS upstreams will fail");
-                upstream_client(false)
-            });
-            match client {
-                Ok(client) => {
-                    let _ = tx.send(Some(client));
-                }
-                Err(e) => tracing::error!("the tap has no HTTP client ({e:#}); its calls fail"),
-            }
-        };
-        if let Err(e) = std::thread::Builder::new().name("acp-usage-tap-tls".into()).spawn(make) {
-            tracing::error!("the tap has no HTTP client (no thread: {e}); its calls fail");
-        }
-        Upstream(rx)
-    }
-
     /// A client made already.
     #[cfg(test)]
     pub(super) fn ready(client: reqwest::Client) -> Upstream {
-        Upstream(tokio::sync::watch::channel(Some(client)).1)
+        Upstream(Arc::new(tokio::sync::OnceCell::new_with(Some(Some(client)))))
     }
 
-    /// The client, once it is made; `None` when it could not be.
+    /// The client, made on the first call (on a blocking thread); `None` when it could not be.
     pub(super) async fn get(&self) -> Option<reqwest::Client> {
-        let mut rx = self.0.clone();
-        rx.wait_for(Option::is_some).await.ok().and_then(|c| c.clone())
+        let made = self.0.get_or_init(|| async {
+            let made = tokio::task::spawn_blocking(|| {
+                // Without the system's roots HTTPS upstreams fail their handshake; plain HTTP
+                // ones (a local gateway) still work.
+                upstream_client(true).or_else(|e| {
+                    tracing::warn!("tap: cannot load the system's root certificates ({e:#}); HTTPS upstreams will fail");
+                    upstream_client(false)
+                })
+            });
+            match made.await {
+                Ok(Ok(client)) => Some(client),
+                Ok(Err(e)) => {
+                    tracing::error!("the tap has no HTTP client ({e:#}); its calls fail");
+                    None
+                }
+                Err(e) => {
+                    tracing::error!("the tap has no HTTP client ({e}); its calls fail");
+                    None
+                }
+            }
+        });
+        made.await.clone()
     }
 }
 

@@ -1,8 +1,9 @@
 //! Whether the tap's HTTPS client will have roots it can trust, told before the agent is pointed
 //! at the tap.
 //!
-//! The client itself (`proxy::Upstream`) is made while the agent starts: reading the system's
-//! root certificates takes 5 ms, which would otherwise be on every tapped agent's start. But a
+//! The client itself (`proxy::Upstream`) is made when the first request comes: reading the
+//! system's root certificates takes 5 ms, which would otherwise be on every tapped agent's
+//! start. But a
 //! client that cannot be made must leave the agent untapped, as if acp-usage were not there,
 //! and that is known only once the certificates are read. The one way the client fails to be
 //! made is a store with certificates and not one valid among them (reqwest's rule for
