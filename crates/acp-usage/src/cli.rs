@@ -31,29 +31,6 @@ pub struct Args {
     pub relay: RelayArgs,
 }
 
-/// The relay's command line alone (`acp-usage [OPTIONS] -- AGENT...`), without the commands:
-/// clap builds every command's arguments before it parses, which took a third of a millisecond
-/// of every agent's start. Anything this does not take is parsed again as [`Args`].
-#[derive(Debug, Parser)]
-#[command(name = "acp-usage")]
-struct RelayOnly {
-    #[command(flatten)]
-    relay: RelayArgs,
-}
-
-impl Args {
-    /// The command line `argv` (the program name first): as the relay's alone when it has an
-    /// agent after `--` and nothing else, else as a whole (exiting with help or an error when
-    /// asked or wrong).
-    pub fn parse_from_args(argv: &[std::ffi::OsString]) -> Args {
-        let relay_form = argv.iter().position(|a| a == "--").is_some_and(|at| at + 1 < argv.len());
-        if relay_form && let Ok(r) = RelayOnly::try_parse_from(argv) {
-            return Args { command: None, relay: r.relay };
-        }
-        Args::parse_from(argv)
-    }
-}
-
 /// Options of the relay (the default mode).
 #[derive(Debug, Clone, clap::Args)]
 pub struct RelayArgs {
@@ -581,7 +558,7 @@ pub fn main(
     argv: &[std::ffi::OsString],
     guard: Option<std::io::Result<crate::relay::guard::Guard>>,
 ) -> ExitCode {
-    let args = Args::parse_from_args(argv);
+    let args = Args::parse_from(argv);
     let log_file = args.relay.log_file.clone();
     if let Err(err) = crate::logging::init(log_file.as_deref()) {
         eprintln!("acp-usage: cannot open the log: {err:#}");
@@ -650,47 +627,6 @@ mod tests {
     fn tap_of(args: &[&str]) -> Option<bool> {
         let argv = ["acp-usage"].iter().chain(args).chain(&["--", "agent"]);
         Args::try_parse_from(argv).expect("parses").relay.tap
-    }
-
-    /// What a command line parses to, as text: through the relay's short parse and as a whole.
-    fn both(args: &[&str]) -> (String, String) {
-        let argv: Vec<std::ffi::OsString> =
-            ["acp-usage"].iter().chain(args).map(|a| a.into()).collect();
-        let fast = format!("{:?}", Args::parse_from_args(&argv));
-        let whole = format!("{:?}", Args::try_parse_from(&argv).expect("parses"));
-        (fast, whole)
-    }
-
-    #[test]
-    fn the_relays_short_parse_reads_a_command_line_as_the_whole_parser_does() {
-        for args in [
-            &["--", "agent"][..],
-            &["--", "agent", "--flag", "-x", "value"],
-            &["--tap", "off", "--profile", "claude", "--", "claude-agent-acp"],
-            &["--agent-usage", "keep", "--grace-ms", "250", "--", "sh", "-c", "x"],
-            &["--catalog", "/c.json", "--config", "/c.toml", "--tap", "--", "a"],
-            &["--log-file", "/tmp/l", "--record", "/tmp/r", "--validate", "--", "a"],
-            &[
-                "--transcripts",
-                "off",
-                "--transcript-wait-ms",
-                "5",
-                "--max-line-mib",
-                "8",
-                "--",
-                "a",
-            ],
-            // Not the relay's form: parsed as a whole.
-            &["models", "sonnet"],
-            &["report", "--json"],
-        ] {
-            let (fast, whole) = both(args);
-            assert_eq!(fast, whole, "{args:?}");
-        }
-        // A command before `--` is not the relay's: the whole parser takes it.
-        let argv: Vec<std::ffi::OsString> =
-            ["acp-usage", "--config", "/c", "models", "x"].iter().map(|a| a.into()).collect();
-        assert!(Args::parse_from_args(&argv).command.is_some());
     }
 
     #[test]
