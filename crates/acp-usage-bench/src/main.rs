@@ -473,8 +473,8 @@ fn run_startup(args: &Args, runs: usize) -> anyhow::Result<()> {
                 agent.clone(),
             ]),
         },
-        // Without the guard process between acp-usage and the agent (a second start of the
-        // acp-usage executable): what the guard costs.
+        // Without the guard process between acp-usage and the agent (a fork of acp-usage made
+        // first thing in its `main`): what the guard costs.
         Subject {
             name: "acp-usage, ACP_USAGE_GUARD=0",
             target: Target {

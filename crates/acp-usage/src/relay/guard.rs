@@ -105,11 +105,11 @@ fn command_message(argv: &[String], env: &[(String, String)]) -> Vec<u8> {
 }
 
 /// An agent's command: its arguments, and the variables set in its environment.
-#[cfg(unix)]
+#[cfg(any(target_os = "linux", all(unix, test)))]
 type AgentCommand = (Vec<String>, Vec<(String, String)>);
 
 /// The agent's command as the relay sent it ([`command_message`]).
-#[cfg(unix)]
+#[cfg(any(target_os = "linux", all(unix, test)))]
 fn read_command(message: &[u8]) -> Option<AgentCommand> {
     // Every part ends with a NUL: a message cut short does not.
     let mut parts = message.strip_suffix(&[0])?.split(|b| *b == 0);

@@ -152,8 +152,8 @@ impl RelayOptions {
 
 impl Options {
     /// The options of a run on what the user asked for: reads the config file (layering the
-    /// catalog) and finds the ledger, which [`Options::start_ledger`] starts opening and
-    /// [`Options::finish_ledger`] waits for. A ledger that cannot be opened is left out of the
+    /// catalog) and finds the ledger, which [`Options::start_ledger`] starts opening and the
+    /// relay puts in place once it is open. A ledger that cannot be opened is left out of the
     /// run.
     pub fn resolve(args: &RelayOptions) -> anyhow::Result<Options> {
         let ledger_to_open = crate::sinks::ledger::path();
@@ -175,7 +175,7 @@ impl Options {
                 tap: args.tap.or(config.tap).unwrap_or(true),
                 budgets: config.budgets.clone(),
             },
-            // Kept only with a ledger to export (see `finish_ledger`).
+            // Kept only with a ledger to export (dropped when it cannot be opened).
             otlp: match crate::sinks::otlp::config::resolve(
                 |k| std::env::var(k).ok(),
                 config.otlp.as_ref(),
