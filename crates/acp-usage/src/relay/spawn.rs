@@ -38,7 +38,8 @@ impl Prepared {
         Ok(Prepared { args, env })
     }
 
-    /// The program, for messages.
+    /// The program, for the guard's messages.
+    #[cfg(target_os = "linux")]
     pub fn program(&self) -> std::borrow::Cow<'_, str> {
         self.args[0].to_string_lossy()
     }
