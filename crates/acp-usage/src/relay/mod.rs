@@ -151,9 +151,10 @@ struct Core {
     ledger: Option<crate::sinks::ledger::Writer>,
     /// The OTLP exporter, when the ledger is exported.
     exporter: Option<crate::sinks::otlp::Handle>,
-    /// The ledger is open and in place, or there is none: the tap's calls are counted only
-    /// from then on (they are written to it).
-    opened: bool,
+    /// True once the ledger is open and in place, or there is none: the tap's calls are
+    /// counted only from then on (they are written to it), and the pumps wait for it
+    /// (`Pump::wait_for_ledger`).
+    opened: tokio::sync::watch::Sender<bool>,
     /// The calls the LLM-API tap saw, when it runs.
     tap_rx: Option<mpsc::UnboundedReceiver<crate::sources::tap::TapCall>>,
     /// The subscription windows the tap read.
@@ -165,7 +166,7 @@ impl Core {
     /// tap reports a call before the agent has its last bytes, so a turn's calls are all in
     /// by the time its result is.
     fn drain_tap(&mut self) {
-        if !self.opened {
+        if !*self.opened.borrow() {
             return;
         }
         // Windows first: a call's headers came before its body.
@@ -267,7 +268,6 @@ async fn ledger_opened(
     core: Shared,
     ledger: PendingLedger,
     otlp: Option<crate::sinks::otlp::config::OtlpConfig>,
-    opened: tokio::sync::watch::Sender<bool>,
 ) {
     let path = ledger.path().to_path_buf();
     let learned = ledger.wait().await;
@@ -279,11 +279,10 @@ async fn ledger_opened(
             // The OTLP exporter: its own thread and timer; the relay never waits for it.
             c.exporter = otlp.map(|cfg| crate::sinks::otlp::Handle::start(cfg, path));
         }
-        c.opened = true;
+        c.opened.send_replace(true);
         // Calls the tap read meanwhile.
         c.drain_tap();
     }
-    let _ = opened.send(true);
 }
 
 /// What the pumps tell the main loop.
@@ -359,21 +358,21 @@ where
             .ok(),
         None => None,
     };
+    // The ledger is put in place once it is open; only the `initialize` exchange is passed on
+    // before that (see `Pump::wait_for_ledger`).
+    let (opened_tx, opened) = tokio::sync::watch::channel(ledger.is_none());
     let core: Shared = Arc::new(Mutex::new(Core {
         observer,
         copies,
         worker,
         ledger: None,
         exporter: None,
-        opened: ledger.is_none(),
+        opened: opened_tx,
         tap_rx: tap.calls,
         tap_limits_rx: tap.limits,
     }));
-    // The ledger is put in place once it is open; only the `initialize` exchange is passed on
-    // before that (see `Pump::wait_for_ledger`).
-    let (opened_tx, opened) = tokio::sync::watch::channel(ledger.is_none());
     if let Some(ledger) = ledger {
-        tokio::spawn(ledger_opened(core.clone(), ledger, opts.otlp.clone(), opened_tx));
+        tokio::spawn(ledger_opened(core.clone(), ledger, opts.otlp.clone()));
     }
     let (ev_tx, ev_rx) = mpsc::unbounded_channel::<Event>();
     let pump =

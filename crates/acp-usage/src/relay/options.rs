@@ -83,7 +83,7 @@ pub struct Options {
     /// Longest a turn's result waits for the transcript to catch up.
     pub transcript_wait: Duration,
     /// The ledger to open, until [`Options::start_ledger`] starts opening it. Until the relay
-    /// has it open, `ledger` and `settings` have neither it nor what earlier runs learned.
+    /// has it open, `settings` has neither it nor what earlier runs learned.
     pub ledger_to_open: Option<PathBuf>,
 }
 
@@ -193,8 +193,8 @@ impl Options {
     }
 
     /// Starts reading what earlier runs learned from the ledger (made when missing) on a thread
-    /// of its own; `None` without a ledger. Not in [`Options::resolve`]: the relay starts its
-    /// agent's guard by a fork, which must come before any thread.
+    /// of its own; `None` without a ledger. Not in [`Options::resolve`]: the relay starts it
+    /// once the agent is started, so that the open does not delay the agent.
     pub fn start_ledger(&mut self) -> Option<PendingLedger> {
         self.ledger_to_open.take().map(PendingLedger::start)
     }

@@ -73,7 +73,7 @@ pub struct TapCall {
 /// A tap started for an agent: how to start the agent, and where its calls arrive.
 #[derive(Debug)]
 pub struct ForAgent {
-    /// The tap: bound, and serving once [`ForAgent::serve`] is called.
+    /// The tap: bound, and serving once [`Bound::serve`] is called.
     pub tap: Bound,
     /// Variables to set in the agent's environment.
     pub env: Vec<(String, String)>,
@@ -88,9 +88,9 @@ pub struct ForAgent {
 }
 
 /// Binds the tap for an agent pointed as `pointing` says (see `agents::point`); it serves once
-/// [`Bound::serve`] is called. Binding starts no thread, so the relay can still start the
-/// agent's guard by a plain fork (`relay::guard`) after it. `None` (said on stderr) when the
-/// socket cannot be had: the agent then runs untapped.
+/// [`Bound::serve`] is called. Binding starts no thread, so the agent, pointed at the bound
+/// socket, starts before the tap's thread and runtime do. `None` (said on stderr) when the
+/// socket cannot be had or the HTTPS client could not be made: the agent then runs untapped.
 pub fn bind_for_agent(pointing: Pointing) -> Option<ForAgent> {
     // A setting of the user's that sends calls past the tap: those calls run as they would
     // without acp-usage and the other sources count them; said once.
@@ -105,8 +105,8 @@ pub fn bind_for_agent(pointing: Pointing) -> Option<ForAgent> {
         session_headers: pointing.session_headers.clone(),
         alternates: pointing.alternates.clone(),
     };
-    // The HTTPS client is made while the agent starts; one that could not be made must leave
-    // the agent untapped, so whether it can is told now.
+    // The HTTPS client is made when the first request comes; one that could not be made must
+    // leave the agent untapped, so whether it can is told now.
     if let Err(why) = roots::check() {
         tracing::error!("the LLM-API tap could not start ({why}); running the agent untapped");
         return None;
