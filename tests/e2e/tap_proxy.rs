@@ -120,7 +120,13 @@ fn event(name: &str, data: serde_json::Value) -> String {
 }
 
 /// `message_start` with the prompt side and a provisional output.
-fn message_start(id: &str, input: u64, cache_read: u64, cache_write: u64, output: u64) -> String {
+pub(crate) fn message_start(
+    id: &str,
+    input: u64,
+    cache_read: u64,
+    cache_write: u64,
+    output: u64,
+) -> String {
     event(
         "message_start",
         json!({"type": "message_start", "message": {
@@ -133,7 +139,7 @@ fn message_start(id: &str, input: u64, cache_read: u64, cache_write: u64, output
 }
 
 /// The text block and the end of a stream whose final output count is `output`.
-fn stream_rest(text: &str, output: u64) -> Vec<String> {
+pub(crate) fn stream_rest(text: &str, output: u64) -> Vec<String> {
     vec![
         event("ping", json!({"type": "ping"})),
         event(

@@ -11,9 +11,14 @@
 //! then `{}`), `session/prompt` (asks for permission first; once the answer arrives it streams a
 //! few updates, its own `usage_update`, and ends with its own per-turn `usage`), `_fake/ext`
 //! (answered), anything else with an id: -32601.
+//!
+//! With `FAKE_AGENT_CALL_AT_EXIT` set, at the end of its stdin it starts one streamed Anthropic
+//! Messages call to `$ANTHROPIC_BASE_URL` (sent as Claude Code's side calls are, naming
+//! `fake-session-1` in `x-claude-code-session-id`), waits for the answer's status line, and
+//! exits without reading the rest: an agent that goes while its last call is being answered.
 
 use std::fs::File;
-use std::io::{self, BufRead, Write};
+use std::io::{self, BufRead, Read, Write};
 
 use serde_json::Value;
 
@@ -103,4 +108,35 @@ fn main() {
         let Ok(line) = line else { break };
         agent.handle(&line);
     }
+    if std::env::var_os("FAKE_AGENT_CALL_AT_EXIT").is_some()
+        && let Ok(base) = std::env::var("ANTHROPIC_BASE_URL")
+        && let Err(e) = call_and_go(&base)
+    {
+        eprintln!("fake-acp-agent: the call at exit failed: {e}");
+    }
+}
+
+/// Sends a streamed Messages call to `base` (`http://HOST:PORT/PATH`) and returns once the
+/// answer's status line is in, leaving its body unread.
+fn call_and_go(base: &str) -> io::Result<()> {
+    let rest = base.strip_prefix("http://").ok_or_else(|| io::Error::other("not http://"))?;
+    let (authority, path) = rest.split_once('/').map_or((rest, ""), |(a, p)| (a, p));
+    let path = path.trim_end_matches('/');
+    let prefix = if path.is_empty() { String::new() } else { format!("/{path}") };
+    let body = r#"{"model":"claude-test-1","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"Suggest a next prompt."}]}"#;
+    let request = format!(
+        "POST {prefix}/v1/messages HTTP/1.1\r\nhost: {authority}\r\ncontent-type: application/json\r\nx-api-key: sk-ant-fake\r\nx-claude-code-session-id: fake-session-1\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = std::net::TcpStream::connect(authority)?;
+    stream.write_all(request.as_bytes())?;
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 1];
+    while !seen.ends_with(b"\r\n") {
+        if stream.read(&mut buf)? == 0 {
+            return Err(io::Error::other("the connection closed before the status line"));
+        }
+        seen.push(buf[0]);
+    }
+    Ok(())
 }

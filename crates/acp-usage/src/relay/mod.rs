@@ -159,6 +159,8 @@ struct Core {
     tap_rx: Option<mpsc::UnboundedReceiver<crate::sources::tap::TapCall>>,
     /// The subscription windows the tap read.
     tap_limits_rx: Option<mpsc::UnboundedReceiver<crate::sources::tap::limits::Observed>>,
+    /// How many calls the tap is still reading.
+    tap_in_flight: Option<tokio::sync::watch::Receiver<usize>>,
 }
 
 impl Core {
@@ -370,6 +372,7 @@ where
         opened: opened_tx,
         tap_rx: tap.calls,
         tap_limits_rx: tap.limits,
+        tap_in_flight: tap.in_flight,
     }));
     if let Some(ledger) = ledger {
         tokio::spawn(ledger_opened(core.clone(), ledger, opts.otlp.clone()));
@@ -422,6 +425,8 @@ struct TapStart {
     limits: Option<mpsc::UnboundedReceiver<crate::sources::tap::limits::Observed>>,
     /// Rung when a call was read.
     notify: Arc<tokio::sync::Notify>,
+    /// How many calls it is still reading.
+    in_flight: Option<tokio::sync::watch::Receiver<usize>>,
 }
 
 impl TapStart {
@@ -482,6 +487,7 @@ fn prepare_tap(opts: &mut Options) -> TapStart {
                 calls: Some(t.calls),
                 limits: Some(t.limits),
                 notify: t.notify,
+                in_flight: Some(t.in_flight),
             }
         }
         None => TapStart {
@@ -491,6 +497,7 @@ fn prepare_tap(opts: &mut Options) -> TapStart {
             calls: None,
             limits: None,
             notify: Arc::new(tokio::sync::Notify::new()),
+            in_flight: None,
         },
     }
 }
@@ -524,11 +531,26 @@ async fn answer_pending<W: AsyncWrite + Unpin>(
     out.finish().await;
 }
 
+/// The longest the end of a run waits for the tap's calls under way: the tap lets a call go
+/// one second after its agent hung up.
+const TAP_SETTLE: Duration = Duration::from_millis(1500);
+
 /// The end of a run: counters logged, the copies, the ledger's last writes and a last export
 /// done.
 async fn finish(core: &Shared, mut opened: tokio::sync::watch::Receiver<bool>, grace: Duration) {
     // The ledger's writer and the exporter are in place once the ledger is open.
     let _ = opened.wait_for(|open| *open).await;
+    // A call the agent made just before it ended (a prompt suggestion after its last result)
+    // may still be on its way through the tap: the agent's group is gone, so the tap reads on
+    // only for a moment (`AFTER_HANGUP`), and it is counted below.
+    let in_flight = lock(core).tap_in_flight.take();
+    if let Some(count) = in_flight
+        && !crate::sources::tap::settled(count, TAP_SETTLE).await
+    {
+        tracing::info!(
+            "a call through the tap was still under way {TAP_SETTLE:?} after the agent ended; not counted"
+        );
+    }
     let copies = {
         let mut c = lock(core);
         let counters = c.observer.counters;

@@ -10,7 +10,9 @@
 //! becomes a [`TapCall`] on a channel the relay reads. The tap runs on its own thread and runtime
 //! so that neither the relay nor the proxy ever waits for the other.
 
+mod call;
 mod decode;
+mod flights;
 mod frames;
 pub mod limits;
 pub mod point;
@@ -28,6 +30,7 @@ use acp_usage_core::api::{Api, RequestInfo};
 use anyhow::Context as _;
 use bytes::Bytes;
 
+pub use flights::{Flights, settled};
 pub use point::{Alternate, Pointing};
 
 /// One upstream the tap forwards to.
@@ -85,6 +88,8 @@ pub struct ForAgent {
     pub limits: tokio::sync::mpsc::UnboundedReceiver<limits::Observed>,
     /// Notified after each call is sent.
     pub notify: Arc<tokio::sync::Notify>,
+    /// The calls under way: zero once every call read is on `calls`.
+    pub in_flight: tokio::sync::watch::Receiver<usize>,
 }
 
 /// Binds the tap for an agent pointed as `pointing` says (see `agents::point`); it serves once
@@ -117,7 +122,16 @@ pub fn bind_for_agent(pointing: Pointing) -> Option<ForAgent> {
             let names: Vec<&str> = resolved.env.iter().map(|(k, _)| k.as_str()).collect();
             // Names only: values hold the secret, and upstream URLs may hold credentials.
             tracing::info!(port = tap.addr.port(), vars = ?names, extra_args = resolved.args.len(), "tap: listening; the agent's base URLs point at it");
-            Some(ForAgent { tap, env: resolved.env, args: resolved.args, calls, limits, notify })
+            let in_flight = tap.flights.watch();
+            Some(ForAgent {
+                tap,
+                env: resolved.env,
+                args: resolved.args,
+                calls,
+                limits,
+                notify,
+                in_flight,
+            })
         }
         Err(e) => {
             tracing::error!("the LLM-API tap could not start ({e:#}); running the agent untapped");
@@ -143,6 +157,8 @@ pub struct Tap {
     /// The address it listens on (127.0.0.1, an ephemeral port).
     pub addr: SocketAddr,
     secret: String,
+    /// The calls under way.
+    pub flights: Flights,
 }
 
 /// A tap whose socket is bound (connections wait in its backlog) and which does not serve
@@ -157,6 +173,8 @@ pub struct Bound {
     calls: tokio::sync::mpsc::UnboundedSender<TapCall>,
     limits: tokio::sync::mpsc::UnboundedSender<limits::Observed>,
     notify: Arc<tokio::sync::Notify>,
+    /// The calls under way.
+    pub flights: Flights,
 }
 
 impl Tap {
@@ -183,7 +201,8 @@ impl Tap {
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let secret = new_secret()?;
-        Ok(Bound { addr, secret, listener, config, calls, limits, notify })
+        let flights = Flights::default();
+        Ok(Bound { addr, secret, listener, config, calls, limits, notify, flights })
     }
 
     /// The base URL of `route` to give the agent: `http://127.0.0.1:PORT/<secret>/<route>`.
@@ -203,7 +222,8 @@ impl Bound {
     /// (a runtime that cannot be made is an error in the log, and the tap's connections are
     /// refused).
     pub fn serve(self) -> anyhow::Result<Tap> {
-        let Bound { addr, secret, listener, config, calls, limits, notify } = self;
+        let Bound { addr, secret, listener, config, calls, limits, notify, flights } = self;
+        let state_flights = flights.clone();
         let state_secret = secret.clone();
         let client = proxy::Upstream::default();
         std::thread::Builder::new().name("acp-usage-tap".into()).spawn(move || {
@@ -231,6 +251,7 @@ impl Bound {
                 calls,
                 limits,
                 notify,
+                flights: state_flights,
             });
             runtime.block_on(async move {
                 match tokio::net::TcpListener::from_std(listener) {
@@ -239,7 +260,7 @@ impl Bound {
                 }
             })
         })?;
-        Ok(Tap { addr, secret })
+        Ok(Tap { addr, secret, flights })
     }
 }
 

@@ -40,6 +40,8 @@ pub(super) struct State {
     /// Subscription windows read from responses.
     pub limits: tokio::sync::mpsc::UnboundedSender<super::limits::Observed>,
     pub notify: std::sync::Arc<tokio::sync::Notify>,
+    /// The model calls under way.
+    pub flights: super::flights::Flights,
 }
 
 /// The client to the upstreams, made when the first request comes: reading the system's root
@@ -263,16 +265,52 @@ async fn forward(
         }
     };
     let started_ms = now_ms();
+    // Counted from here: the relay's last count waits for this call.
+    let flight = api.map(|_| state.flights.start());
     let Some(client) = state.client.get().await else {
         return Err(own_response(StatusCode::BAD_GATEWAY, "acp-usage's tap has no HTTP client"));
     };
-    let upstream = client
-        .request(method, &url)
-        .headers(forwardable(&parts.headers))
-        .body(body.clone())
-        .send()
-        .await;
-    let upstream = match upstream {
+    let outgoing =
+        client.request(method, &url).headers(forwardable(&parts.headers)).body(body.clone());
+    if let (Some(api), Some(flight)) = (api, flight) {
+        // A compressed request (Codex can send zstd) is read decoded; it goes out as it came.
+        let plain = match header_str(&parts.headers, header::CONTENT_ENCODING) {
+            Some(enc) => {
+                let mut d = Decoder::for_encoding(Some(&enc));
+                let mut plain = d.push(&body);
+                plain.extend(d.finish());
+                Bytes::from(plain)
+            }
+            None => body,
+        };
+        let request = RequestInfo::read(api, &rest, &plain);
+        let pending = Pending {
+            api,
+            request,
+            body: plain,
+            session_header,
+            started_ms,
+            warmup: false,
+            status: 0,
+            content_type: None,
+            encoding: None,
+            calls: state.calls.clone(),
+            limits: state.limits.clone(),
+            notify: state.notify.clone(),
+        };
+        return Ok(super::call::forward(super::call::Outgoing {
+            state: state.clone(),
+            request: outgoing,
+            pending,
+            route: route_name.to_owned(),
+            upstream_base: upstream_base.to_owned(),
+            flight,
+        })
+        .await);
+    }
+
+    // Not a model call: nothing is billed, so it stays on the agent's connection.
+    let upstream = match outgoing.send().await {
         Ok(resp) => resp,
         Err(e) => {
             let status =
@@ -280,47 +318,15 @@ async fn forward(
             return Err(unreachable(route_name, upstream_base, &root_cause(&e), status));
         }
     };
-
     let status = upstream.status();
     super::limits::observe_headers(&state, session_header.clone(), upstream.headers());
     let mut resp = Response::builder().status(status).version(hyper::Version::HTTP_11);
     if let Some(h) = resp.headers_mut() {
         *h = forwardable(upstream.headers());
     }
-    // A compressed request (Codex can send zstd) is read decoded; it went out as it came.
-    let plain = match header_str(&parts.headers, header::CONTENT_ENCODING) {
-        Some(enc) if api.is_some() => {
-            let mut d = Decoder::for_encoding(Some(&enc));
-            let mut plain = d.push(&body);
-            plain.extend(d.finish());
-            Bytes::from(plain)
-        }
-        _ => body.clone(),
-    };
-    if api.is_none() && super::limits::is_quota(&rest) {
-        let quota = super::limits::QuotaRead::new(&state, session_header);
-        return Ok(streamed(resp, Watched::new(upstream.bytes_stream(), Some(quota))));
-    }
-    let watched = api.map(|api| {
-        let request = RequestInfo::read(api, &rest, &plain);
-        let content_type = header_str(upstream.headers(), header::CONTENT_TYPE);
-        let encoding = header_str(upstream.headers(), header::CONTENT_ENCODING);
-        Pending {
-            api,
-            request,
-            body: plain,
-            session_header,
-            started_ms,
-            warmup: false,
-            status: status.as_u16(),
-            content_type,
-            encoding,
-            calls: state.calls.clone(),
-            limits: state.limits.clone(),
-            notify: state.notify.clone(),
-        }
-    });
-    Ok(streamed(resp, Watched::new(upstream.bytes_stream(), watched.map(Pending::begin))))
+    let quota = super::limits::is_quota(&rest)
+        .then(|| super::limits::QuotaRead::new(&state, session_header));
+    Ok(streamed(resp, Watched::new(upstream.bytes_stream(), quota)))
 }
 
 /// The response with `stream` as its body, chunks passed on as they come.
@@ -381,7 +387,7 @@ fn header_str(headers: &HeaderMap, name: HeaderName) -> Option<String> {
 }
 
 /// The innermost error's text: reqwest's outer message hides what went wrong.
-fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+pub(super) fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     let mut cur = e;
     while let Some(next) = cur.source() {
         cur = next;

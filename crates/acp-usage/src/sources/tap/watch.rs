@@ -1,10 +1,12 @@
-//! The copy the tap reads: a stream adapter around the upstream's body that hands every chunk on
-//! unchanged and feeds a decoded copy to the usage reader.
+//! The copy the tap reads: a model call's usage reader ([`Watch`]), fed every chunk of the
+//! upstream's body as `call.rs` hands it on, and a stream adapter for the other bodies a
+//! reader looks at ([`Watched`]).
 //!
 //! The call is reported as soon as the reader has the provider's final usage, before the chunk
 //! that completed it goes to the agent. The agent cannot end its turn before it has that chunk,
 //! so the relay always holds a turn's calls by the time the agent's result arrives. A body that
-//! ends, breaks or is dropped (the agent hung up) reports whatever usage was seen, once.
+//! ends or breaks, or that the tap stops reading after the agent hung up, reports whatever
+//! usage was seen, once.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -117,25 +119,15 @@ impl Watch {
     }
 }
 
-/// What reads a copy of a body while it passes on unchanged: a model call's usage ([`Watch`]),
-/// a quota answer (`limits::QuotaRead`).
+/// What reads a copy of a body that is not a model call's while it passes on unchanged: a
+/// quota answer (`limits::QuotaRead`). A model call's answer is read by its own task
+/// (`call.rs`), which outlives an agent that hangs up.
 pub(super) trait Reader {
     /// The next chunk, as it goes on to the agent.
     fn chunk(&mut self, chunk: &[u8]);
     /// The body ended (`broken`: it broke off, or the agent hung up before its end). Called
     /// once more when the stream is dropped; a reader acts on the first call only.
     fn end(&mut self, broken: bool);
-}
-
-impl Reader for Watch {
-    fn chunk(&mut self, chunk: &[u8]) {
-        self.feed(chunk);
-    }
-
-    /// What was seen is what was billed, whether the body ended or broke.
-    fn end(&mut self, _broken: bool) {
-        self.report();
-    }
 }
 
 /// The upstream's body, with a reader of its copy.

@@ -165,6 +165,8 @@ pub(super) async fn tunnel(
     *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     *resp.headers_mut() = upstream.headers().clone();
     let upstream_side = hyper::upgrade::on(&mut upstream);
+    // Under way until the tunnel's last call is reported: the relay's last count waits for it.
+    let flight = state.flights.start();
     tokio::spawn(async move {
         match tokio::try_join!(agent_side, upstream_side) {
             Ok((agent, upstream)) => {
@@ -172,6 +174,7 @@ pub(super) async fn tunnel(
             }
             Err(e) => tracing::debug!("tap: a WebSocket upgrade did not complete: {e}"),
         }
+        drop(flight);
     });
     Ok(resp)
 }

@@ -25,6 +25,7 @@ fn state() -> (Arc<State>, tokio::sync::mpsc::UnboundedReceiver<TapCall>) {
         // Windows are not what these tests look at; a send to a dropped receiver is ignored.
         limits: tokio::sync::mpsc::unbounded_channel().0,
         notify: Arc::new(tokio::sync::Notify::new()),
+        flights: crate::sources::tap::Flights::default(),
     };
     (Arc::new(state), rx)
 }
