@@ -210,6 +210,9 @@ async fn forward(
     state: Arc<State>,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Response<Body>> {
+    // Under way from the moment its head is read: the relay's last count waits for a model
+    // call's report (the rest are let go when their answer is handed on).
+    let flight = state.flights.start();
     // No open proxy: only origin-form targets under the secret are served.
     if req.method() == Method::CONNECT {
         return Err(own_response(StatusCode::METHOD_NOT_ALLOWED, "CONNECT is not served"));
@@ -265,14 +268,12 @@ async fn forward(
         }
     };
     let started_ms = now_ms();
-    // Counted from here: the relay's last count waits for this call.
-    let flight = api.map(|_| state.flights.start());
     let Some(client) = state.client.get().await else {
         return Err(own_response(StatusCode::BAD_GATEWAY, "acp-usage's tap has no HTTP client"));
     };
     let outgoing =
         client.request(method, &url).headers(forwardable(&parts.headers)).body(body.clone());
-    if let (Some(api), Some(flight)) = (api, flight) {
+    if let Some(api) = api {
         // A compressed request (Codex can send zstd) is read decoded; it goes out as it came.
         let plain = match header_str(&parts.headers, header::CONTENT_ENCODING) {
             Some(enc) => {
