@@ -67,7 +67,7 @@ mod reports_truth;
 mod sdk_client;
 mod setup;
 mod support;
-mod tap_exit;
+mod tap_lifecycle;
 mod tap_proxy;
 mod tap_relay;
 mod tap_ws;

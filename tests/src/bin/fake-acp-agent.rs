@@ -16,6 +16,8 @@
 //! Messages call to `$ANTHROPIC_BASE_URL` (sent as Claude Code's side calls are, naming
 //! `fake-session-1` in `x-claude-code-session-id`), waits for the answer's status line, and
 //! exits without reading the rest: an agent that goes while its last call is being answered.
+//! With `FAKE_AGENT_CALL_AT_START` set, it makes one such call before it reads its stdin and
+//! reads the whole answer: an agent that calls its model before it answers `initialize`.
 
 use std::fs::File;
 use std::io::{self, BufRead, Read, Write};
@@ -104,28 +106,34 @@ fn main() {
     let log = std::env::var_os("FAKE_AGENT_LOG")
         .and_then(|path| File::options().create(true).append(true).open(path).ok());
     let mut agent = Agent { out: io::stdout(), log, pending_prompt: None };
+    if std::env::var_os("FAKE_AGENT_CALL_AT_START").is_some()
+        && let Ok(base) = std::env::var("ANTHROPIC_BASE_URL")
+        && let Err(e) = call(&base, true)
+    {
+        eprintln!("fake-acp-agent: the call at start failed: {e}");
+    }
     for line in io::stdin().lock().lines() {
         let Ok(line) = line else { break };
         agent.handle(&line);
     }
     if std::env::var_os("FAKE_AGENT_CALL_AT_EXIT").is_some()
         && let Ok(base) = std::env::var("ANTHROPIC_BASE_URL")
-        && let Err(e) = call_and_go(&base)
+        && let Err(e) = call(&base, false)
     {
         eprintln!("fake-acp-agent: the call at exit failed: {e}");
     }
 }
 
 /// Sends a streamed Messages call to `base` (`http://HOST:PORT/PATH`) and returns once the
-/// answer's status line is in, leaving its body unread.
-fn call_and_go(base: &str) -> io::Result<()> {
+/// answer's status line is in, leaving its body unread, or (`whole`) once all of it is in.
+fn call(base: &str, whole: bool) -> io::Result<()> {
     let rest = base.strip_prefix("http://").ok_or_else(|| io::Error::other("not http://"))?;
     let (authority, path) = rest.split_once('/').map_or((rest, ""), |(a, p)| (a, p));
     let path = path.trim_end_matches('/');
     let prefix = if path.is_empty() { String::new() } else { format!("/{path}") };
     let body = r#"{"model":"claude-test-1","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"Suggest a next prompt."}]}"#;
     let request = format!(
-        "POST {prefix}/v1/messages HTTP/1.1\r\nhost: {authority}\r\ncontent-type: application/json\r\nx-api-key: sk-ant-fake\r\nx-claude-code-session-id: fake-session-1\r\ncontent-length: {}\r\n\r\n{body}",
+        "POST {prefix}/v1/messages HTTP/1.1\r\nhost: {authority}\r\ncontent-type: application/json\r\nx-api-key: sk-ant-fake\r\nx-claude-code-session-id: fake-session-1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     );
     let mut stream = std::net::TcpStream::connect(authority)?;
@@ -137,6 +145,9 @@ fn call_and_go(base: &str) -> io::Result<()> {
             return Err(io::Error::other("the connection closed before the status line"));
         }
         seen.push(buf[0]);
+    }
+    if whole {
+        stream.read_to_end(&mut seen)?;
     }
     Ok(())
 }

@@ -35,8 +35,6 @@ pub(super) struct AgentPump<R, W> {
     streamed: Option<Streamed>,
     /// The line still arriving was found to need holding whole.
     judged: bool,
-    /// Told once the agent's first lines have gone to the editor (the tap then serves).
-    first_answer: Option<oneshot::Sender<()>>,
 }
 
 /// The editor's side of the agent pump: what it writes, and how it observes what it writes.
@@ -70,7 +68,6 @@ where
         hold_wait: Duration,
         stop: oneshot::Receiver<()>,
         answers: mpsc::UnboundedReceiver<Vec<u8>>,
-        first_answer: oneshot::Sender<()>,
     ) -> AgentPump<R, W> {
         let streaming = !lock(&pump.core).copies.active();
         let mut batches = Batches::new(pump.max);
@@ -88,7 +85,6 @@ where
             streaming,
             streamed: None,
             judged: false,
-            first_answer: Some(first_answer),
         }
     }
 
@@ -118,9 +114,6 @@ where
                 taken = self.judge_partial(taken).await;
             }
             self.editor.out.flush().await;
-            if let Some(first) = self.first_answer.take() {
-                let _ = first.send(());
-            }
             self.batches.consumed(taken);
             if eof {
                 let _ = self.editor.pump.events.send(Event::AgentClosed);

@@ -107,12 +107,13 @@ pub fn run(
     };
     // Created before anything starts, so a bad path is a clear error and not a silent gap.
     let recorder = args.record.as_deref().map(Recorder::create).transpose()?;
-    // The agent is started first, and everything else (the ledger, the runtime) while it
-    // loads. The tap's socket is bound already, so the agent is started pointed at it; the tap
-    // serves once the agent's first answer is on its way (`serve_tap`).
-    let tap = prepare_tap(&mut opts);
+    // The agent is started first, and everything else (the ledger, the tap's server, the
+    // runtime) while it loads. The tap's socket is bound already, so the agent is started
+    // pointed at it.
+    let mut tap = prepare_tap(&mut opts);
     let spawned = agent::start(&tap.argv, &tap.env, guard)?;
     let ledger = opts.start_ledger();
+    tap.serve();
     let validator = if args.validate { Some(Live::start()?) } else { None };
     let copies = Copies::new(recorder, validator);
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -308,9 +309,10 @@ where
     I: AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
 {
-    let tap = prepare_tap(&mut opts);
+    let mut tap = prepare_tap(&mut opts);
     let spawned = agent::spawn_with(&tap.argv, &tap.env);
     let ledger = opts.start_ledger();
+    tap.serve();
     relay_started(editor_in, editor_out, opts, copies, tap, spawned, ledger).await
 }
 
@@ -321,7 +323,7 @@ async fn relay_started<I, O>(
     editor_out: O,
     opts: Options,
     copies: Copies,
-    mut tap: TapStart,
+    tap: TapStart,
     spawned: anyhow::Result<(agent::Agent, agent::Pipes)>,
     ledger: Option<PendingLedger>,
 ) -> anyhow::Result<u8>
@@ -375,10 +377,6 @@ where
     if let Some(ledger) = ledger {
         tokio::spawn(ledger_opened(core.clone(), ledger, opts.otlp.clone()));
     }
-    let (first_answer, first_answered) = oneshot::channel();
-    if let Some(bound) = tap.bound.take() {
-        tokio::spawn(serve_tap(bound, first_answered));
-    }
     let (ev_tx, ev_rx) = mpsc::unbounded_channel::<Event>();
     let pump =
         |events| Pump { core: core.clone(), max: opts.max_line, events, opened: opened.clone() };
@@ -396,7 +394,6 @@ where
         opts.transcript_wait,
         stop_rx,
         answer_rx,
-        first_answer,
     );
     let agent_pump = tokio::spawn(agent_pump.run());
 
@@ -416,7 +413,7 @@ where
 
 /// The LLM-API tap as the agent is started with it.
 struct TapStart {
-    /// The tap, bound and not serving yet (`None`: not started).
+    /// The tap, bound and not serving yet (`None`: not started, or serving already).
     bound: Option<crate::sources::tap::Bound>,
     /// The agent command, with the arguments that point it at the tap.
     argv: Vec<String>,
@@ -432,25 +429,22 @@ struct TapStart {
     in_flight: Option<tokio::sync::watch::Receiver<usize>>,
 }
 
-/// Serves the bound tap once the agent's first lines have reached the editor (its answer to
-/// `initialize`, nearly always), or earlier when a connection already waits on the socket (an
-/// agent that calls its model before it answers): the tap's thread and runtime are then not
-/// started while the agent starts, which on two cores they slowed. The agent was started
-/// pointed at the tap, so a tap that cannot serve (no thread or runtime to be had: the relay
-/// will hardly run either) is an error in the log, and its connections are refused.
-async fn serve_tap(bound: crate::sources::tap::Bound, first_answer: oneshot::Receiver<()>) {
-    tokio::select! {
-        // Sent, or the agent's pump ended without a line: serving costs nothing then.
-        _ = first_answer => {}
-        () = bound.connection_waiting() => {}
-    }
-    if let Err(e) = bound.serve() {
-        tracing::error!("the LLM-API tap could not start serving ({e:#})");
+impl TapStart {
+    /// Starts serving the bound tap. The agent was started pointed at it, so a tap that cannot
+    /// serve (no thread or runtime to be had: the relay will hardly start either) is an error
+    /// in the log; its connections are refused.
+    fn serve(&mut self) {
+        if let Some(bound) = self.bound.take()
+            && let Err(e) = bound.serve()
+        {
+            tracing::error!("the LLM-API tap could not start serving ({e:#})");
+        }
     }
 }
 
 /// Binds the LLM-API tap unless it was turned off, for an agent whose profile knows how to
-/// point it (`opts.settings.tap` says afterwards whether it runs); [`serve_tap`] starts it. The generic profile's base URLs would be a guess: an unknown agent always runs
+/// point it (`opts.settings.tap` says afterwards whether it runs); [`TapStart::serve`] starts
+/// it. The generic profile's base URLs would be a guess: an unknown agent always runs
 /// untapped.
 fn prepare_tap(opts: &mut Options) -> TapStart {
     let mut argv = opts.argv.clone();

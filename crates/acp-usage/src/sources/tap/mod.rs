@@ -217,26 +217,6 @@ impl Bound {
         base_url(self.addr, &self.secret, route)
     }
 
-    /// Resolves once a connection waits on the socket (an agent that calls its model before
-    /// the relay served the tap), or at once when that cannot be watched. Inside a runtime.
-    pub async fn connection_waiting(&self) {
-        #[cfg(unix)]
-        {
-            // A second descriptor of the socket, watched by the caller's runtime and closed
-            // before the tap's own runtime takes the socket.
-            let watched =
-                self.listener.try_clone().map(std::os::fd::OwnedFd::from).and_then(|fd| {
-                    tokio::io::unix::AsyncFd::with_interest(fd, tokio::io::Interest::READABLE)
-                });
-            match watched {
-                Ok(fd) => {
-                    let _ = fd.readable().await;
-                }
-                Err(e) => tracing::debug!("tap: cannot watch the socket ({e}); serving now"),
-            }
-        }
-    }
-
     /// Starts serving on a thread and runtime of their own; the upstream client is made when the
     /// first request comes (`proxy::Upstream`). Fails only when the thread cannot be had
     /// (a runtime that cannot be made is an error in the log, and the tap's connections are

@@ -1,3 +1,9 @@
+//! The tap at the two ends of an agent's life.
+//!
+//! A call the agent makes before it answers `initialize` goes through: the tap serves from the
+//! agent's start (a tap that waited for the agent's first answer before it served would leave
+//! such an agent waiting, and the editor too).
+//!
 //! A call the agent starts as it exits: Claude Code makes a side call after its last result (a
 //! prompt suggestion), and when the editor closes, the agent goes before that call's answer has
 //! been read. The provider billed the answer all the same. The tap reads it to its end on a
@@ -26,10 +32,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::support;
 use crate::tap_proxy::{Rig, message_start, model_call, stream_rest};
 
-#[test]
-fn tap_counts_the_call_an_agent_starts_as_it_exits() {
-    let scratch = Scratch::new("tap-exit").expect("scratch");
-    let mock = MockLlm::start(Script::new(Vec::new())).expect("the mock");
+/// `acp-usage --profile claude -- fake-acp-agent` with the fake agent's `mode` variable set and
+/// its base URL on `mock`, writing the ledger in `scratch`.
+fn fake_under_claude(scratch: &Scratch, mock: &MockLlm, mode: &str) -> AcpClient {
     let ledger = scratch.path("ledger.sqlite");
     let spec = CommandSpec {
         program: env!("CARGO_BIN_EXE_fake-acp-agent").into(),
@@ -40,14 +45,36 @@ fn tap_counts_the_call_an_agent_starts_as_it_exits() {
             ("ACP_USAGE_LOG".to_owned(), "debug".to_owned()),
             ("ACP_USAGE_LEDGER".to_owned(), ledger.display().to_string()),
             ("ANTHROPIC_BASE_URL".to_owned(), mock.url()),
-            ("FAKE_AGENT_CALL_AT_EXIT".to_owned(), "1".to_owned()),
+            (mode.to_owned(), "1".to_owned()),
         ],
         cwd: scratch.work(),
         stderr_file: scratch.path("relay.stderr"),
     };
     let relayed =
         spec.wrapped(&relay_binary().expect("acp-usage"), &["--profile", "claude", "--tap", "on"]);
-    let mut client = AcpClient::spawn(&relayed, ClientOptions::default()).expect("the relay");
+    AcpClient::spawn(&relayed, ClientOptions::default()).expect("the relay")
+}
+
+#[test]
+fn tap_serves_an_agent_that_calls_its_model_before_it_answers() {
+    let scratch = Scratch::new("tap-start").expect("scratch");
+    let mock = MockLlm::start(Script::new(Vec::new())).expect("the mock");
+    let client = fake_under_claude(&scratch, &mock, "FAKE_AGENT_CALL_AT_START");
+    // The agent answers only once its call is done: a tap that waited for that answer
+    // before it served would leave both waiting.
+    let init = client.initialize().expect("initialize is answered");
+    assert_eq!(init["agentInfo"]["name"], "fake-acp-agent", "{init}");
+    let served = mock.calls();
+    assert_eq!(served.len(), 1, "the call went through the tap to the mock: {served:#?}");
+    assert!(served[0].usage.is_some(), "{served:#?}");
+}
+
+#[test]
+fn tap_counts_the_call_an_agent_starts_as_it_exits() {
+    let scratch = Scratch::new("tap-exit").expect("scratch");
+    let mock = MockLlm::start(Script::new(Vec::new())).expect("the mock");
+    let ledger = scratch.path("ledger.sqlite");
+    let mut client = fake_under_claude(&scratch, &mock, "FAKE_AGENT_CALL_AT_EXIT");
     client.initialize().expect("initialize");
     client.new_session(&scratch.work()).expect("session/new");
     let status = client.shutdown().expect("the relay exits");
