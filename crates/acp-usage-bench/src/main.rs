@@ -45,8 +45,9 @@ const REPORTS: &str = "reports";
 /// for its first 4 MB; run once).
 ///
 /// startup: the `initialize` round trip from spawn, the agent alone and through acp-usage (as
-/// it starts, with `--tap off`, and without its guard process; the bench agent has the generic
-/// profile, untapped either way), 50 rounds (quick: 20) times --runs.
+/// it starts, as Claude Code with the tap and without it, and without its guard process; the
+/// bench agent has the generic profile, untapped unless `--profile claude` is given), 50 rounds
+/// (quick: 20) times --runs.
 ///
 /// tap (in this process, nothing to build): an LLM upstream on 127.0.0.1 answered directly and
 /// through acp-usage's LLM-API tap, interleaved: time to first byte of 2,000 small calls, MB/s
@@ -426,7 +427,8 @@ fn binaries(args: &Args, with_acp_usage: bool) -> anyhow::Result<(PathBuf, PathB
     Ok((bins, target_dir))
 }
 
-/// The start-up benchmark: the agent alone, through acp-usage, and through it with the tap off.
+/// The start-up benchmark: the agent alone, through acp-usage, and through it as Claude Code
+/// with and without the tap.
 fn run_startup(args: &Args, runs: usize) -> anyhow::Result<()> {
     let (bins, target_dir) = binaries(args, true)?;
     let agent: OsString = existing(bins.join("bench-agent"))?.into();
@@ -463,10 +465,14 @@ fn run_startup(args: &Args, runs: usize) -> anyhow::Result<()> {
                 agent.clone(),
             ]),
         },
+        // The same profile without the tap: what the tap itself costs, apart from what the
+        // profile does (for a generic agent `--tap off` changes nothing: it has no tap).
         Subject {
-            name: "acp-usage --tap off",
+            name: "acp-usage --profile claude --tap off",
             target: target(vec![
                 path.clone(),
+                "--profile".into(),
+                "claude".into(),
                 "--tap".into(),
                 "off".into(),
                 "--".into(),

@@ -1,5 +1,6 @@
 //! The start-up benchmark: the `initialize` round trip from spawn, the agent alone against the
-//! agent wrapped by acp-usage (as it starts by default, and with `--tap off`).
+//! agent wrapped by acp-usage (as it starts by default, as Claude Code with and without the
+//! tap, and without its guard).
 //!
 //! This is the wait an editor sees before its first answer, and the one figure where the relay's
 //! start-up (reading the config, the catalog, opening the ledger) is not hidden by a long run.

@@ -9,7 +9,7 @@
 //! made is a store with certificates and not one valid among them (reqwest's rule for
 //! `tls_built_in_native_certs`), which only a user's own `SSL_CERT_FILE` or `SSL_CERT_DIR` makes
 //! likely: this reads those lazily and stops at the first certificate that parses, so a usable
-//! store costs one file's read. The system's own store is taken as usable.
+//! store costs the read of its first certificate. The system's own store is taken as usable.
 
 use std::path::{Path, PathBuf};
 
@@ -45,8 +45,10 @@ fn check_paths(file: Option<&Path>, dirs: &[PathBuf]) -> Result<(), String> {
     });
     let mut invalid = 0usize;
     for path in file.map(Path::to_path_buf).into_iter().chain(dir_files) {
-        let Ok(bytes) = std::fs::read(&path) else { continue };
-        for cert in CertificateDer::pem_slice_iter(&bytes).flatten() {
+        // Read as it is parsed: the first certificate of a system bundle (220 KB here) is in
+        // its first few kilobytes, and reading all of it took 0.2 ms of each tapped start.
+        let Ok(file) = std::fs::File::open(&path) else { continue };
+        for cert in CertificateDer::pem_reader_iter(file).flatten() {
             if RootCertStore::empty().add(cert).is_ok() {
                 return Ok(());
             }
