@@ -24,10 +24,11 @@ use acp_usage::sinks::ledger::Store;
 use acp_usage::sources::tap::settled;
 use acp_usage_tests::client::{AcpClient, ClientOptions, CommandSpec};
 use acp_usage_tests::mock_llm::{CallKind, MockLlm, Script};
-use acp_usage_tests::raw_http::{PATIENCE, RawUpstream, response_head};
+use acp_usage_tests::raw_http::{Arrival, PATIENCE, RawClient, RawUpstream, response_head};
 use acp_usage_tests::relay::relay_binary;
 use acp_usage_tests::scratch::Scratch;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::watch::Receiver;
 
 use crate::support;
 use crate::tap_proxy::{Rig, message_start, model_call, stream_rest};
@@ -121,25 +122,41 @@ fn tap_counts_the_call_an_agent_starts_as_it_exits() {
     assert_eq!(report["totals"]["outputTokens"], want.output, "{report}");
 }
 
+/// A streamed model call sent through a tap of its own to an upstream the test answers: the
+/// tap (with its upstream and the calls under way) and the agent's connection, with the
+/// request as it reached the upstream.
+async fn call_under_way() -> (Rig, RawUpstream, Receiver<usize>, RawClient, Arrival) {
+    let mut upstream = RawUpstream::start().await.expect("an upstream");
+    let rig = Rig::start(&[("r", upstream.url())]);
+    let in_flight = rig.tap.flights.watch();
+    let mut client = rig.client().await;
+    client.send(&model_call(&rig.path("r", "/v1/messages"), true)).await.unwrap();
+    let arrival = upstream.arrival().await.expect("the request reached the upstream");
+    (rig, upstream, in_flight, client, arrival)
+}
+
+/// An event stream's head and `events` as one chunk (`end`: and the chunked body's end).
+fn event_stream(events: &str, end: bool) -> Vec<u8> {
+    let mut answer =
+        response_head(200, &["content-type: text/event-stream", "transfer-encoding: chunked"]);
+    answer.extend_from_slice(format!("{:x}\r\n{events}\r\n", events.len()).as_bytes());
+    if end {
+        answer.extend_from_slice(b"0\r\n\r\n");
+    }
+    answer
+}
+
 /// The tap alone: an agent that hangs up before the answer's headers came still has the answer
 /// counted whole once the upstream sends it, and the call is under way until then.
 #[tokio::test]
 async fn tap_counts_an_answer_that_came_after_the_agent_hung_up() {
-    let mut upstream = RawUpstream::start().await.expect("an upstream");
-    let mut rig = Rig::start(&[("r", upstream.url())]);
-    let in_flight = rig.tap.flights.watch();
-    let mut client = rig.client().await;
-    client.send(&model_call(&rig.path("r", "/v1/messages"), true)).await.unwrap();
-    let mut arrival = upstream.arrival().await.expect("the request reached the upstream");
+    let (mut rig, _upstream, in_flight, client, mut arrival) = call_under_way().await;
     assert_eq!(*in_flight.borrow(), 1, "the call is under way once it went upstream");
     drop(client);
     let whole =
         message_start("msg_after_hangup", 900, 100, 50, 1) + &stream_rest("Done", 12).concat();
-    let mut answer =
-        response_head(200, &["content-type: text/event-stream", "transfer-encoding: chunked"]);
-    answer.extend_from_slice(format!("{:x}\r\n{whole}\r\n0\r\n\r\n", whole.len()).as_bytes());
     // The agent may be gone before these bytes are written: the tap takes them all the same.
-    let _ = arrival.stream.write_all(&answer).await;
+    let _ = arrival.stream.write_all(&event_stream(&whole, true)).await;
     let call = rig.next_call().await;
     assert_eq!(call.id.as_deref(), Some("msg_after_hangup"));
     assert!(call.complete, "the answer was read to its end: {call:#?}");
@@ -153,17 +170,9 @@ async fn tap_counts_an_answer_that_came_after_the_agent_hung_up() {
 /// later rather than keep the provider generating for nobody.
 #[tokio::test]
 async fn tap_lets_the_upstream_go_a_moment_after_the_agent_hung_up() {
-    let mut upstream = RawUpstream::start().await.expect("an upstream");
-    let mut rig = Rig::start(&[("r", upstream.url())]);
-    let in_flight = rig.tap.flights.watch();
-    let mut client = rig.client().await;
-    client.send(&model_call(&rig.path("r", "/v1/messages"), true)).await.unwrap();
-    let mut arrival = upstream.arrival().await.expect("the request reached the upstream");
+    let (mut rig, _upstream, in_flight, mut client, mut arrival) = call_under_way().await;
     let first = message_start("msg_quiet", 700, 0, 0, 1);
-    let mut answer =
-        response_head(200, &["content-type: text/event-stream", "transfer-encoding: chunked"]);
-    answer.extend_from_slice(format!("{:x}\r\n{first}\r\n", first.len()).as_bytes());
-    arrival.stream.write_all(&answer).await.unwrap();
+    arrival.stream.write_all(&event_stream(&first, false)).await.unwrap();
     assert_eq!(client.head().await.unwrap().status, 200);
     drop(client);
     let call = rig.next_call().await;
