@@ -344,13 +344,23 @@ pub fn relay_turns_then(expect: Expect, lab: &Lab, relay_args: &[&str], more: us
             // result) at once: they are in the session's figures from the next update on.
             add_between_turns(&mut session_calls, lab, expect, call_mark);
         }
-        let turn = match run_turn_from(&client, &lab.mock, call_mark, &session_id, prompt) {
+        let mut turn = match run_turn_from(&client, &lab.mock, call_mark, &session_id, prompt) {
             Ok(turn) => turn,
             Err(err) => {
                 checks.fail(format!("{phase}: session/prompt through the relay failed: {err:#}"));
                 break;
             }
         };
+        if expect.auxiliary_in_part && !expect.tap {
+            // A side call made after the previous result (Claude's title or prompt suggestion,
+            // when it ends after that result went out) is in no turn's window, yet the agent's
+            // stated usage of this turn may hold it: it joins this turn's slack.
+            let known: Vec<usize> = session_calls.iter().map(|c| c.seq).collect();
+            let between = lab.mock.calls().into_iter().filter(|c| {
+                c.seq < call_mark && c.kind == CallKind::Auxiliary && !known.contains(&c.seq)
+            });
+            turn.calls.splice(0..0, between);
+        }
         assert_eq!(
             turn.main_calls().len(),
             n_calls,
