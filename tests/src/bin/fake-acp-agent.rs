@@ -106,21 +106,21 @@ fn main() {
     let log = std::env::var_os("FAKE_AGENT_LOG")
         .and_then(|path| File::options().create(true).append(true).open(path).ok());
     let mut agent = Agent { out: io::stdout(), log, pending_prompt: None };
-    if std::env::var_os("FAKE_AGENT_CALL_AT_START").is_some()
-        && let Ok(base) = std::env::var("ANTHROPIC_BASE_URL")
-        && let Err(e) = call(&base, true)
-    {
-        eprintln!("fake-acp-agent: the call at start failed: {e}");
-    }
+    call_if("FAKE_AGENT_CALL_AT_START", true);
     for line in io::stdin().lock().lines() {
         let Ok(line) = line else { break };
         agent.handle(&line);
     }
-    if std::env::var_os("FAKE_AGENT_CALL_AT_EXIT").is_some()
+    call_if("FAKE_AGENT_CALL_AT_EXIT", false);
+}
+
+/// With `var` set (and a base URL), one [`call`].
+fn call_if(var: &str, whole: bool) {
+    if std::env::var_os(var).is_some()
         && let Ok(base) = std::env::var("ANTHROPIC_BASE_URL")
-        && let Err(e) = call(&base, false)
+        && let Err(e) = call(&base, whole)
     {
-        eprintln!("fake-acp-agent: the call at exit failed: {e}");
+        eprintln!("fake-acp-agent: the call of {var} failed: {e}");
     }
 }
 
@@ -128,7 +128,7 @@ fn main() {
 /// answer's status line is in, leaving its body unread, or (`whole`) once all of it is in.
 fn call(base: &str, whole: bool) -> io::Result<()> {
     let rest = base.strip_prefix("http://").ok_or_else(|| io::Error::other("not http://"))?;
-    let (authority, path) = rest.split_once('/').map_or((rest, ""), |(a, p)| (a, p));
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
     let path = path.trim_end_matches('/');
     let prefix = if path.is_empty() { String::new() } else { format!("/{path}") };
     let body = r#"{"model":"claude-test-1","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"Suggest a next prompt."}]}"#;

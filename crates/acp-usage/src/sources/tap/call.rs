@@ -16,12 +16,13 @@ use bytes::Bytes;
 use futures_util::StreamExt as _;
 use http_body_util::BodyExt as _;
 use hyper::body::Frame;
+use hyper::header;
 use hyper::{Response, StatusCode};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::flights::Flight;
-use super::proxy::{Body, BoxError, State, forwardable, own_response};
+use super::proxy::{Body, BoxError, State, answer_head, header_str, own_response, send_failed};
 use super::watch::Pending;
 
 /// How long the tap goes on reading a model call's answer after the agent hung up on it: what
@@ -54,15 +55,15 @@ pub(super) async fn forward(call: Outgoing) -> Response<Body> {
     })
 }
 
-async fn exchange(call: Outgoing, respond: oneshot::Sender<Response<Body>>) {
+async fn exchange(call: Outgoing, mut respond: oneshot::Sender<Response<Body>>) {
     let Outgoing { state, request, mut pending, route, upstream_base, flight } = call;
-    let mut respond = Some(respond);
     let mut hung_up: Option<Instant> = None;
     let sent = request.send();
     tokio::pin!(sent);
     let upstream = tokio::select! {
         r = &mut sent => r,
-        _ = closed(&mut respond) => {
+        // The agent's side is gone: its handler was dropped with its connection.
+        () = respond.closed() => {
             hung_up = Some(Instant::now());
             match tokio::time::timeout(AFTER_HANGUP, sent).await {
                 Ok(r) => r,
@@ -76,37 +77,21 @@ async fn exchange(call: Outgoing, respond: oneshot::Sender<Response<Body>>) {
     let upstream = match upstream {
         Ok(resp) => resp,
         Err(e) => {
-            let status =
-                if e.is_timeout() { StatusCode::GATEWAY_TIMEOUT } else { StatusCode::BAD_GATEWAY };
-            let answer = super::proxy::unreachable(
-                &route,
-                &upstream_base,
-                &super::proxy::root_cause(&e),
-                status,
-            );
-            if let Some(respond) = respond {
-                let _ = respond.send(answer);
-            }
+            let _ = respond.send(send_failed(&route, &upstream_base, &e));
             return;
         }
     };
-    let status = upstream.status();
-    super::limits::observe_headers(&state, pending.session_header.clone(), upstream.headers());
-    pending.status = status.as_u16();
-    pending.content_type = header(upstream.headers(), hyper::header::CONTENT_TYPE);
-    pending.encoding = header(upstream.headers(), hyper::header::CONTENT_ENCODING);
+    pending.status = upstream.status().as_u16();
+    pending.content_type = header_str(upstream.headers(), header::CONTENT_TYPE);
+    pending.encoding = header_str(upstream.headers(), header::CONTENT_ENCODING);
+    let resp = answer_head(&state, pending.session_header.clone(), &upstream);
     let mut watch = pending.begin();
 
     let (chunks, rx) = mpsc::channel(DEPTH);
-    let mut resp = Response::builder().status(status).version(hyper::Version::HTTP_11);
-    if let Some(h) = resp.headers_mut() {
-        *h = forwardable(upstream.headers());
-    }
     let answer = resp.body(Chunks(rx).boxed()).unwrap_or_else(|_| {
         own_response(StatusCode::BAD_GATEWAY, "the upstream's response was malformed")
     });
-    let delivered = respond.take().is_some_and(|r| r.send(answer).is_ok());
-    if !delivered && hung_up.is_none() {
+    if respond.send(answer).is_err() && hung_up.is_none() {
         hung_up = Some(Instant::now());
     }
 
@@ -155,19 +140,6 @@ async fn exchange(call: Outgoing, respond: oneshot::Sender<Response<Body>>) {
     watch.report();
     // After the report: a count of zero means the call is on the relay's channel.
     drop(flight);
-}
-
-/// Resolves when the agent's side of the call is gone (its handler was dropped with its
-/// connection); never, once the answer has been handed over.
-async fn closed(respond: &mut Option<oneshot::Sender<Response<Body>>>) {
-    match respond {
-        Some(r) => r.closed().await,
-        None => std::future::pending().await,
-    }
-}
-
-fn header(headers: &hyper::HeaderMap, name: hyper::header::HeaderName) -> Option<String> {
-    headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
 }
 
 /// The body the agent reads: the chunks the exchange hands on, in order; an error ends it

@@ -174,7 +174,7 @@ pub struct Bound {
     limits: tokio::sync::mpsc::UnboundedSender<limits::Observed>,
     notify: Arc<tokio::sync::Notify>,
     /// The calls under way.
-    pub flights: Flights,
+    flights: Flights,
 }
 
 impl Tap {

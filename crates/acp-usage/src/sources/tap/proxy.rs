@@ -313,21 +313,33 @@ async fn forward(
     // Not a model call: nothing is billed, so it stays on the agent's connection.
     let upstream = match outgoing.send().await {
         Ok(resp) => resp,
-        Err(e) => {
-            let status =
-                if e.is_timeout() { StatusCode::GATEWAY_TIMEOUT } else { StatusCode::BAD_GATEWAY };
-            return Err(unreachable(route_name, upstream_base, &root_cause(&e), status));
-        }
+        Err(e) => return Err(send_failed(route_name, upstream_base, &e)),
     };
-    let status = upstream.status();
-    super::limits::observe_headers(&state, session_header.clone(), upstream.headers());
-    let mut resp = Response::builder().status(status).version(hyper::Version::HTTP_11);
-    if let Some(h) = resp.headers_mut() {
-        *h = forwardable(upstream.headers());
-    }
+    let resp = answer_head(&state, session_header.clone(), &upstream);
     let quota = super::limits::is_quota(&rest)
         .then(|| super::limits::QuotaRead::new(&state, session_header));
     Ok(streamed(resp, Watched::new(upstream.bytes_stream(), quota)))
+}
+
+/// The head of the agent's answer: the upstream's status and its forwardable headers, whose
+/// subscription windows are read on the way.
+pub(super) fn answer_head(
+    state: &State,
+    session_header: Option<String>,
+    upstream: &reqwest::Response,
+) -> hyper::http::response::Builder {
+    super::limits::observe_headers(state, session_header, upstream.headers());
+    let mut resp = Response::builder().status(upstream.status()).version(hyper::Version::HTTP_11);
+    if let Some(h) = resp.headers_mut() {
+        *h = forwardable(upstream.headers());
+    }
+    resp
+}
+
+/// The answer when sending to the upstream failed: [`unreachable`], a 504 for a timeout.
+pub(super) fn send_failed(route: &str, upstream_base: &str, e: &reqwest::Error) -> Response<Body> {
+    let status = if e.is_timeout() { StatusCode::GATEWAY_TIMEOUT } else { StatusCode::BAD_GATEWAY };
+    unreachable(route, upstream_base, &root_cause(e), status)
 }
 
 /// The response with `stream` as its body, chunks passed on as they come.
@@ -383,12 +395,12 @@ fn without_userinfo(url: &str) -> String {
     }
 }
 
-fn header_str(headers: &HeaderMap, name: HeaderName) -> Option<String> {
+pub(super) fn header_str(headers: &HeaderMap, name: HeaderName) -> Option<String> {
     headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
 }
 
 /// The innermost error's text: reqwest's outer message hides what went wrong.
-pub(super) fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     let mut cur = e;
     while let Some(next) = cur.source() {
         cur = next;
