@@ -24,10 +24,10 @@ use crate::flows;
 use crate::support;
 
 /// The window's fill after each turn, as the provider's headers state it.
-const FILLS: [f64; 3] = [0.50, 0.80, 0.95];
+pub(crate) const FILLS: [f64; 3] = [0.50, 0.80, 0.95];
 
 /// The script's text-only steps (one model call per turn), each answered with `headers(k)`.
-fn script_with(agent: Agent, headers: impl Fn(usize) -> Vec<(&'static str, String)>) -> Script {
+pub(crate) fn script_with(agent: Agent, headers: impl Fn(usize) -> Vec<(&'static str, String)>) -> Script {
     let base = support::script(agent);
     let steps: Vec<Step> = base
         .steps
@@ -42,13 +42,13 @@ fn script_with(agent: Agent, headers: impl Fn(usize) -> Vec<(&'static str, Strin
 }
 
 /// A reset five hours from now, in Unix seconds (Claude Code drops windows whose reset is past).
-fn reset_in(seconds: i64) -> i64 {
+pub(crate) fn reset_in(seconds: i64) -> i64 {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
     now.as_secs() as i64 + seconds
 }
 
 /// A lab whose relays write the ledger in its scratch directory.
-fn lab(agent: Agent, script: Script) -> Lab {
+pub(crate) fn lab(agent: Agent, script: Script) -> Lab {
     let mut lab = Lab::new(agent, script).expect("lab");
     let ledger = lab.scratch.path("ledger.db");
     lab.spec.set_env("ACP_USAGE_LEDGER", ledger.display().to_string());
@@ -151,16 +151,20 @@ fn codex_primary_window_from_codex_headers() {
     let agent = Agent::CodexTs;
     let _lock = support::agent_lock(agent);
     let reset = reset_in(5 * 3600 - 600);
-    let script = script_with(agent, |k| {
-        vec![
-            ("x-codex-primary-used-percent", (FILLS[k] * 100.0).to_string()),
-            ("x-codex-primary-window-minutes", "300".to_owned()),
-            ("x-codex-primary-reset-at", reset.to_string()),
-            ("x-codex-secondary-used-percent", "12".to_owned()),
-            ("x-codex-secondary-window-minutes", "10080".to_owned()),
-            ("x-codex-secondary-reset-at", reset_in(6 * 86_400).to_string()),
-        ]
-    });
+    let script = script_with(agent, |k| codex_headers(k, reset));
     let lab = lab(agent, script);
     three_turns(&lab, "openai", "primary", 300, reset);
+}
+
+/// Codex's rate-limit headers for step `k`: the primary (5-hour) window at `FILLS[k]`, resetting
+/// at `reset`, the secondary (weekly) at 12%.
+pub(crate) fn codex_headers(k: usize, reset: i64) -> Vec<(&'static str, String)> {
+    vec![
+        ("x-codex-primary-used-percent", (FILLS[k] * 100.0).to_string()),
+        ("x-codex-primary-window-minutes", "300".to_owned()),
+        ("x-codex-primary-reset-at", reset.to_string()),
+        ("x-codex-secondary-used-percent", "12".to_owned()),
+        ("x-codex-secondary-window-minutes", "10080".to_owned()),
+        ("x-codex-secondary-reset-at", reset_in(6 * 86_400).to_string()),
+    ]
 }

@@ -31,6 +31,9 @@
 //! - `limits`: subscription windows from the providers' rate-limit headers (Claude Code,
 //!   codex-acp): `_meta.acpUsage.limits` on every update, a notice per line crossed, `status`
 //!   and `report limits`.
+//! - `chat`: warnings in the chat for clients without notices (a window's and a day budget's
+//!   crossings as one line of agent message text before the turn's result; none with
+//!   `[notices] chat = false` or to a client that shows notices).
 //! - `report_html`: `acp-usage report --html` loaded by headless Chromium (`/usr/bin/chromium`,
 //!   from `.ci/install-browser.sh`): the DOM's figures equal `report --json`'s, a title's markup
 //!   stays text, the page fetches nothing; a screenshot is kept in `target/test-artifacts/`.
@@ -41,6 +44,7 @@
 //! its tests.
 
 mod acpx;
+mod chat;
 mod claude;
 mod cline;
 mod codex;

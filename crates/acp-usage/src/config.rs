@@ -27,6 +27,10 @@
 //! warn_at = [0.75, 0.9]      # fractions of a subscription window that are noticed, besides
 //!                            # the limit itself (the default)
 //!
+//! [notices]
+//! chat = true                # a client that shows no `notice` updates gets a window's or a
+//!                            # budget's crossing as one line of agent message text (the default)
+//!
 //! [otlp]                     # OTLP export; the OTEL_* variables win over these
 //! endpoint = "http://127.0.0.1:4318"
 //! headers = { "x-api-key" = "..." }
@@ -90,6 +94,9 @@ pub struct Budgets {
     pub context_warn_at: Lines,
     /// The lines of a subscription window that are noticed: `[limits] warn_at` and the limit.
     pub limits_warn_at: Lines,
+    /// `[notices] chat`: a client that does not show `notice` updates is told a window's or a
+    /// budget's crossing in the chat (one line of agent message text in the turn).
+    pub chat: bool,
 }
 
 impl Default for Budgets {
@@ -100,6 +107,7 @@ impl Default for Budgets {
             block: false,
             context_warn_at: Lines::new(&DEFAULT_CONTEXT_WARN, false),
             limits_warn_at: Lines::new(&DEFAULT_LIMIT_WARN, true),
+            chat: true,
         }
     }
 }
@@ -124,6 +132,12 @@ struct LimitsTable {
     warn_at: Option<Vec<f64>>,
 }
 
+/// `[notices]`: how crossings reach a client.
+#[derive(Debug, Default, Deserialize)]
+struct NoticesTable {
+    chat: Option<bool>,
+}
+
 /// The config file's shape. Keys this version does not know are logged, not refused, so an
 /// older binary still starts with a newer config.
 #[derive(Debug, Default, Deserialize)]
@@ -136,6 +150,7 @@ struct ConfigFile {
     budget: Option<BudgetTable>,
     context: Option<ContextTable>,
     limits: Option<LimitsTable>,
+    notices: Option<NoticesTable>,
     otlp: Option<crate::sinks::otlp::OtlpTable>,
     #[serde(flatten)]
     unknown: BTreeMap<String, toml::Value>,
@@ -256,6 +271,9 @@ fn read_budgets(path: &Path, file: &ConfigFile) -> anyhow::Result<Budgets> {
     }
     if let Some(w) = file.limits.as_ref().and_then(|l| l.warn_at.as_ref()) {
         b.limits_warn_at = Lines::new(&fractions("limits", w)?, true);
+    }
+    if let Some(chat) = file.notices.as_ref().and_then(|n| n.chat) {
+        b.chat = chat;
     }
     Ok(b)
 }

@@ -1,6 +1,13 @@
 //! Budgets and context thresholds in the relay: a crossing becomes a `notice` session update
 //! (to a client that advertised `session.notices` in `initialize`) and a log line; in `block`
 //! mode a prompt that would start past a budget is answered here and never reaches the agent.
+//!
+//! A client that shows no notices (most of them) learns of a budget's or a subscription
+//! window's crossing in the chat instead: one line of agent message text, the fallback the
+//! Session Notices RFD names. Such a line belongs to a turn (agent-shell flags updates that
+//! come while no prompt is in flight), so it waits for one: it goes out before the session's
+//! next prompt result, or as its next turn starts. Context crossings stay out of the chat: the
+//! editor's ring already shows them.
 //! When a line is crossed and whether a prompt may start is decided by
 //! [`acp_usage_core::budget`]; this module only gathers the figures and words the messages.
 //!
@@ -130,6 +137,7 @@ impl Observer {
             let meta = json!({"budget": scope.as_str(), "fraction": fraction, "limit": limit, "spent": after, "currency": "USD"});
             let severity = if fraction >= 1.0 { "error" } else { "warning" };
             self.notice(id, severity, &title, &description, meta);
+            self.chat_warning(id, &format!("{title}: {description}"));
         }
     }
 
@@ -187,6 +195,41 @@ impl Observer {
         });
         self.notices_out.push(serde_json::to_vec(&update).expect("a notice serialises"));
     }
+}
+
+impl Observer {
+    /// Queues a crossing for the chat of session `id`, when its client shows no notices and
+    /// `[notices] chat` is on: it waits for a moment of one of the session's turns.
+    pub(super) fn chat_warning(&mut self, id: &str, text: &str) {
+        if self.notices || !self.settings.budgets.chat {
+            return;
+        }
+        self.chat_out.entry(id.to_string()).or_default().push(text.to_owned());
+    }
+
+    /// The chat lines waiting for session `id`, as `agent_message_chunk` updates: `after_text`
+    /// when the turn's own message may precede them (the line then starts a paragraph of its
+    /// own, since clients join a turn's chunks into one message).
+    pub(super) fn take_chat(&mut self, id: &str, after_text: bool) -> Vec<Vec<u8>> {
+        let Some(texts) = self.chat_out.remove(id) else { return Vec::new() };
+        texts.iter().map(|t| chat_line(id, t, after_text)).collect()
+    }
+}
+
+/// One line of agent message text saying a crossing: `acp-usage: <what>`, a paragraph apart
+/// from the agent's own text, marked in `_meta.acpUsage` so a client (or a test) can tell it.
+pub(super) fn chat_line(id: &str, text: &str, after_text: bool) -> Vec<u8> {
+    let lead = if after_text { "\n\n" } else { "" };
+    let update = json!({
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {"sessionId": id, "update": {
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": format!("{lead}acp-usage: {text}\n\n")},
+            "_meta": {"acpUsage": {"warning": true}},
+        }},
+    });
+    serde_json::to_vec(&update).expect("a chat line serialises")
 }
 
 /// Where a budget's spending was counted, as messages say it.

@@ -1,7 +1,8 @@
 //! Subscription windows in the relay: each observation (the tap's headers and events, the
 //! agent's rate-limit `_meta`, Codex's rollout) goes on the board that every `usage_update`
 //! shows under `_meta.acpUsage.limits`, into the ledger, and, when a window crossed a line of
-//! `[limits] warn_at`, into a `notice` saying when it resets.
+//! `[limits] warn_at`, into a `notice` saying when it resets (or, for a client without
+//! notices, a line in the chat at the session's next turn moment; see [`super::alerts`]).
 
 use acp_usage_core::limits::{Limit, LimitCrossing};
 use serde_json::json;
@@ -70,6 +71,7 @@ impl Observer {
         let meta = json!({"limit": crate::relay::emit::limit_window(l), "fraction": c.fraction});
         let severity = if c.fraction >= 1.0 { "error" } else { "warning" };
         self.notice(id, severity, &title, &description, meta);
+        self.chat_warning(id, &format!("{title}. {description}"));
     }
 }
 

@@ -275,6 +275,9 @@ pub struct Observer {
     notices: bool,
     /// Notices to send the editor after the line being handled.
     notices_out: Vec<Vec<u8>>,
+    /// Crossings to tell in the chat of a client without notices, per session, until one of
+    /// its turns is in flight (see [`alerts`]).
+    chat_out: HashMap<String, Vec<String>>,
     /// What each session crossed of its context window and session budget.
     alerts: HashMap<String, alerts::SessionAlerts>,
     /// What the day's and month's spending crossed, per period (its start, Unix ms).
@@ -324,6 +327,7 @@ impl Observer {
             writes: Vec::new(),
             notices: false,
             notices_out: Vec::new(),
+            chat_out: HashMap::new(),
             alerts: HashMap::new(),
             period_alerts: HashMap::new(),
             counters: Counters::default(),

@@ -152,6 +152,10 @@ impl Observer {
         if let (Some(turn), true) = (&turn, ok) {
             out.replace = emit::rewrite_prompt_result(line, turn, self.settings.keep_agent_usage);
         }
+        // The turn's chat lines (crossings seen since it started, or waiting since the last
+        // one) go before its update and result: the result is where many clients stop
+        // reading the turn.
+        out.before = self.take_chat(id, true);
         out.before.push(self.update_line(id, Trigger::Turn));
         out
     }
@@ -197,6 +201,8 @@ impl Observer {
     /// A successful `session/close` or `session/delete`: a closed session can be loaded again;
     /// a deleted one is gone for good.
     fn on_closed(&mut self, id: &str, deleted: bool) {
+        // A closed session has no next turn to tell its crossings in.
+        self.chat_out.remove(id);
         if self.sessions.remove(id).is_some_and(|s| s.follow.is_some()) {
             self.commands.push(Command::Forget(id.to_string()));
         }

@@ -450,10 +450,16 @@ impl Store {
     }
 
     /// The cost of every call made at or after `since` (Unix ms), every session and process.
+    ///
+    /// This process's own provisional rows are left out: they are calls of a turn in progress
+    /// whose settled rows this process writes at the turn's end, and until those land the
+    /// relay counts them from its own pending writes; counted here too, a turn's calls were
+    /// counted twice, and a day budget's first crossing went unnoticed.
     pub fn spent_since(&self, since: i64) -> rusqlite::Result<f64> {
         self.conn.query_row(
-            "SELECT COALESCE(SUM(cost), 0) FROM calls WHERE at >= ?1",
-            [since],
+            "SELECT COALESCE(SUM(cost), 0) FROM calls
+             WHERE at >= ?1 AND (provisional IS NULL OR provisional != ?2)",
+            params![since, self.run],
             |r| r.get(0),
         )
     }
@@ -638,12 +644,18 @@ mod tests {
         let mut store = Store::open(&path).unwrap();
         store.provisional(&s, &[call(200, Some("msg_b")), call(300, None)], 2).unwrap();
         assert_eq!(inputs(&store), vec![(100, true), (200, true), (300, true)]);
+        // What was spent leaves out this run's own provisional rows (it still counts them
+        // itself), not another run's.
+        let spent = store.spent_since(0).unwrap();
+        assert!((spent - 100e-6).abs() < 1e-12, "{spent}");
         // The turn ends: its settled calls (the tap's merged with the transcript's) replace this
         // run's provisional rows, keys included; the killed run's row stays.
         let turn = TurnRow { started: 2, ended: 3, stop_reason: Some("end_turn".into()) };
         let settled = [call(200, Some("msg_b")), call(300, None)];
         store.calls(&s, Some(&turn), &settled, None, None, Origin::Relay, 3).unwrap();
         assert_eq!(inputs(&store), vec![(100, true), (200, false), (300, false)]);
+        let spent = store.spent_since(0).unwrap();
+        assert!((spent - 600e-6).abs() < 1e-12, "{spent}");
         // Writing the same keyed call again counts it once.
         store.calls(&s, None, &[call(200, Some("msg_b"))], None, None, Origin::Relay, 4).unwrap();
         assert_eq!(inputs(&store).len(), 3);
