@@ -20,7 +20,9 @@ fn with_command(name: Option<&str>) -> Settings {
 /// An observer with session `s1` open; what came after the `session/new` response.
 fn opened(settings: Settings) -> (Observer, Vec<Value>) {
     let mut o = Observer::new(settings);
-    assert!(o.from_editor(req("0", "initialize", json!({"protocolVersion": 1})).as_bytes()).forward);
+    assert!(
+        o.from_editor(req("0", "initialize", json!({"protocolVersion": 1})).as_bytes()).forward
+    );
     o.from_agent(resp("0", json!({"protocolVersion": 1})).as_bytes());
     assert!(o.from_editor(req("1", "session/new", new_params()).as_bytes()).forward);
     let out = o.from_agent(resp("1", json!({"sessionId": "s1"})).as_bytes());
@@ -42,7 +44,9 @@ fn names(v: &Value) -> Vec<String> {
 
 /// One turn of the claude profile: prompt, the agent's per-turn usage, its result.
 fn turn(o: &mut Observer, id: &str) {
-    assert!(o.from_editor(req(id, "session/prompt", prompt_params("s1", "Hi.")).as_bytes()).forward);
+    assert!(
+        o.from_editor(req(id, "session/prompt", prompt_params("s1", "Hi.")).as_bytes()).forward
+    );
     o.from_agent(chunk("s1", "Hello there.").as_bytes());
     let usage = json!({"inputTokens": 100, "outputTokens": 20, "cachedReadTokens": 900,
                        "cachedWriteTokens": 0, "totalTokens": 1020});
@@ -65,7 +69,13 @@ fn a_list_of_its_own_after_the_session_opens_then_merged_into_the_agents() {
     assert!(out.before.is_empty() && out.after.is_empty());
 
     // Reloaded after the agent listed its commands: its list will come again, none of ours.
-    assert!(o.from_editor(req("2", "session/load", json!({"sessionId": "s1", "cwd": "/w", "mcpServers": []})).as_bytes()).forward);
+    assert!(
+        o.from_editor(
+            req("2", "session/load", json!({"sessionId": "s1", "cwd": "/w", "mcpServers": []}))
+                .as_bytes()
+        )
+        .forward
+    );
     let out = o.from_agent(resp("2", json!({})).as_bytes());
     assert_eq!(out.after.len(), 1, "only the usage_update: {:?}", lossy(&out.after));
 }
@@ -77,9 +87,12 @@ fn renamed_and_off() {
     let agents = commands_update(json!([{"name": "usage", "description": "the agent's"}]));
     let merged = parse(o.from_agent(agents.as_bytes()).replace.as_deref().unwrap());
     assert_eq!(names(&merged), ["usage", "cost"]);
-    let answered = o.from_editor(req("5", "session/prompt", prompt_params("s1", "/cost")).as_bytes());
+    let answered =
+        o.from_editor(req("5", "session/prompt", prompt_params("s1", "/cost")).as_bytes());
     assert!(!answered.forward);
-    assert!(o.from_editor(req("6", "session/prompt", prompt_params("s1", "/usage")).as_bytes()).forward);
+    assert!(
+        o.from_editor(req("6", "session/prompt", prompt_params("s1", "/usage")).as_bytes()).forward
+    );
 
     let (mut o, after) = opened(with_command(None));
     assert_eq!(after.len(), 1, "only the usage_update");
@@ -95,7 +108,8 @@ fn usage_is_answered_with_the_figures_of_the_last_update() {
     turn(&mut o, "2");
     turn(&mut o, "3");
     let raw_id = r#""the \u0070rompt""#;
-    let out = o.from_editor(req(raw_id, "session/prompt", prompt_params("s1", "/usage")).as_bytes());
+    let out =
+        o.from_editor(req(raw_id, "session/prompt", prompt_params("s1", "/usage")).as_bytes());
     assert!(!out.forward, "not for the agent");
     assert_eq!(out.to_editor.len(), 3, "{:?}", lossy(&out.to_editor));
     let update = parse(&out.to_editor[0]);
@@ -114,7 +128,10 @@ fn usage_is_answered_with_the_figures_of_the_last_update() {
     );
     assert!(text.contains(&context), "{context:?} in\n{text}");
     assert!(text.contains("\nCalls       2 main\n"), "{text}");
-    assert!(text.contains("\nInput       2,000 tokens (cache read 1,800, cache write 0)\n"), "{text}");
+    assert!(
+        text.contains("\nInput       2,000 tokens (cache read 1,800, cache write 0)\n"),
+        "{text}"
+    );
     assert!(text.contains("\nToday       not available (no ledger in this run)\n"), "{text}");
     // The result: the id exactly as it came, `end_turn`, all-zero usage.
     let result = String::from_utf8(out.to_editor[2].clone()).unwrap();
@@ -141,14 +158,17 @@ fn arguments_and_help() {
     assert!(text(&mut o, "/usage month").starts_with("**/usage**: this month"));
     assert!(text(&mut o, "/usage limits").contains("No subscription window seen yet"));
     assert!(text(&mut o, "/usage foo").starts_with("`/usage` shows this session's context"));
-    let other = o.from_editor(req("10", "session/prompt", prompt_params("s1", "/usagex")).as_bytes());
+    let other =
+        o.from_editor(req("10", "session/prompt", prompt_params("s1", "/usagex")).as_bytes());
     assert!(other.forward && other.to_editor.is_empty(), "another command");
 }
 
 #[test]
 fn while_a_turn_runs_it_goes_to_the_agent() {
     let (mut o, _) = opened(with_command(Some("usage")));
-    assert!(o.from_editor(req("2", "session/prompt", prompt_params("s1", "Hi.")).as_bytes()).forward);
+    assert!(
+        o.from_editor(req("2", "session/prompt", prompt_params("s1", "Hi.")).as_bytes()).forward
+    );
     let out = o.from_editor(req("3", "session/prompt", prompt_params("s1", "/usage")).as_bytes());
     assert!(out.forward && out.to_editor.is_empty());
     assert_eq!(o.pending_ids(), ["2", "3"]);

@@ -69,7 +69,9 @@ impl Observer {
         self.writes
             .iter()
             .filter_map(|w| match w {
-                Write::Calls { calls, .. } => Some(calls.iter().filter_map(|c| c.cost).sum::<f64>()),
+                Write::Calls { calls, .. } => {
+                    Some(calls.iter().filter_map(|c| c.cost).sum::<f64>())
+                }
                 _ => None,
             })
             .sum::<f64>()

@@ -8,12 +8,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use acp_usage_core::{AccountedCall, Snapshot};
 use acp_usage_core::account::RoleTotals;
 use acp_usage_core::budget::Scope;
+use acp_usage_core::{AccountedCall, Snapshot};
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use serde_json::json;
+use serde_json::value::RawValue;
 
 use super::usage_text::{self, Figures, View};
 use super::*;
@@ -140,7 +140,10 @@ impl Observer {
         self.usage.listed.insert(id.to_owned());
         let replace = merge_commands(line, name);
         if replace.is_none() {
-            tracing::debug!(session = id, "an agent's command list that cannot be read passes as it is");
+            tracing::debug!(
+                session = id,
+                "an agent's command list that cannot be read passes as it is"
+            );
         }
         Outcome { replace, ..Outcome::default() }
     }
@@ -288,7 +291,10 @@ mod tests {
         .unwrap();
         assert_eq!(got, want);
         let empty = String::from_utf8(merge_commands(&update_line("[]"), "usage").unwrap());
-        assert_eq!(empty.unwrap(), String::from_utf8(update_line(&format!("[{}]", command_entry("usage")))).unwrap());
+        assert_eq!(
+            empty.unwrap(),
+            String::from_utf8(update_line(&format!("[{}]", command_entry("usage")))).unwrap()
+        );
     }
 
     #[test]
@@ -301,9 +307,13 @@ mod tests {
         let list = v.pointer("/params/update/availableCommands").unwrap().as_array().unwrap();
         let names: Vec<&str> = list.iter().map(|c| c["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["review", "usage"]);
-        assert_eq!(list[1]["description"], json!("Context, cost, spending and limits (from acp-usage; uses no tokens)"));
+        assert_eq!(
+            list[1]["description"],
+            json!("Context, cost, spending and limits (from acp-usage; uses no tokens)")
+        );
         // Renamed: the agent's `usage` stays, ours is `cost`.
-        let renamed: Value = serde_json::from_slice(&merge_commands(&line, "cost").unwrap()).unwrap();
+        let renamed: Value =
+            serde_json::from_slice(&merge_commands(&line, "cost").unwrap()).unwrap();
         let names: Vec<&str> = renamed
             .pointer("/params/update/availableCommands")
             .and_then(Value::as_array)

@@ -8,7 +8,7 @@ use acp_usage_core::account::{Role, RoleTotals};
 use acp_usage_core::budget::Scope;
 use acp_usage_core::limits::Limit;
 
-use super::limits::{window_parts, when};
+use super::limits::{when, window_parts};
 use crate::numbers::thousands;
 
 /// What `/usage` was asked to show.
@@ -126,7 +126,11 @@ fn session_rows(f: &Figures<'_>) -> Rows {
 /// The session's cost and whether it is exact, as `usage_update`'s `_meta` says it.
 fn cost_text(s: &Snapshot) -> String {
     let Some(cost) = s.cost else {
-        return "not known (the catalog has no price for the model)".into();
+        return if s.unpriced_calls > 0 {
+            "not known (the catalog has no price for the model)".into()
+        } else {
+            "none yet".into()
+        };
     };
     let exact = s.cost_source.is_exact() && !s.cost_partial && s.unpriced_calls == 0;
     let how = match (exact, s.cost_partial) {
@@ -202,12 +206,9 @@ fn budget_rows(f: &Figures<'_>, scopes: &[Scope]) -> Rows {
                 Scope::Month => f.month.clone(),
             };
             let value = match spent {
-                Ok(spent) => format!(
-                    "{} of {} ({:.0}%)",
-                    money(spent),
-                    money(*limit),
-                    spent * 100.0 / limit
-                ),
+                Ok(spent) => {
+                    format!("{} of {} ({:.0}%)", money(spent), money(*limit), spent * 100.0 / limit)
+                }
                 Err(_) => format!("{} (spending not available)", money(*limit)),
             };
             (format!("Budget ({})", scope.as_str()), value)
@@ -344,6 +345,11 @@ mod tests {
         );
         let all = render("usage", View::All, &f);
         assert!(all.contains("\nCalls             none yet\n"), "{all}");
+        let mut unpriced = snapshot();
+        unpriced.cost = None;
+        assert_eq!(cost_text(&unpriced), "none yet");
+        unpriced.unpriced_calls = 2;
+        assert_eq!(cost_text(&unpriced), "not known (the catalog has no price for the model)");
         assert!(all.contains("\nBudget (session)  $0.1235 of $1.00 (12%)\n"), "{all}");
     }
 
