@@ -81,6 +81,28 @@ fn a_list_of_its_own_after_the_session_opens_then_merged_into_the_agents() {
 }
 
 #[test]
+fn a_list_of_its_own_after_a_fork_and_a_resume() {
+    let (mut o, _) = opened(with_command(Some("usage")));
+    let fork = json!({"sessionId": "s1", "cwd": "/w", "mcpServers": []});
+    assert!(o.from_editor(req("2", "session/fork", fork).as_bytes()).forward);
+    let out = o.from_agent(resp("2", json!({"sessionId": "s2"})).as_bytes());
+    let lists: Vec<Value> = out.after.iter().map(|l| parse(l)).skip(1).collect();
+    assert_eq!(lists.len(), 1, "{:?}", lossy(&out.after));
+    assert_eq!(lists[0].pointer("/params/sessionId"), Some(&json!("s2")));
+    assert_eq!(names(&lists[0]), ["usage"]);
+    let resume = json!({"sessionId": "s3", "cwd": "/w", "mcpServers": []});
+    assert!(o.from_editor(req("3", "session/resume", resume).as_bytes()).forward);
+    let out = o.from_agent(resp("3", json!({})).as_bytes());
+    assert_eq!(out.after.len(), 2, "{:?}", lossy(&out.after));
+    assert_eq!(names(&parse(&out.after[1])), ["usage"]);
+    // A failed resume opens nothing.
+    let resume = json!({"sessionId": "s4", "cwd": "/w", "mcpServers": []});
+    assert!(o.from_editor(req("4", "session/resume", resume).as_bytes()).forward);
+    let out = o.from_agent(err_resp("4", -32002, "no such session").as_bytes());
+    assert!(out.after.is_empty(), "{:?}", lossy(&out.after));
+}
+
+#[test]
 fn renamed_and_off() {
     let (mut o, after) = opened(with_command(Some("cost")));
     assert_eq!(names(&after[1]), ["cost"]);

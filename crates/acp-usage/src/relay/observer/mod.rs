@@ -593,8 +593,8 @@ impl Observer {
 
     /// Whether acp-usage may change, add to or hold an agent line with this envelope (`None`:
     /// not a JSON object): a response to a tracked editor request, or a `session/update` that
-    /// is rewritten (`usage_update`) or followed by an update of ours (a model change, a
-    /// compaction's end). Every other line is forwarded as it came, so the relay writes it
+    /// is rewritten (`usage_update`, `available_commands_update`) or followed by an update of
+    /// ours (a model change, a compaction's end). Every other line is forwarded as it came, so the relay writes it
     /// first and observes it after ([`Observer::account`]).
     pub fn owns(&self, env: Option<&Envelope<'_>>) -> bool {
         let Some(env) = env else { return false };
