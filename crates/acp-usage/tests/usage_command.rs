@@ -169,6 +169,22 @@ fn usage_is_answered_with_the_figures_of_the_last_update() {
 }
 
 #[test]
+fn a_ledger_that_cannot_be_read_leaves_the_sessions_figures() {
+    let dir = scratch_dir().join("no-such-dir");
+    let settings = Settings { ledger: Some(dir.join("ledger.db")), ..with_command(Some("usage")) };
+    let (mut o, _) = opened(settings);
+    turn(&mut o, "2");
+    let out = o.from_editor(req("3", "session/prompt", prompt_params("s1", "/usage")).as_bytes());
+    assert!(!out.forward);
+    let chunk = parse(&out.to_editor[1]);
+    let text = chunk.pointer("/params/update/content/text").and_then(Value::as_str).unwrap();
+    assert!(text.contains("\nToday       not available (the ledger cannot be read)\n"), "{text}");
+    assert!(text.contains("\nThis month  not available (the ledger cannot be read)\n"), "{text}");
+    assert!(text.contains("\nCalls       1 main\n"), "{text}");
+    assert!(text.contains("\nContext     1,"), "{text}");
+}
+
+#[test]
 fn arguments_and_help() {
     let (mut o, _) = opened(with_command(Some("usage")));
     let text = |o: &mut Observer, prompt: &str| {

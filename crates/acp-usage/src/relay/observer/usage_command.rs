@@ -221,7 +221,7 @@ impl Observer {
     }
 
     /// The command's text for a session's snapshot.
-    fn usage_text(&mut self, id: &str, name: &str, view: View, snap: &Snapshot) -> String {
+    fn usage_text(&self, id: &str, name: &str, view: View, snap: &Snapshot) -> String {
         let period = |o: &Observer, scope: Scope| {
             if o.settings.ledger.is_none() {
                 return Err("no ledger in this run".to_owned());
