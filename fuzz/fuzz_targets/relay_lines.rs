@@ -74,6 +74,8 @@ fuzz_target!(|data: &[u8]| {
         learned: Default::default(),
         ledger: None,
         budgets: Default::default(),
+        // The command's merges and answers are reachable from lines.
+        usage_command: Some("usage".to_string()),
         // Transcripts are files on disk: not part of what a line can reach.
         transcripts: false,
         // The tap's calls come from HTTP, not from ACP lines.

@@ -163,6 +163,31 @@ fn check_acpx(agent: Agent, leave_out_auxiliary: bool) {
     checks.finish();
 }
 
+/// `acpx exec "/usage"` through acp-usage to claude-agent-acp: acp-usage's answer is what acpx
+/// prints (the figures of the new session), and the mock serves no model call for it.
+#[test]
+fn acpx_usage_command() {
+    let agent = Agent::Claude;
+    let _lock = support::agent_lock(agent);
+    let acpx = acpx_cli().unwrap_or_else(|err| panic!("{err:#}"));
+    let lab = Lab::new(agent, support::script(agent)).expect("lab");
+    let relay = relay::relay_binary().expect("acp-usage binary");
+    let relay_log = lab.scratch.path("acpx-relay.log");
+    let words = agent_words(&lab, Some((&relay, &relay_log)));
+    let env = [("ACP_USAGE_LOG", "debug")];
+    let run = run_acpx_prompt(&lab, &acpx, &words, &env, "/usage")
+        .unwrap_or_else(|err| panic!("acpx -> acp-usage -> claude: {err:#}"));
+    eprintln!("acpx printed, on stdout:\n{}\non stderr:\n{}", run.stdout, run.stderr);
+    let output = format!("acpx {}, stdout {:?}, stderr {:?}", run.status, run.stdout, run.stderr);
+    assert!(run.status.success(), "{output}");
+    for want in ["**/usage**", "```text", "Context", "of 1,000,000 tokens", "Today", "This month"] {
+        assert!(run.stdout.contains(want), "{want:?} not in {output}");
+    }
+    let main: Vec<Call> =
+        lab.mock.calls().into_iter().filter(|c| c.kind == CallKind::Main).collect();
+    assert!(main.is_empty(), "the mock served {main:?} for /usage");
+}
+
 /// `dist/cli.js` of the installed acpx (run with Node 22), with a warning on another version.
 fn acpx_cli() -> anyhow::Result<PathBuf> {
     let cli = agents::package_bin("acpx", "acpx")?;
@@ -220,6 +245,17 @@ fn run_acpx(
     words: &[String],
     extra_env: &[(&str, &str)],
 ) -> anyhow::Result<Run> {
+    run_acpx_prompt(lab, cli, words, extra_env, PROMPT)
+}
+
+/// [`run_acpx`] with another prompt.
+fn run_acpx_prompt(
+    lab: &Lab,
+    cli: &Path,
+    words: &[String],
+    extra_env: &[(&str, &str)],
+    prompt: &str,
+) -> anyhow::Result<Run> {
     use std::os::unix::process::CommandExt;
 
     let mut spec = lab.spec.clone();
@@ -233,7 +269,7 @@ fn run_acpx(
         .arg(cli)
         .args(["--format", "quiet", "--approve-all", "--cwd"])
         .arg(&work)
-        .args(["--agent", &agent, "exec", PROMPT])
+        .args(["--agent", &agent, "exec", prompt])
         .env_clear()
         .envs(spec.env.iter().map(|(key, value)| (key, value)))
         .current_dir(&work)

@@ -37,6 +37,8 @@
 //! - `report_html`: `acp-usage report --html` loaded by headless Chromium (`/usr/bin/chromium`,
 //!   from `.ci/install-browser.sh`): the DOM's figures equal `report --json`'s, a title's markup
 //!   stays text, the page fetches nothing; a screenshot is kept in `target/test-artifacts/`.
+//! - `usage_cmd`: acp-usage's own `/usage` with claude-agent-acp: answered without the agent,
+//!   its figures those of the last `usage_update`, `report` and `status`; the command lists.
 //! - `validation`: real sessions recorded with `--record` and checked with `acp-usage validate`
 //!   and live `--validate` against schema/schema.json.
 //!
@@ -75,5 +77,6 @@ mod tap_lifecycle;
 mod tap_proxy;
 mod tap_relay;
 mod tap_ws;
+mod usage_cmd;
 mod validation;
 mod vibe;

@@ -94,8 +94,11 @@ fn owned_ids(lines: &[Line]) -> Vec<Value> {
 
 fn is_owned(text: &str, owned_ids: &[Value]) -> bool {
     let Ok(message) = serde_json::from_str::<Value>(text) else { return false };
+    // acp-usage's `usage_update`s and its command lists (`/usage`, merged or its own).
     let usage_update = message["method"] == "session/update"
-        && message["params"]["update"]["sessionUpdate"] == "usage_update";
+        && ["usage_update", "available_commands_update"]
+            .iter()
+            .any(|kind| message["params"]["update"]["sessionUpdate"] == *kind);
     let owned_response = message.get("method").is_none()
         && message.get("id").is_some_and(|id| owned_ids.contains(id));
     usage_update || owned_response
@@ -142,7 +145,8 @@ fn relay_fake_forwards_unowned_lines_byte_for_byte() {
                 .push(format!("agent line not forwarded verbatim (or out of order): {agent_line}")),
         }
     }
-    // Nothing else: each client-side line is an agent line, a rewritten owned line, or a usage_update.
+    // Nothing else: each client-side line is an agent line, a rewritten owned line, a usage_update
+    // or a command list.
     for line in &received {
         let text = line.text();
         let verbatim = agent_lines.iter().any(|agent_line| agent_line.as_bytes() == line.bytes);

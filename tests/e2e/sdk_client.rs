@@ -156,6 +156,8 @@ fn sdk_client_through_relay() {
         [relay.display().to_string(), "--".to_owned(), AGENT.to_owned(), "--no-usage".to_owned()];
     let script = SdkScript::new()
         .prompt("Write a haiku about token counting.")
+        // Answered by acp-usage itself: its text, its command lists and its result must parse.
+        .prompt("/usage")
         .prompt("Now another one, about context windows.")
         .load(true)
         .timeout(Duration::from_secs(60));
@@ -164,11 +166,29 @@ fn sdk_client_through_relay() {
         .unwrap_or_else(|e| panic!("session through the relay: {e:#}"));
 
     assert_eq!(t.lost(), Vec::<String>::new(), "the SDK lost something; events: {:#?}", t.events);
-    assert_eq!(t.prompts.len(), 2);
+    assert_eq!(t.prompts.len(), 3);
     let first: Vec<_> =
         t.updates_after("session/new").filter(|u| u.kind() == "usage_update").collect();
     assert!(!first.is_empty(), "no usage_update after session/new: {:#?}", t.events);
     assert!(u64_at(&first[0].typed, "size") > 0, "{}", first[0].typed);
+    // The agent lists no commands: acp-usage's own list comes after session/new and load.
+    for after in ["session/new", "session/load"] {
+        let lists: Vec<_> = t
+            .updates_after(after)
+            .filter(|u| u.kind() == "available_commands_update")
+            .map(|u| u.typed["availableCommands"][0]["name"].clone())
+            .collect();
+        assert_eq!(lists, [json!("usage")], "after {after}: {:#?}", t.events);
+    }
+    let usage = &t.prompts[1].typed;
+    assert_eq!(usage["stopReason"], json!("end_turn"), "{usage}");
+    assert_eq!(usage["usage"]["totalTokens"], json!(0), "{usage}");
+    let text: String = t
+        .updates_after("session/prompt#0")
+        .filter(|u| u.kind() == "agent_message_chunk")
+        .filter_map(|u| u.typed["content"]["text"].as_str())
+        .collect();
+    assert!(text.starts_with("**/usage**") && text.contains("Context"), "{text}");
     // The agent replays the session on session/load; the relay reports the restored usage.
     assert!(t.load.is_some(), "session/load was done");
     assert!(

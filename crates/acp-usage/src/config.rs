@@ -31,6 +31,9 @@
 //! chat = true                # a client that shows no `notice` updates gets a window's or a
 //!                            # budget's crossing as one line of agent message text (the default)
 //!
+//! [commands]
+//! usage = "usage"            # the name of acp-usage's own `/usage` command; "" turns it off
+//!
 //! [otlp]                     # OTLP export; the OTEL_* variables win over these
 //! endpoint = "http://127.0.0.1:4318"
 //! headers = { "x-api-key" = "..." }
@@ -79,7 +82,13 @@ pub struct Config {
     pub budgets: Budgets,
     /// `[otlp]` (the `OTEL_*` variables are read when the exporter is configured).
     pub otlp: Option<crate::sinks::otlp::OtlpTable>,
+    /// `[commands] usage`: the name of the `/usage` command acp-usage answers itself (`None`:
+    /// off).
+    pub usage_command: Option<String>,
 }
+
+/// The name of acp-usage's own command when the config does not rename it.
+pub const DEFAULT_USAGE_COMMAND: &str = "usage";
 
 /// Budgets and the lines whose crossing is noticed.
 #[derive(Debug, Clone, PartialEq)]
@@ -138,6 +147,12 @@ struct NoticesTable {
     chat: Option<bool>,
 }
 
+/// `[commands]`: acp-usage's own slash commands.
+#[derive(Debug, Default, Deserialize)]
+struct CommandsTable {
+    usage: Option<String>,
+}
+
 /// The config file's shape. Keys this version does not know are logged, not refused, so an
 /// older binary still starts with a newer config.
 #[derive(Debug, Default, Deserialize)]
@@ -151,6 +166,7 @@ struct ConfigFile {
     context: Option<ContextTable>,
     limits: Option<LimitsTable>,
     notices: Option<NoticesTable>,
+    commands: Option<CommandsTable>,
     otlp: Option<crate::sinks::otlp::OtlpTable>,
     #[serde(flatten)]
     unknown: BTreeMap<String, toml::Value>,
@@ -198,6 +214,7 @@ pub fn load_from(
     let mut tap = None;
     let mut budgets = Budgets::default();
     let mut otlp = None;
+    let mut usage_command = Some(DEFAULT_USAGE_COMMAND.to_owned());
 
     if let Some((path, explicit)) = config {
         match std::fs::read_to_string(&path) {
@@ -207,6 +224,7 @@ pub fn load_from(
                 tap = file.tap;
                 budgets = read_budgets(&path, &file)?;
                 otlp = file.otlp.clone();
+                usage_command = read_usage_command(&path, &file)?;
                 catalog_files.extend(apply_config(&path, file, &mut catalog, &mut default_window)?);
                 config_file = Some(path);
             }
@@ -224,7 +242,36 @@ pub fn load_from(
         catalog_files.push(path.to_owned());
     }
     tracing::info!("catalog: {} models from {}", catalog.len(), catalog.source());
-    Ok(Config { catalog, default_window, config_file, catalog_files, tap, budgets, otlp })
+    Ok(Config {
+        catalog,
+        default_window,
+        config_file,
+        catalog_files,
+        tap,
+        budgets,
+        otlp,
+        usage_command,
+    })
+}
+
+/// `[commands] usage`: the command's name (a leading `/` is allowed and dropped), `None` when
+/// it is `""`. A name is one word: the editor's `/` menu and the prompt both show it.
+fn read_usage_command(path: &Path, file: &ConfigFile) -> anyhow::Result<Option<String>> {
+    let Some(name) = file.commands.as_ref().and_then(|c| c.usage.as_deref()) else {
+        return Ok(Some(DEFAULT_USAGE_COMMAND.to_owned()));
+    };
+    let name = name.strip_prefix('/').unwrap_or(name);
+    if name.is_empty() {
+        return Ok(None);
+    }
+    if name.chars().any(|c| c.is_whitespace() || c == '/') {
+        bail!(
+            "in config file {}: commands.usage is `{name}`; a command name is one word, or \"\" \
+             to turn the command off",
+            path.display()
+        );
+    }
+    Ok(Some(name.to_owned()))
 }
 
 /// The `[budget]` and `[context]` tables, checked: amounts positive, fractions in (0, 1].
@@ -385,6 +432,25 @@ mod tests {
         std::fs::write(dir.join("zero.toml"), "default_window = 0\n").unwrap();
         let err = load_from(Some((dir.join("zero.toml"), true)), None).unwrap_err();
         assert!(format!("{err:#}").contains("default_window"), "{err:#}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn usage_command_is_renamed_or_turned_off() {
+        let dir = temp_dir("commands");
+        let read = |text: &str| {
+            std::fs::write(dir.join("c.toml"), text).unwrap();
+            load_from(Some((dir.join("c.toml"), true)), None).map(|c| c.usage_command)
+        };
+        assert_eq!(read("").unwrap().as_deref(), Some("usage"));
+        assert_eq!(read("[commands]\n").unwrap().as_deref(), Some("usage"));
+        assert_eq!(read("[commands]\nusage = \"cost\"\n").unwrap().as_deref(), Some("cost"));
+        assert_eq!(read("[commands]\nusage = \"/spend\"\n").unwrap().as_deref(), Some("spend"));
+        assert_eq!(read("[commands]\nusage = \"\"\n").unwrap(), None);
+        let err = read("[commands]\nusage = \"my usage\"\n").unwrap_err();
+        assert!(format!("{err:#}").contains("commands.usage"), "{err:#}");
+        let absent = load_from(Some((dir.join("absent.toml"), false)), None).unwrap();
+        assert_eq!(absent.usage_command.as_deref(), Some("usage"));
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -1,7 +1,8 @@
 //! Editor to agent: each line is observed (a request must be tracked before the agent can
 //! answer it), then the batch is written. A request acp-usage answers itself (a prompt a spent
-//! budget refuses) is not forwarded: its answer goes to the agent pump, which owns the
-//! editor's side.
+//! budget refuses, its own `/usage`) is not forwarded; whatever acp-usage writes the editor
+//! for a line (that answer, or lines that go with a forwarded one) goes to the agent pump,
+//! which owns the editor's side.
 
 use std::ops::Range;
 
@@ -68,15 +69,13 @@ where
                 Piece::Line { range, newline } => {
                     let line = &buf[range.clone()];
                     c.copies.line(Dir::EditorToAgent, line, false);
-                    match c.observer.from_editor(line) {
-                        None => {
-                            extend_run(&mut runs, range.start..range.end + usize::from(newline))
-                        }
-                        Some(answer) => {
-                            // Not for the agent: answered here.
-                            c.copies.line(Dir::Injected, &answer, false);
-                            let _ = self.answers.send(answer);
-                        }
+                    let out = c.observer.from_editor(line);
+                    if out.forward {
+                        extend_run(&mut runs, range.start..range.end + usize::from(newline));
+                    }
+                    for extra in out.to_editor {
+                        c.copies.line(Dir::Injected, &extra, false);
+                        let _ = self.answers.send(extra);
                     }
                 }
                 Piece::TooLong(n) => {

@@ -60,6 +60,8 @@ pub enum Trigger {
     /// After calls counted between turns (a title or a prompt suggestion that ended after the
     /// turn's result, a memory extraction, cache warming).
     BetweenTurns,
+    /// Before acp-usage's answer to its own `/usage` command, whose text shows these figures.
+    Command,
 }
 
 impl Trigger {
@@ -74,6 +76,7 @@ impl Trigger {
             Trigger::Compaction => "compaction",
             Trigger::Agent => "agent",
             Trigger::BetweenTurns => "between_turns",
+            Trigger::Command => "command",
         }
     }
 }

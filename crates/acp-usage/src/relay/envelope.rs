@@ -260,7 +260,8 @@ pub enum Prefix {
 
 /// The `session/update` kinds acp-usage rewrites or follows with a line of its own (what
 /// [`super::observer::Observer::owns`] looks for).
-pub const OWNED_UPDATES: [&str; 3] = ["usage_update", "config_option_update", "compaction_update"];
+pub const OWNED_UPDATES: [&str; 4] =
+    ["usage_update", "config_option_update", "compaction_update", "available_commands_update"];
 
 /// Reads the start of a line (which may stop anywhere, even inside a character) as far as it
 /// needs to say what the line is: `Some((prefix, at))` once the members seen so far settle that

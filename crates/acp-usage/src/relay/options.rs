@@ -174,6 +174,7 @@ impl Options {
                 transcripts,
                 tap: args.tap.or(config.tap).unwrap_or(true),
                 budgets: config.budgets.clone(),
+                usage_command: config.usage_command.clone(),
             },
             // Kept only with a ledger to export (dropped when it cannot be opened).
             otlp: match crate::sinks::otlp::config::resolve(

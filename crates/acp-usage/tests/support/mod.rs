@@ -39,6 +39,9 @@ pub fn settings(command: &[&str]) -> Settings {
         learned: Default::default(),
         ledger: None,
         budgets: Default::default(),
+        // acp-usage's own `/usage` command adds lines after every session's opening; the tests
+        // of it turn it on.
+        usage_command: None,
         // Transcripts are followed by the relay's worker; in-process tests feed none.
         transcripts: false,
         tap: false,

@@ -40,36 +40,49 @@ impl Observer {
     fn spent(&mut self, id: &str, scope: Scope) -> f64 {
         match scope {
             Scope::Session => self.snapshot(id).cost.unwrap_or(0.0),
-            Scope::Day | Scope::Month => {
-                let since = period_start_ms(scope == Scope::Month);
-                let pending: f64 = self
-                    .writes
-                    .iter()
-                    .filter_map(|w| match w {
-                        Write::Calls { calls, .. } => {
-                            Some(calls.iter().filter_map(|c| c.cost).sum::<f64>())
-                        }
-                        _ => None,
-                    })
-                    .sum::<f64>()
-                    + self.sessions.values().map(|s| s.account.accounted_cost()).sum::<f64>();
-                let stored = match self.settings.ledger.as_deref() {
-                    Some(path) => match Store::open_read(path).and_then(|s| s.spent_since(since)) {
-                        Ok(v) => v,
-                        Err(err) => {
-                            tracing::warn!(
-                                "cannot read the ledger {} for the {} budget: {err}",
-                                path.display(),
-                                scope.adjective()
-                            );
-                            0.0
-                        }
-                    },
-                    None => 0.0,
-                };
-                stored + pending
-            }
+            Scope::Day | Scope::Month => match self.period_spent(scope) {
+                Ok(v) => v,
+                Err((path, err)) => {
+                    tracing::warn!(
+                        "cannot read the ledger {} for the {} budget: {err}",
+                        path.display(),
+                        scope.adjective()
+                    );
+                    self.unhanded_spent()
+                }
+            },
         }
+    }
+
+    /// What every session of every acp-usage spent since the day (or month) began: what the
+    /// ledger file holds plus what this process has not handed to its writer (without a
+    /// ledger, only the latter); the ledger's path and the error when it cannot be read.
+    pub(super) fn period_spent(
+        &self,
+        scope: Scope,
+    ) -> Result<f64, (std::path::PathBuf, rusqlite::Error)> {
+        let since = period_start_ms(scope == Scope::Month);
+        let stored = match self.settings.ledger.as_deref() {
+            Some(path) => Store::open_read(path)
+                .and_then(|s| s.spent_since(since))
+                .map_err(|err| (path.to_owned(), err))?,
+            None => 0.0,
+        };
+        Ok(stored + self.unhanded_spent())
+    }
+
+    /// The cost of the calls this process settled and has not handed to the ledger's writer.
+    fn unhanded_spent(&self) -> f64 {
+        self.writes
+            .iter()
+            .filter_map(|w| match w {
+                Write::Calls { calls, .. } => {
+                    Some(calls.iter().filter_map(|c| c.cost).sum::<f64>())
+                }
+                _ => None,
+            })
+            .sum::<f64>()
+            + self.sessions.values().map(|s| s.account.accounted_cost()).sum::<f64>()
     }
 
     /// In `block` mode, the answer to a prompt that would start past a budget.
@@ -233,7 +246,7 @@ pub(super) fn chat_line(id: &str, text: &str, after_text: bool) -> Vec<u8> {
 }
 
 /// Where a budget's spending was counted, as messages say it.
-fn spent_where(scope: Scope) -> &'static str {
+pub(super) fn spent_where(scope: Scope) -> &'static str {
     match scope {
         Scope::Session => "in this session",
         Scope::Day => "today, across all sessions",

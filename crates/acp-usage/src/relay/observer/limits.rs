@@ -77,6 +77,13 @@ impl Observer {
 
 /// How a notice names a window: `Claude's 5-hour limit`, `Codex's weekly window`.
 fn window_name(l: &Limit) -> String {
+    let (who, span) = window_parts(l);
+    format!("{who}'s {span} limit")
+}
+
+/// Who a window is of and its span, in the user's words: (`Claude`, `5-hour`), (`Codex`,
+/// `weekly`); `/usage` shows them as `Claude 5-hour`.
+pub(super) fn window_parts(l: &Limit) -> (&str, String) {
     let who = match l.provider.as_str() {
         "anthropic" => "Claude",
         "openai" => "Codex",
@@ -92,11 +99,11 @@ fn window_name(l: &Limit) -> String {
         (_, Some(m)) => format!("{m}-minute"),
         (w, None) => w.to_owned(),
     };
-    format!("{who}'s {span} limit")
+    (who, span)
 }
 
 /// `at 14:00 UTC (in 2 h 5 min)`, or the date when it is more than a day away.
-fn when(at: i64, now: i64) -> String {
+pub(super) fn when(at: i64, now: i64) -> String {
     let Some(t) = chrono::DateTime::from_timestamp(at, 0) else { return "later".into() };
     let left = (at - now).max(0);
     let clock = if left < 86_400 {

@@ -29,7 +29,13 @@ mod requests;
 mod responses;
 mod tapped;
 mod updates;
+mod usage_command;
+mod usage_text;
 mod writes;
+
+pub use requests::EditorOutcome;
+pub use usage_command::{Invocation, invocation, merge_commands};
+pub use usage_text::View;
 
 /// Results released because the transcript was late, in a row, before it is given up.
 const MAX_TIMEOUTS_IN_A_ROW: u32 = 3;
@@ -59,6 +65,8 @@ pub struct Settings {
     pub tap: bool,
     /// Budgets and the lines whose crossing is noticed.
     pub budgets: crate::config::Budgets,
+    /// The name of the `/usage` command acp-usage answers itself (`None`: off).
+    pub usage_command: Option<String>,
 }
 
 /// What an account needs from outside, for a session whose agent's parts are `(window percent,
@@ -300,6 +308,8 @@ pub struct Observer {
     between_turns: Vec<String>,
     /// The subscription windows seen, the latest of each, and the lines each has reached.
     limit_board: acp_usage_core::limits::LimitBoard,
+    /// acp-usage's own `/usage` command: the sessions with an agent's list, calls by role.
+    usage: usage_command::CommandState,
 }
 
 impl Observer {
@@ -339,6 +349,7 @@ impl Observer {
             tap_unclaimed: Vec::new(),
             between_turns: Vec::new(),
             limit_board: acp_usage_core::limits::LimitBoard::new(limit_lines),
+            usage: usage_command::CommandState::default(),
         }
     }
 
@@ -586,8 +597,8 @@ impl Observer {
 
     /// Whether acp-usage may change, add to or hold an agent line with this envelope (`None`:
     /// not a JSON object): a response to a tracked editor request, or a `session/update` that
-    /// is rewritten (`usage_update`) or followed by an update of ours (a model change, a
-    /// compaction's end). Every other line is forwarded as it came, so the relay writes it
+    /// is rewritten (`usage_update`, `available_commands_update`) or followed by an update of
+    /// ours (a model change, a compaction's end). Every other line is forwarded as it came, so the relay writes it
     /// first and observes it after ([`Observer::account`]).
     pub fn owns(&self, env: Option<&Envelope<'_>>) -> bool {
         let Some(env) = env else { return false };

@@ -1,24 +1,48 @@
 //! The observer's reading of the editor's requests: which are tracked until answered, a
-//! turn's start, a session reopened, and a prompt a spent budget refuses.
+//! turn's start, a session reopened, a prompt a spent budget refuses, and a prompt that is
+//! acp-usage's own `/usage`.
 
 use super::*;
 
+/// What to do with a line from the editor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EditorOutcome {
+    /// Forward the line to the agent (as it came: editor lines are never changed).
+    pub forward: bool,
+    /// Lines to write to the editor, in order (a request acp-usage answers itself: whatever it
+    /// says, then the response).
+    pub to_editor: Vec<Vec<u8>>,
+}
+
+impl Default for EditorOutcome {
+    fn default() -> EditorOutcome {
+        EditorOutcome { forward: true, to_editor: Vec::new() }
+    }
+}
+
+impl EditorOutcome {
+    /// A request answered here with `lines`, not forwarded.
+    pub fn answered(lines: Vec<Vec<u8>>) -> EditorOutcome {
+        EditorOutcome { forward: false, to_editor: lines }
+    }
+}
+
 impl Observer {
     /// Observes a line from the editor. Editor lines are never changed; a prompt that a
-    /// budget in `block` mode refuses is not forwarded at all: the answer to send the editor in
-    /// its place comes back.
-    pub fn from_editor(&mut self, line: &[u8]) -> Option<Vec<u8>> {
+    /// budget in `block` mode refuses, or that is acp-usage's own `/usage` command, is not
+    /// forwarded at all: the lines to send the editor in its place come back.
+    pub fn from_editor(&mut self, line: &[u8]) -> EditorOutcome {
         let Some(env) = Envelope::parse(line) else {
             self.counters.not_objects += 1;
-            return None;
+            return EditorOutcome::default();
         };
-        let method = env.method.as_deref()?;
+        let Some(method) = env.method.as_deref() else { return EditorOutcome::default() };
         let known = Method::from_name(method);
         if env.kind() != Kind::Request {
             if known.is_none() {
                 self.count_other(method);
             }
-            return None;
+            return EditorOutcome::default();
         }
         let key = env.id_key().expect("requests have ids");
         let raw_id = env.id.expect("requests have ids").get().to_string();
@@ -27,7 +51,7 @@ impl Observer {
             let pending =
                 Pending { method: Method::Other, raw_id, session: None, model: None, cwd: None };
             self.pending.insert(key, pending);
-            return None;
+            return EditorOutcome::default();
         };
         let params: Option<Value> = env.params.and_then(|p| serde_json::from_str(p.get()).ok());
         let session = params
@@ -54,7 +78,7 @@ impl Observer {
                 if let Some(id) = &session
                     && let Some(answer) = self.on_prompt(id, &key, &raw_id, params.as_ref())
                 {
-                    return Some(answer);
+                    return EditorOutcome::answered(answer);
                 }
             }
             Method::Resume => {
@@ -74,21 +98,25 @@ impl Observer {
             _ => {}
         }
         self.pending.insert(key, Pending { method, raw_id, session, model, cwd });
-        None
+        EditorOutcome::default()
     }
 
-    /// A `session/prompt` request (id `key`, `raw_id` on the wire) in session `id`: refused
-    /// when a budget is spent (the answer to send instead), else its turn starts, or waits for
-    /// the one in progress.
+    /// A `session/prompt` request (id `key`, `raw_id` on the wire) in session `id`: answered
+    /// here when it is acp-usage's `/usage` or a budget is spent (the lines to send instead),
+    /// else its turn starts, or waits for the one in progress.
     fn on_prompt(
         &mut self,
         id: &str,
         key: &str,
         raw_id: &str,
         params: Option<&Value>,
-    ) -> Option<Vec<u8>> {
+    ) -> Option<Vec<Vec<u8>>> {
+        // `/usage` spends nothing, so a spent budget does not refuse it.
+        if let Some(lines) = self.usage_prompt(id, raw_id, params) {
+            return Some(lines);
+        }
         if let Some(answer) = self.refuse_prompt(id, raw_id) {
-            return Some(answer);
+            return Some(vec![answer]);
         }
         let family = self.family(id);
         let blocks = params.and_then(|p| p.get("prompt"));

@@ -16,9 +16,14 @@ impl Observer {
             Method::New | Method::Fork => {
                 let Some(r) = result.as_ref().filter(|_| ok) else { return out };
                 out.after.extend(self.on_opened(&p, r));
+                let id = r.get("sessionId").and_then(Value::as_str);
+                out.after.extend(id.and_then(|id| self.own_commands(id)));
             }
             Method::Load | Method::Resume => {
                 out.after.extend(self.on_reopened(&p, result.as_ref(), ok));
+                if ok && let Some(id) = p.session.as_deref() {
+                    out.after.extend(self.own_commands(id));
+                }
             }
             Method::Prompt => {
                 let Some(id) = p.session.as_deref() else { return out };
@@ -203,6 +208,7 @@ impl Observer {
     fn on_closed(&mut self, id: &str, deleted: bool) {
         // A closed session has no next turn to tell its crossings in.
         self.chat_out.remove(id);
+        self.usage.forget(id);
         if self.sessions.remove(id).is_some_and(|s| s.follow.is_some()) {
             self.commands.push(Command::Forget(id.to_string()));
         }

@@ -77,6 +77,7 @@ impl Observer {
                 let replace = emit::rewrite_agent_update(line, &snap, &self.label());
                 return Outcome { replace, ..Outcome::default() };
             }
+            "available_commands_update" => return self.agent_commands(id, line),
             "compaction_summary_chunk" => {
                 s.compaction_summary += content::update_tokens(update, family);
             }

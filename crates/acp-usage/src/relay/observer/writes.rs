@@ -37,6 +37,7 @@ impl Observer {
         let carried = SessionEntry::from_carried(&s.account.carry(&cx), now_ms() as u64 / 1000);
         let key = format!("{}/{id}", self.profile.name());
         self.learned.sessions.insert(key, carried.clone());
+        self.usage.tally(id, &calls);
         if self.settings.ledger.is_none() {
             return;
         }
