@@ -27,7 +27,10 @@ use crate::support;
 pub(crate) const FILLS: [f64; 3] = [0.50, 0.80, 0.95];
 
 /// The script's text-only steps (one model call per turn), each answered with `headers(k)`.
-pub(crate) fn script_with(agent: Agent, headers: impl Fn(usize) -> Vec<(&'static str, String)>) -> Script {
+pub(crate) fn script_with(
+    agent: Agent,
+    headers: impl Fn(usize) -> Vec<(&'static str, String)>,
+) -> Script {
     let base = support::script(agent);
     let steps: Vec<Step> = base
         .steps

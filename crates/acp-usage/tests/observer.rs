@@ -21,6 +21,10 @@
 
 mod support;
 
+/// Warnings in the chat for clients without notices.
+#[path = "observer/chat.rs"]
+mod chat;
+
 use acp_usage::agents::Profile;
 use acp_usage::relay::observer::{Observer, Outcome, Settings};
 use acp_usage_core::estimate::{self, Family};

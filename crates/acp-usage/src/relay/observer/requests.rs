@@ -66,6 +66,7 @@ impl Observer {
             .map(String::from);
         let cwd =
             params.as_ref().and_then(|p| p.get("cwd")).and_then(Value::as_str).map(String::from);
+        let mut to_editor = Vec::new();
         match method {
             Method::Initialize => {
                 // Notices go only to a client that said it shows them.
@@ -75,10 +76,15 @@ impl Observer {
                     .is_some_and(Value::is_object);
             }
             Method::Prompt => {
-                if let Some(id) = &session
-                    && let Some(answer) = self.on_prompt(id, &key, &raw_id, params.as_ref())
-                {
-                    return EditorOutcome::answered(answer);
+                if let Some(id) = &session {
+                    if let Some(answer) = self.on_prompt(id, &key, &raw_id, params.as_ref()) {
+                        return EditorOutcome::answered(answer);
+                    }
+                    // This prompt's turn starts now (not queued behind another): the crossings
+                    // that waited for a turn go to the chat at its first moment.
+                    if self.sessions.get(id).is_some_and(|s| s.turn_owner.as_ref() == Some(&key)) {
+                        to_editor = self.take_chat(id, false);
+                    }
                 }
             }
             Method::Resume => {
@@ -98,7 +104,7 @@ impl Observer {
             _ => {}
         }
         self.pending.insert(key, Pending { method, raw_id, session, model, cwd });
-        EditorOutcome::default()
+        EditorOutcome { forward: true, to_editor }
     }
 
     /// A `session/prompt` request (id `key`, `raw_id` on the wire) in session `id`: answered
