@@ -13,6 +13,9 @@
 //! per-call `_meta.usage` on message chunks), so acpx run on the agent directly prints no token
 //! line at all. That "before" run is printed for the record, never asserted.
 //!
+//! `/usage` (claude-agent-acp behind acp-usage): acpx prints acp-usage's answer as the agent's
+//! text, in a one-shot `exec` and after a turn of a persistent session; no model call for it.
+//!
 //! acpx runs with the lab's environment only (a scratch HOME: whatever acpx would keep under
 //! `~/.acpx` lands there; `exec` leaves nothing), Node 22 first on PATH, and a 120 s limit.
 //! It splits `--agent` like a POSIX shell, so every word is single-quoted.
