@@ -13,6 +13,9 @@
 //! per-call `_meta.usage` on message chunks), so acpx run on the agent directly prints no token
 //! line at all. That "before" run is printed for the record, never asserted.
 //!
+//! `/usage` (claude-agent-acp behind acp-usage): acpx prints acp-usage's answer as the agent's
+//! text, in a one-shot `exec` and after a turn of a persistent session; no model call for it.
+//!
 //! acpx runs with the lab's environment only (a scratch HOME: whatever acpx would keep under
 //! `~/.acpx` lands there; `exec` leaves nothing), Node 22 first on PATH, and a 120 s limit.
 //! It splits `--agent` like a POSIX shell, so every word is single-quoted.
@@ -175,7 +178,7 @@ fn acpx_usage_command() {
     let relay_log = lab.scratch.path("acpx-relay.log");
     let words = agent_words(&lab, Some((&relay, &relay_log)));
     let env = [("ACP_USAGE_LOG", "debug")];
-    let run = run_acpx_prompt(&lab, &acpx, &words, &env, "/usage")
+    let run = run_acpx_cmd(&lab, &acpx, &words, &env, &["exec", "/usage"])
         .unwrap_or_else(|err| panic!("acpx -> acp-usage -> claude: {err:#}"));
     eprintln!("acpx printed, on stdout:\n{}\non stderr:\n{}", run.stdout, run.stderr);
     let output = format!("acpx {}, stdout {:?}, stderr {:?}", run.status, run.stdout, run.stderr);
@@ -186,6 +189,80 @@ fn acpx_usage_command() {
     let main: Vec<Call> =
         lab.mock.calls().into_iter().filter(|c| c.kind == CallKind::Main).collect();
     assert!(main.is_empty(), "the mock served {main:?} for /usage");
+}
+
+/// acpx's persistent session through acp-usage to claude-agent-acp: a turn, then `/usage`,
+/// whose text acpx prints with the turn's figures (one main call, a cost, today's spending),
+/// and for which the mock serves no model call.
+#[test]
+fn acpx_usage_command_after_a_turn() {
+    let agent = Agent::Claude;
+    let _lock = support::agent_lock(agent);
+    let acpx = acpx_cli().unwrap_or_else(|err| panic!("{err:#}"));
+    let lab = Lab::new(agent, support::script(agent)).expect("lab");
+    let relay = relay::relay_binary().expect("acp-usage binary");
+    let relay_log = lab.scratch.path("acpx-session-relay.log");
+    let words = agent_words(&lab, Some((&relay, &relay_log)));
+    let env = [("ACP_USAGE_LOG", "debug"), ("ACP_USAGE_TRANSCRIPT_WAIT_MS", "10000")];
+    // acpx's queue owner keeps the agent between prompts; 5 s after the last it ends.
+    let acpx_run = |command: &[&str]| {
+        let mut all = vec!["--ttl", "5"];
+        all.extend_from_slice(command);
+        let run = run_acpx_cmd(&lab, &acpx, &words, &env, &all)
+            .unwrap_or_else(|err| panic!("acpx {command:?}: {err:#}"));
+        let output =
+            format!("acpx {command:?}: {}, {:?}, {:?}", run.status, run.stdout, run.stderr);
+        assert!(run.status.success(), "{output}");
+        (run, output)
+    };
+    acpx_run(&["sessions", "new"]);
+    let (hi, output) = acpx_run(&[PROMPT]);
+    let reply = &support::script(agent).steps[0].text;
+    assert!(hi.stdout.contains(reply.as_str()), "{output}");
+    let served = lab.mock.calls().iter().filter(|c| c.kind == CallKind::Main).count();
+    let (usage, output) = acpx_run(&["/usage"]);
+    eprintln!("acpx printed, on stdout:\n{}\non stderr:\n{}", usage.stdout, usage.stderr);
+    for want in
+        ["**/usage**", "```text", "Context", "Calls       1 main", "Cost        $0.", "Today"]
+    {
+        assert!(usage.stdout.contains(want), "{want:?} not in {output}");
+    }
+    let after = lab.mock.calls().iter().filter(|c| c.kind == CallKind::Main).count();
+    assert_eq!(after, served, "the mock served a model call for /usage");
+    let _ = run_acpx_cmd(&lab, &acpx, &words, &env, &["sessions", "close"]);
+    end_left_over(&relay_log);
+}
+
+/// Ends what acpx's detached queue owner left running of this test (the relay, by its log's
+/// path on its command line, and the agent under it), should its idle timeout not have.
+fn end_left_over(relay_log: &Path) {
+    let needle = relay_log.display().to_string();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let relays: Vec<u32> = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&needle))
+            })
+            .collect();
+        if relays.is_empty() {
+            return;
+        }
+        if Instant::now() >= deadline {
+            for pid in relays {
+                for child in descendants(pid) {
+                    signal(child, libc::SIGKILL);
+                }
+                signal(pid, libc::SIGKILL);
+            }
+            return;
+        }
+        thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// `dist/cli.js` of the installed acpx (run with Node 22), with a warning on another version.
@@ -245,16 +322,16 @@ fn run_acpx(
     words: &[String],
     extra_env: &[(&str, &str)],
 ) -> anyhow::Result<Run> {
-    run_acpx_prompt(lab, cli, words, extra_env, PROMPT)
+    run_acpx_cmd(lab, cli, words, extra_env, &["exec", PROMPT])
 }
 
-/// [`run_acpx`] with another prompt.
-fn run_acpx_prompt(
+/// Runs `acpx --agent <words> <command...>` as [`run_acpx`] does.
+fn run_acpx_cmd(
     lab: &Lab,
     cli: &Path,
     words: &[String],
     extra_env: &[(&str, &str)],
-    prompt: &str,
+    command: &[&str],
 ) -> anyhow::Result<Run> {
     use std::os::unix::process::CommandExt;
 
@@ -269,7 +346,8 @@ fn run_acpx_prompt(
         .arg(cli)
         .args(["--format", "quiet", "--approve-all", "--cwd"])
         .arg(&work)
-        .args(["--agent", &agent, "exec", prompt])
+        .args(["--agent", &agent])
+        .args(command)
         .env_clear()
         .envs(spec.env.iter().map(|(key, value)| (key, value)))
         .current_dir(&work)
