@@ -24,6 +24,9 @@ mod support;
 /// Warnings in the chat for clients without notices.
 #[path = "observer/chat.rs"]
 mod chat;
+/// acp-usage's own `/usage` command.
+#[path = "observer/usage_command.rs"]
+mod usage_command;
 
 use acp_usage::agents::Profile;
 use acp_usage::relay::observer::{Observer, Outcome, Settings};

@@ -2,12 +2,10 @@
 //! into the agent's lists, answered without the agent (text, then an all-zero `end_turn`
 //! result with the request's id as it came), forwarded while a turn runs, renamed or off.
 
-mod support;
-
+use crate::support::*;
 use acp_usage::relay::observer::{Observer, Settings};
 use acp_usage_core::Catalog;
 use serde_json::{Value, json};
-use support::*;
 
 fn with_command(name: Option<&str>) -> Settings {
     Settings {
