@@ -110,8 +110,9 @@ fn lab(agent: Agent, script: Script) -> Lab {
 }
 
 /// Three turns through acp-usage (no flag) with a client that shows notices; checks the
-/// limits of `window` in each turn's updates, the notices, `status` and `report limits`.
-fn three_turns(lab: &Lab, provider: &str, window: &str, minutes: u64, windows: &Windows) {
+/// limits of `window` in each turn's updates, Zed's meter, the notices, `status` and `report
+/// limits`. Returns how many of the agent's own `_claude/rateLimit` values were replaced.
+fn three_turns(lab: &Lab, provider: &str, window: &str, minutes: u64, windows: &Windows) -> usize {
     let reset = windows.five_reset;
     let ledger = lab.scratch.path("ledger.db");
     let client = lab.relayed().expect("relay");
@@ -173,6 +174,7 @@ fn three_turns(lab: &Lab, provider: &str, window: &str, minutes: u64, windows: &
         .unwrap_or_else(|| panic!("no {window} row: {report:#}"));
     assert_eq!(row["peakUsedPercent"].as_f64(), Some(95.0), "{row}");
     assert!(row["observations"].as_u64().unwrap_or(0) >= 3, "{row}");
+    meter.replaced
 }
 
 /// Runs `acp-usage ARGS --ledger LEDGER`; its stdout.
@@ -243,11 +245,9 @@ fn shown(m: &zed_meter::Meter) -> Option<Shown> {
     Some(Shown { five: window(&m.five_hour)?, week: window(&m.seven_day)? })
 }
 
-#[test]
-fn claude_five_hour_window_from_anthropic_headers() {
+/// Claude Code on the Anthropic mock, its 5-hour and weekly windows in the unified headers.
+fn claude_lab(windows: &Windows) -> Lab {
     let agent = Agent::Claude;
-    let _lock = support::agent_lock(agent);
-    let windows = Windows::new();
     let script = script_with(agent, |k| {
         vec![
             ("anthropic-ratelimit-unified-status", "allowed".to_owned()),
@@ -259,8 +259,30 @@ fn claude_five_hour_window_from_anthropic_headers() {
             ("anthropic-ratelimit-unified-representative-claim", "five_hour".to_owned()),
         ]
     });
-    let lab = lab(agent, script);
-    three_turns(&lab, "anthropic", "five_hour", 300, &windows);
+    lab(agent, script)
+}
+
+#[test]
+fn claude_five_hour_window_from_anthropic_headers() {
+    let _lock = support::agent_lock(Agent::Claude);
+    let windows = Windows::new();
+    three_turns(&claude_lab(&windows), "anthropic", "five_hour", 300, &windows);
+}
+
+/// Signed in (an OAuth token, as a subscriber runs it), Claude Code reads the windows itself
+/// and claude-agent-acp forwards them in `usage_update`s of its own, which acp-usage rewrites:
+/// the meter Zed reads is still the latest the mock stated.
+#[test]
+fn claude_subscription_windows_through_the_agents_own_updates() {
+    let _lock = support::agent_lock(Agent::Claude);
+    let windows = Windows::new();
+    let mut lab = claude_lab(&windows);
+    lab.spec.env.retain(|(name, _)| {
+        !matches!(name.as_str(), "ANTHROPIC_API_KEY" | "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC")
+    });
+    lab.spec.set_env("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-mock-login-token-5d1c");
+    let replaced = three_turns(&lab, "anthropic", "five_hour", 300, &windows);
+    assert!(replaced > 0, "claude-agent-acp sent no _claude/rateLimit of its own to replace");
 }
 
 /// codex-acp with a custom provider: its calls go over HTTP, the windows in `x-codex-*` headers.
