@@ -18,7 +18,10 @@
 //!   `allowed_warning`, `rejected`); else `rejected` once the window is used up (100% or more),
 //!   else `allowed` (Zed warns from 80% by itself, so no warning is made up here);
 //! - `utilization` is a fraction (the board keeps percent), rounded to six places so that float
-//!   noise never reaches the wire, not clamped (Zed clamps; the figure is the provider's).
+//!   noise never reaches the wire, not clamped (Zed clamps; the figure is the provider's);
+//! - a window whose reset time has passed is shown empty (0, `allowed`, no reset time): it
+//!   started over, and its old fill would be stale (Zed keeps a window it is no longer sent, so
+//!   leaving it out would not clear it). The next response states the new window.
 //!
 //! The type serialises to exactly the JSON Zed parses; the binary puts it under the key.
 
@@ -115,9 +118,30 @@ fn is_default(f: Family<'_>) -> bool {
     matches!(f.1, "" | "codex")
 }
 
-/// Zed's meter for `limits` (the latest observation of each window); `None` when no window of
-/// five hours or seven days is among them.
-pub fn zed_meter(limits: &[Limit]) -> Option<ZedMeter> {
+/// A window as the meter shows it at some time.
+struct Shown {
+    fraction: f64,
+    resets_at: Option<i64>,
+    status: &'static str,
+}
+
+impl Shown {
+    /// `l` at `now_s` (Unix seconds): empty once its reset has passed.
+    fn of(l: &Limit, now_s: i64) -> Shown {
+        match l.resets_at {
+            Some(at) if at <= now_s => Shown { fraction: 0.0, resets_at: None, status: "allowed" },
+            resets_at => Shown { fraction: fraction(l), resets_at, status: status(l) },
+        }
+    }
+
+    fn window(&self) -> MeterWindow {
+        MeterWindow { utilization: self.fraction, resets_at: self.resets_at }
+    }
+}
+
+/// Zed's meter for `limits` (the latest observation of each window) at `now_s` (Unix seconds);
+/// `None` when no window of five hours or seven days is among them.
+pub fn zed_meter(limits: &[Limit], now_s: i64) -> Option<ZedMeter> {
     let candidates: Vec<(&Limit, MeterWindowKind)> =
         limits.iter().filter_map(|l| Some((l, meter_window(l)?))).collect();
     let chosen = pick_family(&candidates)?;
@@ -129,21 +153,23 @@ pub fn zed_meter(limits: &[Limit]) -> Option<ZedMeter> {
             a.observed_ms.cmp(&b.observed_ms).then(a.used_percent.total_cmp(&b.used_percent))
         })
     };
-    let five = slot(MeterWindowKind::FiveHour);
-    let seven = slot(MeterWindowKind::SevenDay);
-    let (kind, primary) = match (five, seven) {
-        (Some(f), Some(s)) if s.used_percent > f.used_percent => (MeterWindowKind::SevenDay, s),
+    let five = slot(MeterWindowKind::FiveHour).map(|l| Shown::of(l, now_s));
+    let seven = slot(MeterWindowKind::SevenDay).map(|l| Shown::of(l, now_s));
+    let (kind, primary) = match (&five, &seven) {
+        (Some(f), Some(s)) if s.fraction > f.fraction => (MeterWindowKind::SevenDay, s),
         (Some(f), _) => (MeterWindowKind::FiveHour, f),
         (None, Some(s)) => (MeterWindowKind::SevenDay, s),
         (None, None) => return None,
     };
-    let window = |l: &Limit| MeterWindow { utilization: fraction(l), resets_at: l.resets_at };
     Some(ZedMeter {
-        status: status(primary),
+        status: primary.status,
         rate_limit_type: kind,
-        utilization: fraction(primary),
+        utilization: primary.fraction,
         resets_at: primary.resets_at,
-        unified_windows: MeterWindows { five_hour: five.map(window), seven_day: seven.map(window) },
+        unified_windows: MeterWindows {
+            five_hour: five.as_ref().map(Shown::window),
+            seven_day: seven.as_ref().map(Shown::window),
+        },
     })
 }
 
@@ -190,6 +216,9 @@ mod tests {
     use super::*;
     use crate::limits::{LimitSource, from_headers};
 
+    /// Before every reset below.
+    const NOW: i64 = 1_700_000_000;
+
     fn codex(window: &str, id: &str, minutes: u64, used: f64, observed_ms: i64) -> Limit {
         Limit {
             provider: "openai".into(),
@@ -205,7 +234,11 @@ mod tests {
     }
 
     fn shape(limits: &[Limit]) -> serde_json::Value {
-        serde_json::to_value(zed_meter(limits)).unwrap()
+        shape_at(limits, NOW)
+    }
+
+    fn shape_at(limits: &[Limit], now_s: i64) -> serde_json::Value {
+        serde_json::to_value(zed_meter(limits, now_s)).unwrap()
     }
 
     #[test]
@@ -258,7 +291,7 @@ mod tests {
         );
         five.used_percent = 100.0;
         five.resets_at = None;
-        let m = zed_meter(&[five, week]).unwrap();
+        let m = zed_meter(&[five, week], NOW).unwrap();
         assert_eq!((m.status, m.resets_at), ("rejected", None));
         assert!(!serde_json::to_string(&m).unwrap().contains("\"resetsAt\":null"));
         // A plan whose primary window is the weekly one: only `seven_day`.
@@ -277,18 +310,39 @@ mod tests {
         gemini.window_minutes = None;
         let hourly = codex("primary", "codex", 60, 90.0, 1);
         let overage = from_headers([("anthropic-ratelimit-unified-overage-utilization", "0.5")], 1);
-        assert_eq!(zed_meter(&[gemini, hourly]), None);
-        assert_eq!(zed_meter(&overage), None);
-        assert_eq!(zed_meter(&[]), None);
+        assert_eq!(zed_meter(&[gemini, hourly], NOW), None);
+        assert_eq!(zed_meter(&overage, NOW), None);
+        assert_eq!(zed_meter(&[], NOW), None);
+    }
+
+    #[test]
+    fn a_window_past_its_reset_is_shown_empty() {
+        let mut five = codex("primary", "codex", 300, 100.0, 1);
+        five.status = Some("rejected".into());
+        let week = codex("secondary", "codex", 10_080, 30.0, 1);
+        let after_five = five.resets_at.unwrap();
+        assert_eq!(
+            shape_at(&[five, week], after_five),
+            json!({
+                "status": "allowed",
+                "rateLimitType": "seven_day",
+                "utilization": 0.3,
+                "resetsAt": 1_800_010_080,
+                "unifiedWindows": {
+                    "five_hour": {"utilization": 0.0},
+                    "seven_day": {"utilization": 0.3, "resetsAt": 1_800_010_080},
+                },
+            })
+        );
     }
 
     #[test]
     fn an_unknown_status_word_is_not_passed_on() {
         let mut l = codex("primary", "codex", 300, 80.0, 1);
         l.status = Some("throttled".into());
-        assert_eq!(zed_meter(std::slice::from_ref(&l)).unwrap().status, "allowed");
+        assert_eq!(zed_meter(std::slice::from_ref(&l), NOW).unwrap().status, "allowed");
         l.status = Some("rejected".into());
-        assert_eq!(zed_meter(&[l]).unwrap().status, "rejected");
+        assert_eq!(zed_meter(&[l], NOW).unwrap().status, "rejected");
     }
 
     #[test]
@@ -304,7 +358,7 @@ mod tests {
         let mut all = claude.clone();
         all.push(codex_five.clone());
         // Codex was seen last: its 5-hour window alone, no Claude weekly window beside it.
-        let m = zed_meter(&all).unwrap();
+        let m = zed_meter(&all, NOW).unwrap();
         assert_eq!(m.unified_windows.five_hour.unwrap().utilization, 0.2);
         assert_eq!(m.unified_windows.seven_day, None);
         // Seen at once, both default families: the fuller, whatever the order on the board.
@@ -312,12 +366,12 @@ mod tests {
         same_time.push(codex("primary", "codex", 300, 20.0, 10));
         let mut reversed = same_time.clone();
         reversed.reverse();
-        assert_eq!(zed_meter(&same_time), zed_meter(&reversed));
-        assert_eq!(zed_meter(&same_time).unwrap().utilization, 0.9);
+        assert_eq!(zed_meter(&same_time, NOW), zed_meter(&reversed, NOW));
+        assert_eq!(zed_meter(&same_time, NOW).unwrap().utilization, 0.9);
         // Codex's families seen in one response: `codex` over a model's own limit.
         let other = codex("primary", "codex_bengalfox", 300, 70.0, 30);
         let main = codex("primary", "codex", 300, 10.0, 30);
-        assert_eq!(zed_meter(&[other.clone(), main.clone()]).unwrap().utilization, 0.1);
-        assert_eq!(zed_meter(&[main, other]).unwrap().utilization, 0.1);
+        assert_eq!(zed_meter(&[other.clone(), main.clone()], NOW).unwrap().utilization, 0.1);
+        assert_eq!(zed_meter(&[main, other], NOW).unwrap().utilization, 0.1);
     }
 }

@@ -176,12 +176,18 @@ fn update_fields(
     m.insert("usage".into(), serde_json::to_value(cumulative).expect("usage serialises"));
     // Zed's plan-usage meter reads claude-agent-acp's key: every provider's 5-hour and 7-day
     // windows go there, in its shape.
-    if let Some(meter) = zed_meter(&label.limits) {
+    if let Some(meter) = zed_meter(&label.limits, now_s()) {
         let meter = serde_json::to_value(meter).expect("the meter serialises");
         m.insert(CLAUDE_RATE_LIMIT_KEY.into(), meter);
     }
     fields.insert("_meta".into(), Value::Object(m));
     fields
+}
+
+/// Now, in Unix seconds: Zed's meter shows a window whose reset has passed as empty.
+fn now_s() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.map_or(0, |d| d.as_secs() as i64)
 }
 
 /// Costs are rounded to a billionth of a dollar so float noise never reaches the wire.
@@ -225,7 +231,7 @@ pub fn rewrite_agent_update(line: &[u8], snap: &Snapshot, label: &AgentLabel) ->
     let replaced_rate_limit = agent_meta
         .as_ref()
         .and_then(|m| m.raw(CLAUDE_RATE_LIMIT_KEY))
-        .filter(|_| zed_meter(&label.limits).is_some())
+        .filter(|_| zed_meter(&label.limits, now_s()).is_some())
         .and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok());
     if let Some(theirs) = replaced_rate_limit {
         original.insert(CLAUDE_RATE_LIMIT_KEY.into(), theirs);
@@ -347,10 +353,10 @@ mod tests {
             [
                 ("x-codex-primary-used-percent", "40"),
                 ("x-codex-primary-window-minutes", "300"),
-                ("x-codex-primary-reset-at", "1800000000"),
+                ("x-codex-primary-reset-at", "4000000000"),
                 ("x-codex-secondary-used-percent", "12"),
                 ("x-codex-secondary-window-minutes", "10080"),
-                ("x-codex-secondary-reset-at", "1800500000"),
+                ("x-codex-secondary-reset-at", "4000500000"),
             ],
             1,
         )
@@ -372,9 +378,9 @@ mod tests {
         assert_eq!(
             with["_meta"][CLAUDE_RATE_LIMIT_KEY],
             json!({"status": "allowed", "rateLimitType": "five_hour", "utilization": 0.4,
-                   "resetsAt": 1_800_000_000_i64, "unifiedWindows": {
-                       "five_hour": {"utilization": 0.4, "resetsAt": 1_800_000_000_i64},
-                       "seven_day": {"utilization": 0.12, "resetsAt": 1_800_500_000_i64}}})
+                   "resetsAt": 4_000_000_000_i64, "unifiedWindows": {
+                       "five_hour": {"utilization": 0.4, "resetsAt": 4_000_000_000_i64},
+                       "seven_day": {"utilization": 0.12, "resetsAt": 4_000_500_000_i64}}})
         );
         assert_eq!(with["_meta"][META_KEY]["limits"].as_array().map(Vec::len), Some(2));
     }
