@@ -105,17 +105,13 @@ pub fn turn_off(text: &str, dialect: Dialect) -> Result<(String, bool), EditErro
         }
         // Setup wrote it, and the user added to it since: the setting and the comment go.
         (Value::Object(obj), Some(marker)) => {
-            let Some(i) = obj.properties.iter().position(|p| p.name.as_str() == SETTING) else {
-                return unchanged;
-            };
+            let Some(i) = setting_on(obj) else { return unchanged };
             let mut cuts = doc.cuts(obj, &[i], dialect);
             cuts.push(doc.lead_start(marker.start)..marker.end);
             cuts
         }
         (Value::Object(obj), None) => {
-            let Some(i) = obj.properties.iter().position(|p| p.name.as_str() == SETTING) else {
-                return unchanged;
-            };
+            let Some(i) = setting_on(obj) else { return unchanged };
             let Some(marker) = doc.marker_before(obj.properties[i].range.start) else {
                 return unchanged;
             };
@@ -125,6 +121,14 @@ pub fn turn_off(text: &str, dialect: Dialect) -> Result<(String, bool), EditErro
     };
     let out = splice(body, cuts.into_iter().map(|r| (r, String::new())).collect());
     Ok((format!("{bom}{out}"), true))
+}
+
+/// The index of the setting in `obj` when it is `true` (one the user turned to `false` since is
+/// theirs now).
+fn setting_on(obj: &Object) -> Option<usize> {
+    obj.properties.iter().position(|p| {
+        p.name.as_str() == SETTING && matches!(p.value, Value::BooleanLit(ref b) if b.value)
+    })
 }
 
 /// Whether `obj` holds nothing but `"show_usage_status": true`.
@@ -236,5 +240,9 @@ mod tests {
         let (off, removed) = turn_off(&edited, ZED).unwrap();
         assert!(removed);
         assert_eq!(off, "{\n  \"agent\": { \"default_width\": 640},\n  \"a\": 1\n}\n");
+        // Turned off by hand since: the user's now, left as it is.
+        let flipped = on.replace("true", "false");
+        assert_eq!(turn_off(&flipped, ZED).unwrap(), (flipped.clone(), false));
+        assert_eq!(turn_on(&flipped, ZED).unwrap(), (flipped, Outcome::LeftOff));
     }
 }
