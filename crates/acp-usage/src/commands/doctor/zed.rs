@@ -7,9 +7,13 @@ use super::{Finding, Inputs, Status};
 use crate::agents::zed_registry;
 use crate::commands::setup::edit::meter::{self, State};
 
-/// What the fix is, for every finding that is not `ok`.
-const FIX: &str = "`acp-usage setup zed` turns it on (or add \"agent\": {\"show_usage_status\": \
-                   true} to the file)";
+/// The fix, for `path`.
+fn fix(path: &std::path::Path) -> String {
+    format!(
+        "`acp-usage setup zed` turns it on (or add \"agent\": {{\"show_usage_status\": true}} to {})",
+        path.display()
+    )
+}
 
 /// The meter's finding; none when there is no Zed settings file (Zed not used here).
 pub(super) fn meter(inputs: &Inputs) -> Option<Finding> {
@@ -27,18 +31,24 @@ pub(super) fn meter(inputs: &Inputs) -> Option<Finding> {
             Status::Info,
             format!(
                 "Zed's plan-usage meter is off (agent.show_usage_status is not set; Zed's \
-                 default is off), so Zed shows no 5-hour or 7-day limit: {FIX}"
+                 default is off), so Zed shows no 5-hour or 7-day limit: {}",
+                fix(&path)
             ),
         ),
         Ok(State::Off) => (
             Status::Info,
-            "Zed's plan-usage meter is off: the settings set agent.show_usage_status to false; \
-             set it to true to see the 5-hour and 7-day limits acp-usage sends"
-                .to_owned(),
+            format!(
+                "Zed's plan-usage meter is off: {} sets agent.show_usage_status to false; set it \
+                 to true to see the 5-hour and 7-day limits acp-usage sends",
+                path.display()
+            ),
         ),
         Ok(State::Unusual) => (
             Status::Info,
-            format!("Zed's plan-usage meter: agent.show_usage_status is not true or false: {FIX}"),
+            format!(
+                "Zed's plan-usage meter: agent.show_usage_status is not true or false: {}",
+                fix(&path)
+            ),
         ),
         Err(e) => (
             Status::Info,
