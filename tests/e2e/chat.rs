@@ -16,7 +16,7 @@ use acp_usage_tests::client::AcpClient;
 use serde_json::{Value, json};
 
 use crate::flows;
-use crate::limits::{FILLS, codex_headers, lab, reset_in, script_with};
+use crate::limits::{FILLS, Windows, lab, script_with};
 use crate::support;
 
 /// The day budget (USD) and the line of it noticed: the first turn's cost crosses it.
@@ -58,8 +58,8 @@ fn turn(client: &AcpClient, id: &str) -> Shown {
 /// of the budget; what each turn showed.
 fn three_turns(notices: bool, extra: &str) -> Vec<Shown> {
     let agent = Agent::CodexTs;
-    let reset = reset_in(5 * 3600 - 600);
-    let lab = lab(agent, script_with(agent, |k| codex_headers(k, reset)));
+    let windows = Windows::new();
+    let lab = lab(agent, script_with(agent, |k| windows.codex_headers(k)));
     let cfg = lab.scratch.path("config.toml");
     std::fs::write(&cfg, format!("{BUDGET}{extra}")).expect("config");
     let client = lab.relayed_with(&["--config", &cfg.display().to_string()]).expect("relay");

@@ -1,12 +1,17 @@
 //! Subscription limits with real agents: the mock answers each main call with the provider's
 //! rate-limit headers (names and value formats from the agents' shipped code: Anthropic's
-//! `anthropic-ratelimit-unified-5h-*` as a fraction and Unix seconds, Codex's
-//! `x-codex-primary-*`/`-secondary-*` as a percent, minutes and Unix seconds), the window
-//! filling 50%, 80%, then 95% over three turns.
+//! `anthropic-ratelimit-unified-5h-*`/`7d-*` as a fraction and Unix seconds, Codex's
+//! `x-codex-primary-*`/`-secondary-*` as a percent, minutes and Unix seconds; over Codex's
+//! WebSocket the same windows as a `codex.rate_limits` event), the 5-hour window filling 50%,
+//! 80%, then 95% and the weekly one 20%, 30%, then 40% over three turns.
 //!
 //! Guarantees checked, without any flag (the tap is on by default):
 //! - every turn's `usage_update` carries `_meta.acpUsage.limits` with the window's
 //!   `usedPercent` (50, 80, 95), its length and its reset time;
+//! - every `usage_update` from the first response on carries `_meta["_claude/rateLimit"]`, which
+//!   Zed's parser (`acp_usage_tests::zed_meter`) reads as the 5-hour and 7-day windows the mock
+//!   stated last (Codex's 300- and 10,080-minute windows too): a turn's updates show its own
+//!   call's windows or, before its call, the previous one's; its last update its own;
 //! - one `notice` when it crosses 75% and one at 90%, each saying when it resets;
 //! - `acp-usage status --format '{limit}'` prints the window, and `report limits --json`
 //!   has every observation.
@@ -14,10 +19,11 @@
 use std::path::Path;
 use std::process::Command;
 
-use acp_usage_tests::agents::Agent;
+use acp_usage_tests::agents::{self, Agent};
 use acp_usage_tests::lab::{Lab, run_turn};
-use acp_usage_tests::mock_llm::{Script, Step};
+use acp_usage_tests::mock_llm::{CallKind, Script, Step};
 use acp_usage_tests::relay::relay_binary;
+use acp_usage_tests::zed_meter;
 use serde_json::{Value, json};
 
 use crate::flows;
@@ -25,6 +31,54 @@ use crate::support;
 
 /// The window's fill after each turn, as the provider's headers state it.
 pub(crate) const FILLS: [f64; 3] = [0.50, 0.80, 0.95];
+/// The weekly window's fill after each turn.
+const WEEK_FILLS: [f64; 3] = [0.20, 0.30, 0.40];
+/// How far the weekly reset moves from one call to the next, in seconds (providers round it;
+/// within two minutes it is the same window).
+const WEEK_RESET_STEP: i64 = 30;
+
+/// What the mock stated in step `k`, as Zed's meter should show it: the 5-hour window's fraction
+/// and reset, the weekly one's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Shown {
+    five: (f32, i64),
+    week: (f32, i64),
+}
+
+/// The windows of the three steps.
+pub(crate) struct Windows {
+    five_reset: i64,
+    week_reset: i64,
+}
+
+impl Windows {
+    pub(crate) fn new() -> Windows {
+        Windows { five_reset: reset_in(5 * 3600 - 600), week_reset: reset_in(5 * 86_400) }
+    }
+
+    fn week_reset(&self, k: usize) -> i64 {
+        self.week_reset + WEEK_RESET_STEP * k as i64
+    }
+
+    fn shown(&self, k: usize) -> Shown {
+        Shown {
+            five: (FILLS[k] as f32, self.five_reset),
+            week: (WEEK_FILLS[k] as f32, self.week_reset(k)),
+        }
+    }
+
+    /// Codex's headers for step `k` (percent, minutes, Unix seconds).
+    pub(crate) fn codex_headers(&self, k: usize) -> Vec<(&'static str, String)> {
+        vec![
+            ("x-codex-primary-used-percent", (FILLS[k] * 100.0).to_string()),
+            ("x-codex-primary-window-minutes", "300".to_owned()),
+            ("x-codex-primary-reset-at", self.five_reset.to_string()),
+            ("x-codex-secondary-used-percent", (WEEK_FILLS[k] * 100.0).to_string()),
+            ("x-codex-secondary-window-minutes", "10080".to_owned()),
+            ("x-codex-secondary-reset-at", self.week_reset(k).to_string()),
+        ]
+    }
+}
 
 /// The script's text-only steps (one model call per turn), each answered with `headers(k)`.
 pub(crate) fn script_with(
@@ -59,8 +113,10 @@ pub(crate) fn lab(agent: Agent, script: Script) -> Lab {
 }
 
 /// Three turns through acp-usage (no flag) with a client that shows notices; checks the
-/// limits of `window` in each turn's updates, the notices, `status` and `report limits`.
-fn three_turns(lab: &Lab, provider: &str, window: &str, minutes: u64, reset: i64) {
+/// limits of `window` in each turn's updates, Zed's meter, the notices, `status` and `report
+/// limits`. Returns how many of the agent's own `_claude/rateLimit` values were replaced.
+fn three_turns(lab: &Lab, provider: &str, window: &str, minutes: u64, windows: &Windows) -> usize {
+    let reset = windows.five_reset;
     let ledger = lab.scratch.path("ledger.db");
     let client = lab.relayed().expect("relay");
     let caps =
@@ -70,8 +126,10 @@ fn three_turns(lab: &Lab, provider: &str, window: &str, minutes: u64, reset: i64
         .expect("initialize");
     let id = flows::session_id(&client.new_session(&lab.scratch.work()).expect("new")).unwrap();
     let mut notices: Vec<Value> = Vec::new();
+    let mut meter = MeterCheck::default();
     for (k, fill) in FILLS.iter().enumerate() {
         let turn = run_turn(&client, &lab.mock, &id, flows::PLAIN_PROMPT).expect("turn");
+        meter.turn(k, &turn.usage_updates(), windows);
         let last = turn.usage_updates().last().cloned().cloned().unwrap_or_else(|| {
             panic!("turn {k}: no usage_update; stderr: {}", client.stderr_tail(30))
         });
@@ -103,6 +161,10 @@ fn three_turns(lab: &Lab, provider: &str, window: &str, minutes: u64, reset: i64
         assert_eq!(n["_meta"]["acpUsage"]["limit"]["window"], window, "{n}");
     }
     drop(client);
+    eprintln!(
+        "{provider}: {} updates read by Zed's parser, {} of them the agent's own rate limit replaced",
+        meter.read, meter.replaced
+    );
 
     // What the ledger kept, as `status` and `report limits` read it.
     let status = run(&ledger, &["status", "--format", "{limit}"]);
@@ -115,6 +177,7 @@ fn three_turns(lab: &Lab, provider: &str, window: &str, minutes: u64, reset: i64
         .unwrap_or_else(|| panic!("no {window} row: {report:#}"));
     assert_eq!(row["peakUsedPercent"].as_f64(), Some(95.0), "{row}");
     assert!(row["observations"].as_u64().unwrap_or(0) >= 3, "{row}");
+    meter.replaced
 }
 
 /// Runs `acp-usage ARGS --ledger LEDGER`; its stdout.
@@ -129,45 +192,129 @@ fn run(ledger: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("UTF-8")
 }
 
-#[test]
-fn claude_five_hour_window_from_anthropic_headers() {
+/// Zed's meter, read off a session's updates turn by turn.
+#[derive(Default)]
+struct MeterCheck {
+    /// Zed's meter as it stands after the updates so far.
+    zed: zed_meter::Meter,
+    /// Updates that carried a value Zed read.
+    read: usize,
+    /// Updates that rewrote an agent's own `_claude/rateLimit` (kept in `_meta.acpUsage.agent`).
+    replaced: usize,
+}
+
+impl MeterCheck {
+    /// Checks the `usage_update`s of turn `k`: each one from the first response on reads as
+    /// step `k`'s windows or (before the turn's call answered) step `k - 1`'s; the last as `k`'s.
+    fn turn(&mut self, k: usize, updates: &[&Value], windows: &Windows) {
+        assert!(!updates.is_empty(), "turn {k}: no usage_update");
+        for (n, u) in updates.iter().enumerate() {
+            let value = &u["_meta"][zed_meter::KEY];
+            let Some(read) = zed_meter::parse(value) else {
+                // Only the first turn's updates before its response may have none.
+                assert!(
+                    k == 0 && self.read == 0,
+                    "turn {k} update {n}: Zed reads no meter in {u:#}"
+                );
+                continue;
+            };
+            assert!(self.zed.apply(&u["_meta"]), "turn {k} update {n}: {value}");
+            self.read += 1;
+            if u["_meta"]["acpUsage"]["agent"].get(zed_meter::KEY).is_some() {
+                self.replaced += 1;
+            }
+            let shown =
+                shown(&read).unwrap_or_else(|| panic!("turn {k}: not both windows: {value}"));
+            let ok = shown == windows.shown(k) || (k > 0 && shown == windows.shown(k - 1));
+            assert!(ok, "turn {k} update {n}: {shown:?}, want {:?}: {value}", windows.shown(k));
+            for w in [&read.five_hour, &read.seven_day].into_iter().flatten() {
+                assert_eq!(w.status, zed_meter::Status::Allowed, "turn {k}: {value}");
+            }
+        }
+        assert_eq!(
+            shown(&self.zed),
+            Some(windows.shown(k)),
+            "turn {k}: the meter after its last update"
+        );
+    }
+}
+
+/// Both windows of a meter, when it has both with their resets.
+fn shown(m: &zed_meter::Meter) -> Option<Shown> {
+    let window = |w: &Option<zed_meter::Window>| {
+        let w = w.as_ref()?;
+        Some((w.utilization?, w.resets_at?))
+    };
+    Some(Shown { five: window(&m.five_hour)?, week: window(&m.seven_day)? })
+}
+
+/// Claude Code on the Anthropic mock, its 5-hour and weekly windows in the unified headers.
+fn claude_lab(windows: &Windows) -> Lab {
     let agent = Agent::Claude;
-    let _lock = support::agent_lock(agent);
-    let reset = reset_in(5 * 3600 - 600);
     let script = script_with(agent, |k| {
         vec![
             ("anthropic-ratelimit-unified-status", "allowed".to_owned()),
             ("anthropic-ratelimit-unified-5h-utilization", FILLS[k].to_string()),
-            ("anthropic-ratelimit-unified-5h-reset", reset.to_string()),
+            ("anthropic-ratelimit-unified-5h-reset", windows.five_reset.to_string()),
             ("anthropic-ratelimit-unified-5h-status", "allowed".to_owned()),
-            ("anthropic-ratelimit-unified-7d-utilization", "0.2".to_owned()),
-            ("anthropic-ratelimit-unified-7d-reset", reset_in(5 * 86_400).to_string()),
+            ("anthropic-ratelimit-unified-7d-utilization", WEEK_FILLS[k].to_string()),
+            ("anthropic-ratelimit-unified-7d-reset", windows.week_reset(k).to_string()),
             ("anthropic-ratelimit-unified-representative-claim", "five_hour".to_owned()),
         ]
     });
-    let lab = lab(agent, script);
-    three_turns(&lab, "anthropic", "five_hour", 300, reset);
+    lab(agent, script)
 }
 
+#[test]
+fn claude_five_hour_window_from_anthropic_headers() {
+    let _lock = support::agent_lock(Agent::Claude);
+    let windows = Windows::new();
+    three_turns(&claude_lab(&windows), "anthropic", "five_hour", 300, &windows);
+}
+
+/// Signed in (an OAuth token, as a subscriber runs it), Claude Code reads the windows itself
+/// and claude-agent-acp forwards them in `usage_update`s of its own, which acp-usage rewrites:
+/// the meter Zed reads is still the latest the mock stated.
+#[test]
+fn claude_subscription_windows_through_the_agents_own_updates() {
+    let _lock = support::agent_lock(Agent::Claude);
+    let windows = Windows::new();
+    let mut lab = claude_lab(&windows);
+    lab.spec.env.retain(|(name, _)| {
+        !matches!(name.as_str(), "ANTHROPIC_API_KEY" | "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC")
+    });
+    lab.spec.set_env("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-mock-login-token-5d1c");
+    let replaced = three_turns(&lab, "anthropic", "five_hour", 300, &windows);
+    assert!(replaced > 0, "claude-agent-acp sent no _claude/rateLimit of its own to replace");
+}
+
+/// codex-acp with a custom provider: its calls go over HTTP, the windows in `x-codex-*` headers.
 #[test]
 fn codex_primary_window_from_codex_headers() {
     let agent = Agent::CodexTs;
     let _lock = support::agent_lock(agent);
-    let reset = reset_in(5 * 3600 - 600);
-    let script = script_with(agent, |k| codex_headers(k, reset));
+    let windows = Windows::new();
+    let script = script_with(agent, |k| windows.codex_headers(k));
     let lab = lab(agent, script);
-    three_turns(&lab, "openai", "primary", 300, reset);
+    three_turns(&lab, "openai", "primary", 300, &windows);
 }
 
-/// Codex's rate-limit headers for step `k`: the primary (5-hour) window at `FILLS[k]`, resetting
-/// at `reset`, the secondary (weekly) at 12%.
-pub(crate) fn codex_headers(k: usize, reset: i64) -> Vec<(&'static str, String)> {
-    vec![
-        ("x-codex-primary-used-percent", (FILLS[k] * 100.0).to_string()),
-        ("x-codex-primary-window-minutes", "300".to_owned()),
-        ("x-codex-primary-reset-at", reset.to_string()),
-        ("x-codex-secondary-used-percent", "12".to_owned()),
-        ("x-codex-secondary-window-minutes", "10080".to_owned()),
-        ("x-codex-secondary-reset-at", reset_in(6 * 86_400).to_string()),
-    ]
+/// codex-acp with Codex's built-in provider: its calls go over the Responses WebSocket, the
+/// windows in the server's `codex.rate_limits` events.
+#[test]
+fn codex_windows_over_the_websocket() {
+    let agent = Agent::CodexTs;
+    let _lock = support::agent_lock(agent);
+    let windows = Windows::new();
+    let script = script_with(agent, |k| windows.codex_headers(k));
+    let mut lab = lab(agent, script);
+    lab.mock.enable_websocket();
+    let url = lab.mock.url();
+    agents::use_codex_builtin_openai(&lab.scratch, &mut lab.spec, &url).expect("an API-key login");
+    three_turns(&lab, "openai", "primary", 300, &windows);
+    let calls = lab.mock.calls();
+    assert!(
+        calls.iter().filter(|c| c.kind == CallKind::Main).all(|c| c.websocket),
+        "model calls over HTTP, not the WebSocket: {calls:#?}"
+    );
 }

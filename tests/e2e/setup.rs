@@ -5,7 +5,9 @@
 //! Guarantees checked: an entry per agent on PATH, each running the agent after `--` through
 //! acp-usage (`acp-usage` when it is on PATH, else npx pinned to this version); every other
 //! byte of the file kept; a second run writes nothing (bytes and modification time unchanged);
-//! `--remove` gives the fixture back byte for byte; `--dry-run` writes nothing; a file that does
+//! `--remove` gives the fixture back byte for byte; Zed's plan-usage meter
+//! (`agent.show_usage_status: true`) is turned on with the entries and off with them, never
+//! when `--no-meter`, and a `true` the user wrote stays on `--remove`; `--dry-run` writes nothing; a file that does
 //! not parse is left alone with an error naming its line and column; a missing file is created,
 //! and `--remove` deletes it again. Agents added in Zed from the ACP registry, with no program
 //! on PATH, get entries from Zed's settings and its copy of the registry index: npx ones run
@@ -78,12 +80,14 @@ fn zed_entries_on_a_commented_settings_file_come_and_go_byte_for_byte() {
     // --dry-run shows the change and writes nothing.
     let shown = ok(&setup(&scratch, &bin, &["zed", "--settings", settings, "--dry-run"]));
     assert!(shown.contains("+    \"Codex (metered)\": {\n"), "{shown}");
+    assert!(shown.contains(&format!("+  {METER}\n")), "{shown}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), original);
 
     let report = ok(&setup(&scratch, &bin, &["zed", "--settings", settings, "--yes"]));
     for key in ["Claude Agent (metered)", "Codex (metered)", "OpenCode (metered)"] {
         assert!(report.contains(&format!("added      {key}")), "{report}");
     }
+    assert!(report.contains("added      agent.show_usage_status: true"), "{report}");
     let written = std::fs::read_to_string(&file).unwrap();
     let entry = |key: &str, agent: &str| {
         format!(
@@ -97,9 +101,15 @@ fn zed_entries_on_a_commented_settings_file_come_and_go_byte_for_byte() {
         entry("OpenCode (metered)", "\"opencode\", \"acp\""),
     ]
     .concat();
-    // The entries, first in the existing `agent_servers`; not one other byte changed.
+    // The entries, first in the existing `agent_servers`, and Zed's meter turned on, first in
+    // the file's object below setup's comment; not one other byte changed.
     let at = original.find("\"agent_servers\": {").unwrap() + "\"agent_servers\": {".len();
-    assert_eq!(written, format!("{}{entries}{}", &original[..at], &original[at..]));
+    let top = original.find("\n{\n").unwrap() + 2;
+    let meter = format!("\n  {METER}\n  \"agent\": {{\"show_usage_status\": true}},");
+    assert_eq!(
+        written,
+        format!("{}{meter}{}{entries}{}", &original[..top], &original[top..at], &original[at..])
+    );
 
     // A second run finds nothing to do and does not touch the file.
     let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
@@ -110,9 +120,31 @@ fn zed_entries_on_a_commented_settings_file_come_and_go_byte_for_byte() {
     assert_eq!(std::fs::metadata(&file).unwrap().modified().unwrap(), modified);
 
     let removed = ok(&setup(&scratch, &bin, &["zed", "--settings", settings, "--remove", "--yes"]));
-    assert_eq!(removed.matches("removed    ").count(), 3, "{removed}");
+    assert_eq!(removed.matches("removed    ").count(), 4, "{removed}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), original);
+
+    // --no-meter: the entries alone, and --remove --no-meter leaves a meter setting alone.
+    ok(&setup(&scratch, &bin, &["zed", "--settings", settings, "--yes", "--no-meter"]));
+    let entries_only = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(entries_only, format!("{}{entries}{}", &original[..at], &original[at..]));
+    let mine = original.replace(
+        "\"vim_mode\": false,",
+        "\"vim_mode\": false,\n  \"agent\": {\"show_usage_status\": true},",
+    );
+    std::fs::write(&file, &mine).unwrap();
+    ok(&setup(&scratch, &bin, &["zed", "--settings", settings, "--yes"]));
+    let on = ok(&setup(&scratch, &bin, &["zed", "--settings", settings, "--yes"]));
+    assert!(
+        on.contains("unchanged  agent.show_usage_status: Zed's plan-usage meter is on"),
+        "{on}"
+    );
+    // The user's own `true` is not setup's to take out.
+    ok(&setup(&scratch, &bin, &["zed", "--settings", settings, "--remove", "--yes"]));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), mine);
 }
+
+/// The comment line setup writes above Zed's meter setting.
+const METER: &str = "// Zed's plan-usage meter, turned on by `acp-usage setup zed`";
 
 #[test]
 fn jetbrains_acp_json_in_home_gets_strict_json_with_absolute_paths() {
@@ -160,10 +192,11 @@ fn a_missing_file_is_created_and_a_broken_one_left_alone() {
     let file = scratch.home().join(".config/zed/settings.json");
     ok(&setup(&scratch, &bin, &["zed", "--yes"]));
     let created = std::fs::read_to_string(&file).unwrap();
-    assert!(
-        created.starts_with("{\n  \"agent_servers\": {\n    \"Claude Agent (metered)\""),
-        "{created}"
+    let start = format!(
+        "{{\n  {METER}\n  \"agent\": {{\"show_usage_status\": true}},\n  \"agent_servers\": {{\n    \
+         \"Claude Agent (metered)\""
     );
+    assert!(created.starts_with(&start), "{created}");
     ok(&setup(&scratch, &bin, &["zed", "--remove", "--yes"]));
     assert!(!file.exists(), "the file setup created goes with its entries");
 
@@ -240,7 +273,8 @@ fn zed_registry_agents_come_from_zeds_settings_and_index() {
             .output()
             .unwrap()
     };
-    let report = ok(&run(&["zed", "--yes"]));
+    // The entries alone (the meter is the first test's).
+    let report = ok(&run(&["zed", "--yes", "--no-meter"]));
     assert!(
         report.contains(
             "added      Claude Agent (metered): claude-acp added in Zed from the ACP registry (npx)"
@@ -269,7 +303,7 @@ fn zed_registry_agents_come_from_zeds_settings_and_index() {
     let at = original.find("\"agent_servers\": {").unwrap() + "\"agent_servers\": {".len();
     assert_eq!(written, format!("{}{entries}{}", &original[..at], &original[at..]));
 
-    let again = ok(&run(&["zed", "--yes"]));
+    let again = ok(&run(&["zed", "--yes", "--no-meter"]));
     assert!(again.contains("nothing to change"), "{again}");
     assert_eq!(std::fs::read_to_string(&settings).unwrap(), written);
 

@@ -13,6 +13,7 @@
 //!   of it, for the OTLP export's tests.
 //! - [`raw_http`], [`tls_front`]: byte-exact HTTP/1.1 clients and upstreams, and a TLS front with
 //!   a test CA, for the LLM-API tap's tests.
+//! - [`zed_meter`]: Zed's reading of `_meta["_claude/rateLimit"]` (its plan-usage meter).
 
 pub mod agents;
 pub mod client;
@@ -26,3 +27,4 @@ pub mod relay;
 pub mod scratch;
 pub mod sdk_client;
 pub mod tls_front;
+pub mod zed_meter;

@@ -16,6 +16,8 @@ use serde_json::Value;
 
 use crate::budget::{Crossings, Lines};
 
+pub mod meter;
+
 /// Where an observation came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LimitSource {

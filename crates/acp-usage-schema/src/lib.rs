@@ -127,7 +127,8 @@ pub struct UsageUpdateMeta {
     /// What acp-usage emitted this update after (`session/new`, `turn`, `model_change`, ...), or
     /// `agent` when it rewrote the agent's own update.
     pub trigger: String,
-    /// The agent's original `used`/`size`/`cost` when this update rewrites the agent's own.
+    /// The agent's original `used`/`size`/`cost` when this update rewrites the agent's own, and
+    /// its `_claude/rateLimit` (under that key) when acp-usage's replaced it in `_meta`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<serde_json::Value>,
     /// Every subscription usage window seen so far (Claude's 5-hour and 7-day limits, Codex's

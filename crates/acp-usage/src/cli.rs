@@ -223,6 +223,10 @@ pub struct SetupArgs {
     /// Apply the change without asking, even on a terminal.
     #[arg(long, short = 'y')]
     pub yes: bool,
+    /// Leave Zed's plan-usage meter setting (`agent.show_usage_status`) as it is: setup turns it
+    /// on (and `--remove` off again) otherwise.
+    #[arg(long)]
+    pub no_meter: bool,
 }
 
 /// `setup` editors.
@@ -245,6 +249,7 @@ impl From<SetupArgs> for commands::setup::Options {
             dry_run: a.dry_run,
             remove: a.remove,
             yes: a.yes,
+            meter: !a.no_meter,
         }
     }
 }

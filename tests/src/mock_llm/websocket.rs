@@ -8,7 +8,9 @@
 //! 101), so frames go out plain. A `generate: false` request (Codex's warm-up) gets
 //! `response.created` and `response.completed` with input-only usage, recorded as a billed
 //! [`super::CallKind::Warmup`] call. `previous_response_id` must name the connection's last
-//! response, as OpenAI's connection-local cache requires.
+//! response, as OpenAI's connection-local cache requires. A step's Codex rate-limit headers
+//! (`x-codex-primary-*`, `-secondary-*`) go out as the `codex.rate_limits` event the server sends
+//! over the WebSocket instead, before the step's answer.
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -114,9 +116,12 @@ fn respond(
         headers: upgrade.headers.clone(),
         body: text.to_vec(),
     };
-    let (reply, response_id, _) = answer(request, shared, true);
+    let (reply, response_id, step_headers) = answer(request, shared, true);
     match reply.response {
         Response::Sse(events) => {
+            if let Some(event) = rate_limits_event(&step_headers) {
+                write_frame(stream, 1, event.to_string().as_bytes())?;
+            }
             for (_, data) in events {
                 write_frame(stream, 1, data.to_string().as_bytes())?;
             }
@@ -128,6 +133,29 @@ fn respond(
         }
     }
     Ok(())
+}
+
+/// The `codex.rate_limits` event that states what a step's `x-codex-*` headers would (the
+/// server's shape: windows with `used_percent`, `window_minutes`, `reset_at`).
+fn rate_limits_event(headers: &[(String, String)]) -> Option<Value> {
+    let get = |name: &str| headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let number = |name: &str| get(name).and_then(|v| v.parse::<f64>().ok());
+    let window = |which: &str| {
+        let used = number(&format!("x-codex-{which}-used-percent"))?;
+        Some(json!({
+            "used_percent": used,
+            "window_minutes": number(&format!("x-codex-{which}-window-minutes")).map(|m| m as u64),
+            "reset_at": number(&format!("x-codex-{which}-reset-at")).map(|s| s as i64),
+        }))
+    };
+    let primary = window("primary")?;
+    Some(json!({
+        "type": "codex.rate_limits",
+        "plan_type": "plus",
+        "rate_limits": {"allowed": true, "limit_reached": false, "primary": primary,
+                        "secondary": window("secondary")},
+        "code_review_rate_limits": null,
+    }))
 }
 
 /// One frame, unmasked.

@@ -8,6 +8,7 @@
 use acp_usage_core::Source;
 use acp_usage_core::account::{Snapshot, TurnUsage};
 use acp_usage_core::limits::Limit;
+use acp_usage_core::limits::meter::{CLAUDE_RATE_LIMIT_KEY, zed_meter};
 use acp_usage_schema::{
     CostFigure, Figure, LimitWindow, META_KEY, META_VERSION, SourceName, TurnUsageMeta,
     UsageBreakdown, UsageUpdateMeta, UsedSplit,
@@ -176,8 +177,20 @@ fn update_fields(
     let mut m = Map::new();
     m.insert(META_KEY.into(), serde_json::to_value(meta).expect("meta serialises"));
     m.insert("usage".into(), serde_json::to_value(cumulative).expect("usage serialises"));
+    // Zed's plan-usage meter reads claude-agent-acp's key: every provider's 5-hour and 7-day
+    // windows go there, in its shape.
+    if let Some(meter) = zed_meter(&label.limits, now_s()) {
+        let meter = serde_json::to_value(meter).expect("the meter serialises");
+        m.insert(CLAUDE_RATE_LIMIT_KEY.into(), meter);
+    }
     fields.insert("_meta".into(), Value::Object(m));
     fields
+}
+
+/// Now, in Unix seconds: Zed's meter shows a window whose reset has passed as empty.
+fn now_s() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.map_or(0, |d| d.as_secs() as i64)
 }
 
 /// Costs are rounded to a billionth of a dollar so float noise never reaches the wire.
@@ -203,27 +216,35 @@ pub fn usage_update(
 
 /// Rewrites the agent's own `usage_update` line in place: `used`, `size` and `cost` become the
 /// normalised figures, the agent's originals go to `_meta`, every other byte of the line stays.
+/// An agent's `_meta["_claude/rateLimit"]` is replaced by acp-usage's when acp-usage knows a
+/// 5-hour or 7-day window (the agent's goes to `_meta.acpUsage.agent`), else left as it is.
 pub fn rewrite_agent_update(line: &[u8], snap: &Snapshot, label: &AgentLabel) -> Option<Vec<u8>> {
     let env = Envelope::parse(line)?;
     let params = ObjectEdit::parse(env.params?.get())?;
     let update_raw = params.raw("update")?;
     let mut update = ObjectEdit::parse(update_raw.get())?;
-    let original: Map<String, Value> = ["used", "size", "cost"]
+    let agent_meta = update.raw("_meta").and_then(|m| ObjectEdit::parse(m.get()));
+    let mut original: Map<String, Value> = ["used", "size", "cost"]
         .iter()
         .filter_map(|k| {
             let v = serde_json::from_str(update.raw(k)?.get()).ok()?;
             Some((k.to_string(), v))
         })
         .collect();
+    let replaced_rate_limit = agent_meta
+        .as_ref()
+        .and_then(|m| m.raw(CLAUDE_RATE_LIMIT_KEY))
+        .filter(|_| zed_meter(&label.limits, now_s()).is_some())
+        .and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok());
+    if let Some(theirs) = replaced_rate_limit {
+        original.insert(CLAUDE_RATE_LIMIT_KEY.into(), theirs);
+    }
     let ours = update_fields(snap, label, Trigger::Agent, Some(Value::Object(original)));
+    let mut meta = agent_meta.unwrap_or_else(ObjectEdit::empty);
     for (k, v) in ours {
         match (k.as_str(), v) {
             ("_meta", Value::Object(ours)) => {
                 // The agent's `_meta` keys stay; acp-usage's own keys are added (or replaced).
-                let mut meta = update
-                    .raw("_meta")
-                    .and_then(|m| ObjectEdit::parse(m.get()))
-                    .unwrap_or_else(ObjectEdit::empty);
                 for (mk, mv) in &ours {
                     meta.set(mk, mv);
                 }
@@ -304,6 +325,107 @@ pub fn rewrite_prompt_result(line: &[u8], turn: &TurnUsage, keep: bool) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use acp_usage_core::limits::from_headers;
+
+    fn snap() -> Snapshot {
+        Snapshot {
+            used: 1200,
+            used_source: Source::Tap,
+            used_exact: true,
+            used_split: None,
+            size: 200_000,
+            size_source: Source::Catalog,
+            cost: Some(0.5),
+            cost_source: Source::Catalog,
+            unpriced_calls: 0,
+            cost_partial: false,
+            cost_floor: None,
+            model: None,
+            totals: Default::default(),
+            totals_exact: true,
+        }
+    }
+
+    fn label(limits: Vec<Limit>) -> AgentLabel {
+        AgentLabel { profile: "claude", unrecorded: &[], limits }
+    }
+
+    /// Codex's windows as the tap reads them: 5 hours 40% full, a week 12%.
+    fn codex_windows() -> Vec<Limit> {
+        from_headers(
+            [
+                ("x-codex-primary-used-percent", "40"),
+                ("x-codex-primary-window-minutes", "300"),
+                ("x-codex-primary-reset-at", "4000000000"),
+                ("x-codex-secondary-used-percent", "12"),
+                ("x-codex-secondary-window-minutes", "10080"),
+                ("x-codex-secondary-reset-at", "4000500000"),
+            ],
+            1,
+        )
+    }
+
+    fn update_of(line: &[u8]) -> Value {
+        serde_json::from_slice::<Value>(line).unwrap()["params"]["update"].clone()
+    }
+
+    #[test]
+    fn injected_updates_carry_zeds_meter_once_a_window_is_known() {
+        let none = update_of(&usage_update("s", &snap(), &label(Vec::new()), Trigger::Turn));
+        assert!(none["_meta"].get(CLAUDE_RATE_LIMIT_KEY).is_none(), "{none}");
+        // A window of unknown length is not on the meter.
+        let open_ended = from_headers([("x-codex-primary-used-percent", "5")], 1);
+        let other = update_of(&usage_update("s", &snap(), &label(open_ended), Trigger::Turn));
+        assert!(other["_meta"].get(CLAUDE_RATE_LIMIT_KEY).is_none(), "{other}");
+        let with = update_of(&usage_update("s", &snap(), &label(codex_windows()), Trigger::Turn));
+        assert_eq!(
+            with["_meta"][CLAUDE_RATE_LIMIT_KEY],
+            json!({"status": "allowed", "rateLimitType": "five_hour", "utilization": 0.4,
+                   "resetsAt": 4_000_000_000_i64, "unifiedWindows": {
+                       "five_hour": {"utilization": 0.4, "resetsAt": 4_000_000_000_i64},
+                       "seven_day": {"utilization": 0.12, "resetsAt": 4_000_500_000_i64}}})
+        );
+        assert_eq!(with["_meta"][META_KEY]["limits"].as_array().map(Vec::len), Some(2));
+    }
+
+    #[test]
+    fn the_agents_rate_limit_is_replaced_and_kept_or_left_alone() {
+        let line = br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"usage_update","used":7,"size":9,"_meta":{"_claude/rateLimit":{"status":"allowed","rateLimitType":"five_hour","utilization":0.1},"other":{"x":1e400}}}}}"#;
+        let out = rewrite_agent_update(line, &snap(), &label(codex_windows())).unwrap();
+        let text = String::from_utf8(out.clone()).unwrap();
+        // The agent's other keys keep their text; its rate limit is ours now, kept in ours.
+        assert!(text.contains(r#""other":{"x":1e400}"#), "{text}");
+        let u: Value = serde_json::from_str(&text.replace("1e400", "1")).unwrap();
+        let u = &u["params"]["update"];
+        assert_eq!(u["_meta"][CLAUDE_RATE_LIMIT_KEY]["utilization"], 0.4, "{u}");
+        assert_eq!(
+            u["_meta"][CLAUDE_RATE_LIMIT_KEY]["unifiedWindows"]["seven_day"]["utilization"],
+            0.12
+        );
+        assert_eq!(
+            u["_meta"][META_KEY]["agent"],
+            json!({"used": 7, "size": 9, CLAUDE_RATE_LIMIT_KEY:
+                {"status": "allowed", "rateLimitType": "five_hour", "utilization": 0.1}})
+        );
+        assert_eq!(text.matches(CLAUDE_RATE_LIMIT_KEY).count(), 2, "{text}");
+
+        // No window of five hours or a week known: the agent's value stays as it came.
+        let hourly = from_headers(
+            [("x-codex-primary-used-percent", "5"), ("x-codex-primary-window-minutes", "60")],
+            1,
+        );
+        let out = rewrite_agent_update(line, &snap(), &label(hourly)).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains(r#""_claude/rateLimit":{"status":"allowed","rateLimitType":"five_hour","utilization":0.1}"#),
+            "{text}"
+        );
+        let u: Value = serde_json::from_str(&text.replace("1e400", "1")).unwrap();
+        assert_eq!(
+            u["params"]["update"]["_meta"][META_KEY]["agent"],
+            json!({"used": 7, "size": 9})
+        );
+    }
 
     /// The error responses acp-usage writes: the id as it came, the error object in
     /// jsonrpsee-types' shape (`data` only when there is some).

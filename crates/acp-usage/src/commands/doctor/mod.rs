@@ -3,8 +3,9 @@
 //!
 //! For every agent found (`agents::installed`): the program and the profile it gets, where its
 //! transcripts are, whether the tap can point it and what defeats it; then what kept an agent
-//! added in Zed from the ACP registry from being found (`registry`). Then acp-usage's own
-//! parts: the config file, the ledger, the OTLP collector, the catalog's age. One finding per
+//! added in Zed from the ACP registry from being found (`registry`); whether Zed's plan-usage
+//! meter is on (`zed`). Then acp-usage's own parts: the config file, the ledger, the OTLP
+//! collector, the catalog's age. One finding per
 //! line, each with a status: `ok`, `info` (neutral: not configured, not applicable), `warn`
 //! (works, with less than it could), `FAIL` (will not work as the user expects). Exit 1 when
 //! any finding is `FAIL`, else 0.
@@ -19,6 +20,7 @@ mod own;
 mod render;
 #[cfg(test)]
 mod tests;
+mod zed;
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -75,7 +77,7 @@ impl Status {
 pub struct Finding {
     /// The agent's profile name; `None` for acp-usage's own parts.
     pub agent: Option<&'static str>,
-    /// What was checked: `found`, `transcripts`, `tap`, `registry`, `agents`, `config`,
+    /// What was checked: `found`, `transcripts`, `tap`, `registry`, `agents`, `zed`, `config`,
     /// `ledger`, `otlp`, `catalog`.
     pub check: &'static str,
     pub status: Status,
@@ -180,6 +182,7 @@ pub fn gather(inputs: &Inputs) -> Report {
     if agents.is_empty() {
         findings.push(agent::none_found(&inputs.search));
     }
+    findings.extend(zed::meter(inputs));
 
     findings.push(config_finding);
     let (ledger, ledger_on) = own::ledger(inputs);

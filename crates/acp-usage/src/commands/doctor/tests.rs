@@ -475,3 +475,25 @@ fn a_zed_registry_agent_is_found_by_its_command_and_a_note_is_info() {
     assert!(!render::text(&report).contains("sk-ant-secret"));
     assert!(!render::json(&report).contains("sk-ant-secret"));
 }
+
+#[test]
+fn zeds_meter_is_said_when_off_with_the_fix() {
+    let m = Machine::new("zed-meter");
+    // No Zed settings: nothing to say.
+    assert!(only(&m.report(), None, "zed").is_empty());
+    let settings = m.write("config/zed/settings.json", "// mine\n{\"vim_mode\": true}\n");
+    let off = m.report();
+    let finding = one(&off, None, "zed");
+    assert_eq!((finding.status, finding.path.as_deref()), (Status::Info, Some(settings.as_path())));
+    assert!(finding.message.starts_with("Zed's plan-usage meter is off"), "{}", finding.message);
+    let fix = format!(
+        "`acp-usage setup zed` turns it on (or add \"agent\": {{\"show_usage_status\": true}} to {})",
+        settings.display()
+    );
+    assert!(finding.message.ends_with(&fix), "{}", finding.message);
+    m.write("config/zed/settings.json", "{\"agent\": {\"show_usage_status\": false}}");
+    let chosen = m.report();
+    assert!(one(&chosen, None, "zed").message.contains("sets agent.show_usage_status to false"));
+    m.write("config/zed/settings.json", "{\"agent\": {\n  \"show_usage_status\": true,\n}}");
+    assert_eq!(one(&m.report(), None, "zed").status, Status::Ok);
+}

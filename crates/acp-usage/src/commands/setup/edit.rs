@@ -640,6 +640,10 @@ fn json_array(items: &[String]) -> String {
     format!("[{}]", items.join(", "))
 }
 
+// A child module: it splices with the same parsed document.
+#[path = "meter.rs"]
+pub mod meter;
+
 #[cfg(test)]
 #[path = "edit_tests.rs"]
 mod tests;

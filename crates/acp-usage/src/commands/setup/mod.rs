@@ -1,6 +1,8 @@
-//! `acp-usage setup zed|jetbrains [--settings FILE] [--dry-run] [--remove] [--yes]`: adds to an
-//! editor's agent settings one entry per agent installed here, named after the agent with
-//! "(metered)", that runs the agent through acp-usage; `--remove` takes them out again.
+//! `acp-usage setup zed|jetbrains [--settings FILE] [--dry-run] [--remove] [--no-meter] [--yes]`:
+//! adds to an editor's agent settings one entry per agent installed here, named after the agent
+//! with "(metered)", that runs the agent through acp-usage, and in Zed turns on its plan-usage
+//! meter (`agent.show_usage_status`, [`edit::meter`]) unless `--no-meter`; `--remove` takes
+//! them out again.
 //!
 //! Planning is pure (the file's text and the agents found in, the new text and a report out) and
 //! the edits are splices that keep every other byte ([`edit`]), so a second run changes nothing
@@ -37,6 +39,9 @@ pub struct Options {
     pub remove: bool,
     /// Apply without asking, even on a terminal.
     pub yes: bool,
+    /// Turn Zed's plan-usage meter on (or, with `remove`, off again); false: `--no-meter`, the
+    /// setting is left as it is.
+    pub meter: bool,
 }
 
 /// An agent setup will add: its entry, and where it was found.
@@ -86,16 +91,18 @@ pub fn own_keys() -> Vec<String> {
     keys
 }
 
-/// Setup's change to `before` (`None`: no file yet) for `agents`.
+/// Setup's change to `before` (`None`: no file yet) for `agents`; with `meter`, Zed's
+/// plan-usage meter is turned on too.
 pub fn plan_setup(
     editor: Editor,
     before: Option<&str>,
     agents: &[Agent],
+    meter: bool,
 ) -> Result<Plan, EditError> {
     let own = own_keys();
     let wanted: Vec<Wanted> = agents.iter().map(|a| a.wanted.clone()).collect();
-    let done = edit::setup(before, editor.dialect(), &wanted, &own)?;
-    let report = agents
+    let mut done = edit::setup(before, editor.dialect(), &wanted, &own)?;
+    let mut report: Vec<String> = agents
         .iter()
         .zip(&done.outcomes)
         .map(|(a, outcome)| {
@@ -114,10 +121,23 @@ pub fn plan_setup(
             }
         })
         .collect();
+    let dialect = editor.dialect();
+    // The meter goes in after the entries, so that `--remove` takes it out first and finds the
+    // entries as setup left them.
+    if meter && editor == Editor::Zed && !done.text.is_empty() {
+        let (text, outcome) = edit::meter::turn_on(&done.text, dialect)?;
+        done.text = text;
+        report.push(meter_line(outcome));
+    }
     // What the change adds must come out again: the file without setup's entries is the same
     // before and after it.
-    let dialect = editor.dialect();
-    let stripped = |text: &str| edit::remove(text, dialect, &own).map(|r| r.text);
+    let stripped = |text: &str| {
+        let text = match editor {
+            Editor::Zed => edit::meter::turn_off(text, dialect)?.0,
+            Editor::JetBrains => text.to_owned(),
+        };
+        edit::remove(&text, dialect, &own).map(|r| r.text)
+    };
     let warning = (stripped(&done.text)? != stripped(before.unwrap_or(""))?).then(|| {
         "note: the file's layout is one `setup --remove` cannot restore byte for byte".to_owned()
     });
@@ -126,13 +146,43 @@ pub fn plan_setup(
     Ok(Plan { after, report, warning })
 }
 
-/// `--remove`'s change to `before`.
-pub fn plan_remove(editor: Editor, before: Option<&str>) -> Result<Plan, EditError> {
+/// What the report says of the meter.
+fn meter_line(outcome: edit::meter::Outcome) -> String {
+    use edit::meter::Outcome;
+    match outcome {
+        Outcome::Added => "added      agent.show_usage_status: true (Zed's plan-usage meter: the \
+                           5-hour and 7-day limits; --no-meter leaves it alone)"
+            .to_owned(),
+        Outcome::AlreadyOn => {
+            "unchanged  agent.show_usage_status: Zed's plan-usage meter is on".to_owned()
+        }
+        Outcome::LeftOff => "skipped    agent.show_usage_status: you set it to false, so Zed's \
+                             plan-usage meter stays off (set it to true to see your 5-hour and \
+                             7-day limits)"
+            .to_owned(),
+        Outcome::LeftAlone => "skipped    agent.show_usage_status: your settings give it a value \
+                               setup does not change; Zed's plan-usage meter needs `\"agent\": \
+                               {\"show_usage_status\": true}`"
+            .to_owned(),
+    }
+}
+
+/// `--remove`'s change to `before`; with `meter`, the meter setup turned on goes off again.
+pub fn plan_remove(editor: Editor, before: Option<&str>, meter: bool) -> Result<Plan, EditError> {
     let Some(before) = before else {
         return Ok(Plan { after: None, report: Vec::new(), warning: None });
     };
-    let removal = edit::remove(before, editor.dialect(), &own_keys())?;
-    let report = removal.removed.iter().map(|k| format!("removed    {k}")).collect();
+    let mut report = Vec::new();
+    let mut text = before.to_owned();
+    if meter && editor == Editor::Zed {
+        let (off, removed) = edit::meter::turn_off(before, editor.dialect())?;
+        if removed {
+            report.push("removed    agent.show_usage_status (Zed's plan-usage meter)".to_owned());
+        }
+        text = off;
+    }
+    let removal = edit::remove(&text, editor.dialect(), &own_keys())?;
+    report.extend(removal.removed.iter().map(|k| format!("removed    {k}")));
     // A file setup created, with nothing else in it now, goes (an empty file setup never
     // touched stays).
     let after = (removal.removed.is_empty() || !removal.text.is_empty()).then_some(removal.text);
@@ -163,7 +213,7 @@ pub fn run(opts: &Options) -> anyhow::Result<ExitCode> {
     writeln!(out, "{} settings: {}", editor.name(), path.display())?;
 
     let plan = if opts.remove {
-        plan_remove(editor, before.as_deref())
+        plan_remove(editor, before.as_deref(), opts.meter)
     } else {
         let mut search = Search::from_env();
         search.editor_dirs = editor.agent_dirs(&env);
@@ -190,7 +240,7 @@ pub fn run(opts: &Options) -> anyhow::Result<ExitCode> {
             )?;
         }
         let agents: Vec<Agent> = found.iter().map(|f| Agent::new(editor, f, &launcher)).collect();
-        plan_setup(editor, before.as_deref(), &agents)
+        plan_setup(editor, before.as_deref(), &agents, opts.meter)
     }
     .map_err(|e| match e {
         EditError::Syntax(s) => anyhow!(

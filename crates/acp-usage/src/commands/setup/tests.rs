@@ -37,7 +37,7 @@ fn on_path() -> Launcher {
 #[test]
 fn zed_gets_an_entry_per_agent_and_keeps_the_rest() {
     let agents = agents(Editor::Zed, &on_path());
-    let plan = plan_setup(Editor::Zed, Some(ZED_FIXTURE), &agents).unwrap();
+    let plan = plan_setup(Editor::Zed, Some(ZED_FIXTURE), &agents, false).unwrap();
     assert_eq!(
         plan.report,
         [
@@ -68,11 +68,11 @@ fn zed_gets_an_entry_per_agent_and_keeps_the_rest() {
     let at = ZED_FIXTURE.find("\"agent_servers\": {").unwrap() + "\"agent_servers\": {".len();
     assert_eq!(after, format!("{}{entries}{}", &ZED_FIXTURE[..at], &ZED_FIXTURE[at..]));
 
-    let again = plan_setup(Editor::Zed, Some(&after), &agents).unwrap();
+    let again = plan_setup(Editor::Zed, Some(&after), &agents, false).unwrap();
     assert_eq!(again.after.as_deref(), Some(after.as_str()));
     assert!(again.report.iter().all(|l| l.starts_with("unchanged  ")), "{:?}", again.report);
 
-    let removed = plan_remove(Editor::Zed, Some(&after)).unwrap();
+    let removed = plan_remove(Editor::Zed, Some(&after), false).unwrap();
     assert_eq!(removed.after.as_deref(), Some(ZED_FIXTURE));
     assert_eq!(removed.report.len(), 3);
 }
@@ -84,8 +84,10 @@ fn jetbrains_gets_strict_json_with_absolute_paths() {
         args: vec!["-y".into(), "acp-usage@9.9.9".into()],
     };
     let agents = agents(Editor::JetBrains, &npx);
-    let after =
-        plan_setup(Editor::JetBrains, Some(JETBRAINS_FIXTURE), &agents).unwrap().after.unwrap();
+    let after = plan_setup(Editor::JetBrains, Some(JETBRAINS_FIXTURE), &agents, false)
+        .unwrap()
+        .after
+        .unwrap();
     let value: serde_json::Value = serde_json::from_str(&after).expect("strict JSON");
     let servers = &value["agent_servers"];
     assert_eq!(
@@ -97,7 +99,7 @@ fn jetbrains_gets_strict_json_with_absolute_paths() {
     // Four spaces, as the file has them.
     assert!(after.contains("\n        \"Codex (metered)\": {\n            \"command\""), "{after}");
     assert_eq!(
-        plan_remove(Editor::JetBrains, Some(&after)).unwrap().after.unwrap(),
+        plan_remove(Editor::JetBrains, Some(&after), false).unwrap().after.unwrap(),
         JETBRAINS_FIXTURE
     );
 }
@@ -105,13 +107,13 @@ fn jetbrains_gets_strict_json_with_absolute_paths() {
 #[test]
 fn a_file_setup_created_goes_on_remove() {
     let agents = agents(Editor::JetBrains, &on_path());
-    let created = plan_setup(Editor::JetBrains, None, &agents).unwrap().after.unwrap();
+    let created = plan_setup(Editor::JetBrains, None, &agents, false).unwrap().after.unwrap();
     assert!(created.starts_with("{\n  \"agent_servers\": {\n"), "{created}");
-    let removed = plan_remove(Editor::JetBrains, Some(&created)).unwrap();
+    let removed = plan_remove(Editor::JetBrains, Some(&created), false).unwrap();
     assert_eq!(removed.after, None);
     // No file, or an empty one: nothing to remove, nothing deleted.
-    assert_eq!(plan_remove(Editor::Zed, None).unwrap().after, None);
-    assert_eq!(plan_remove(Editor::Zed, Some("")).unwrap().after.as_deref(), Some(""));
+    assert_eq!(plan_remove(Editor::Zed, None, false).unwrap().after, None);
+    assert_eq!(plan_remove(Editor::Zed, Some(""), false).unwrap().after.as_deref(), Some(""));
 }
 
 #[cfg(unix)]
@@ -137,9 +139,11 @@ fn writes_replace_the_file_and_keep_its_permissions() {
 fn a_layout_remove_cannot_restore_is_said() {
     // `{` and `}` on lines of their own and nothing between: what setup writes into a missing
     // file looks the same once its entries are gone, so `--remove` deletes the file.
-    let plan = plan_setup(Editor::Zed, Some("{\n}\n"), &agents(Editor::Zed, &on_path())).unwrap();
+    let plan =
+        plan_setup(Editor::Zed, Some("{\n}\n"), &agents(Editor::Zed, &on_path()), true).unwrap();
     assert!(plan.warning.is_some());
-    let plan = plan_setup(Editor::Zed, Some("{}\n"), &agents(Editor::Zed, &on_path())).unwrap();
+    let plan =
+        plan_setup(Editor::Zed, Some("{}\n"), &agents(Editor::Zed, &on_path()), true).unwrap();
     assert_eq!(plan.warning, None);
 }
 
@@ -159,7 +163,7 @@ fn a_zed_registry_agent_gets_its_command_and_env_and_comes_out_again() {
         &[("DISABLE_AUTOUPDATER", "1")],
     );
     let agents = [Agent::new(Editor::Zed, &found, &on_path())];
-    let plan = plan_setup(Editor::Zed, Some(ZED_REGISTRY_FIXTURE), &agents).unwrap();
+    let plan = plan_setup(Editor::Zed, Some(ZED_REGISTRY_FIXTURE), &agents, false).unwrap();
     assert_eq!(
         plan.report,
         ["added      Claude Agent (metered): claude-acp added in Zed from the ACP registry (npx)"]
@@ -178,6 +182,66 @@ fn a_zed_registry_agent_gets_its_command_and_env_and_comes_out_again() {
         after,
         format!("{}{entry}{}", &ZED_REGISTRY_FIXTURE[..at], &ZED_REGISTRY_FIXTURE[at..])
     );
-    let removed = plan_remove(Editor::Zed, Some(&after)).unwrap();
+    let removed = plan_remove(Editor::Zed, Some(&after), false).unwrap();
     assert_eq!(removed.after.as_deref(), Some(ZED_REGISTRY_FIXTURE));
+}
+
+#[test]
+fn zeds_meter_comes_with_the_entries_and_goes_with_them() {
+    use edit::meter::MARKER;
+    let agents = agents(Editor::Zed, &on_path());
+    let plan = plan_setup(Editor::Zed, Some(ZED_FIXTURE), &agents, true).unwrap();
+    assert_eq!(plan.warning, None);
+    assert!(
+        plan.report
+            .last()
+            .is_some_and(|l| l.starts_with("added      agent.show_usage_status: true")),
+        "{:?}",
+        plan.report
+    );
+    let after = plan.after.unwrap();
+    let entries_only = plan_setup(Editor::Zed, Some(ZED_FIXTURE), &agents, false).unwrap();
+    // The setting, below setup's comment, first in the file's object; the rest as the entries
+    // alone leave it.
+    let meter = format!("\n  {MARKER}\n  \"agent\": {{\"show_usage_status\": true}},");
+    let entries_only = entries_only.after.unwrap();
+    let at = entries_only.find("{\n  \"ui_font_size\"").unwrap() + 1;
+    assert_eq!(after, format!("{}{meter}{}", &entries_only[..at], &entries_only[at..]));
+
+    let again = plan_setup(Editor::Zed, Some(&after), &agents, true).unwrap();
+    assert_eq!(again.after.as_deref(), Some(after.as_str()));
+    assert_eq!(
+        again.report.last().map(String::as_str),
+        Some("unchanged  agent.show_usage_status: Zed's plan-usage meter is on")
+    );
+    // --remove --no-meter leaves the meter; --remove takes both out, byte for byte.
+    let kept = plan_remove(Editor::Zed, Some(&after), false).unwrap().after.unwrap();
+    assert!(kept.contains(&meter) && !kept.contains("(metered)"), "{kept}");
+    let removed = plan_remove(Editor::Zed, Some(&after), true).unwrap();
+    assert_eq!(removed.after.as_deref(), Some(ZED_FIXTURE));
+    assert_eq!(removed.report.len(), 4, "{:?}", removed.report);
+    // A file setup created goes whole, meter and all.
+    let created = plan_setup(Editor::Zed, None, &agents, true).unwrap().after.unwrap();
+    assert!(created.starts_with(&format!("{{{meter}\n  \"agent_servers\": {{")), "{created}");
+    assert_eq!(plan_remove(Editor::Zed, Some(&created), true).unwrap().after, None);
+    // JetBrains has no such meter.
+    let jetbrains = agents_for_jetbrains();
+    let plan = plan_setup(Editor::JetBrains, None, &jetbrains, true).unwrap();
+    assert!(!plan.after.unwrap().contains("show_usage_status"));
+}
+
+#[test]
+fn a_meter_the_user_turned_off_stays_off() {
+    let agents = agents(Editor::Zed, &on_path());
+    let off = "{\n  \"agent\": {\"show_usage_status\": false}\n}\n";
+    let plan = plan_setup(Editor::Zed, Some(off), &agents, true).unwrap();
+    let after = plan.after.unwrap();
+    assert!(after.contains("{\"show_usage_status\": false}"), "{after}");
+    let said = plan.report.last().unwrap();
+    assert!(said.starts_with("skipped    agent.show_usage_status: you set it to false"), "{said}");
+    assert_eq!(plan_remove(Editor::Zed, Some(&after), true).unwrap().after.as_deref(), Some(off));
+}
+
+fn agents_for_jetbrains() -> Vec<Agent> {
+    agents(Editor::JetBrains, &on_path())
 }
