@@ -13,7 +13,7 @@
 
 use acp_usage_tests::agents::Agent;
 use acp_usage_tests::client::AcpClient;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::flows;
 use crate::limits::{FILLS, Windows, lab, script_with};
@@ -63,14 +63,7 @@ fn three_turns(notices: bool, extra: &str) -> Vec<Shown> {
     let cfg = lab.scratch.path("config.toml");
     std::fs::write(&cfg, format!("{BUDGET}{extra}")).expect("config");
     let client = lab.relayed_with(&["--config", &cfg.display().to_string()]).expect("relay");
-    let mut caps = json!({"fs": {"readTextFile": false, "writeTextFile": false}});
-    if notices {
-        caps["session"] = json!({"notices": {}});
-    }
-    client
-        .request("initialize", json!({"protocolVersion": 1, "clientCapabilities": caps}))
-        .expect("initialize");
-    let id = flows::session_id(&client.new_session(&lab.scratch.work()).expect("new")).unwrap();
+    let id = crate::ledger::open(&lab, &client, notices);
     (0..FILLS.len()).map(|_| turn(&client, &id)).collect()
 }
 

@@ -171,7 +171,7 @@ fn config(scratch: &Scratch, body: &str) -> PathBuf {
 }
 
 /// `initialize` advertising notices (or not), then a new session; returns its id.
-fn open(lab: &Lab, client: &AcpClient, notices: bool) -> String {
+pub(crate) fn open(lab: &Lab, client: &AcpClient, notices: bool) -> String {
     let mut caps = json!({"fs": {"readTextFile": false, "writeTextFile": false}});
     if notices {
         caps["session"] = json!({"notices": {}});

@@ -16,13 +16,9 @@
 //! - `acp-usage status --format '{limit}'` prints the window, and `report limits --json`
 //!   has every observation.
 
-use std::path::Path;
-use std::process::Command;
-
 use acp_usage_tests::agents::{self, Agent};
 use acp_usage_tests::lab::{Lab, run_turn};
 use acp_usage_tests::mock_llm::{CallKind, Script, Step};
-use acp_usage_tests::relay::relay_binary;
 use acp_usage_tests::zed_meter;
 use serde_json::{Value, json};
 
@@ -167,10 +163,11 @@ fn three_turns(lab: &Lab, provider: &str, window: &str, minutes: u64, windows: &
     );
 
     // What the ledger kept, as `status` and `report limits` read it.
-    let status = run(&ledger, &["status", "--format", "{limit}"]);
+    let status = support::on_ledger(&ledger, &["status", "--format", "{limit}"]);
     assert_eq!(status.trim(), "5h 95%");
-    let report: Value = serde_json::from_str(&run(&ledger, &["report", "limits", "--json"]))
-        .expect("report limits --json");
+    let report: Value =
+        serde_json::from_str(&support::on_ledger(&ledger, &["report", "limits", "--json"]))
+            .expect("report limits --json");
     let row = report["rows"]
         .as_array()
         .and_then(|rows| rows.iter().find(|r| r["window"] == window))
@@ -178,18 +175,6 @@ fn three_turns(lab: &Lab, provider: &str, window: &str, minutes: u64, windows: &
     assert_eq!(row["peakUsedPercent"].as_f64(), Some(95.0), "{row}");
     assert!(row["observations"].as_u64().unwrap_or(0) >= 3, "{row}");
     meter.replaced
-}
-
-/// Runs `acp-usage ARGS --ledger LEDGER`; its stdout.
-fn run(ledger: &Path, args: &[&str]) -> String {
-    let out = Command::new(relay_binary().expect("binary"))
-        .args(args)
-        .arg("--ledger")
-        .arg(ledger)
-        .output()
-        .expect("acp-usage runs");
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).expect("UTF-8")
 }
 
 /// Zed's meter, read off a session's updates turn by turn.

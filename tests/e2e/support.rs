@@ -618,3 +618,18 @@ impl Checks {
         self.row(phase, "held, timed out", Some(timed_out as f64), 0.0, None);
     }
 }
+
+/// Runs `acp-usage ARGS --ledger LEDGER` (a report, `status`) and returns its stdout; fails the
+/// test when it fails.
+pub fn on_ledger(ledger: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new(
+        acp_usage_tests::relay::relay_binary().expect("the acp-usage binary"),
+    )
+    .args(args)
+    .arg("--ledger")
+    .arg(ledger)
+    .output()
+    .expect("acp-usage runs");
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("UTF-8")
+}

@@ -14,7 +14,6 @@
 //!   which also shows that the empty name turns the command off).
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use acp_usage::numbers::thousands;
@@ -22,7 +21,6 @@ use acp_usage_tests::agents::Agent;
 use acp_usage_tests::client::{AcpClient, Dir};
 use acp_usage_tests::lab::{Lab, run_turn};
 use acp_usage_tests::mock_llm::MockLlm;
-use acp_usage_tests::relay::relay_binary;
 use serde_json::{Value, json};
 
 use crate::flows;
@@ -97,21 +95,9 @@ fn last_update(client: &AcpClient, session: &str) -> Value {
     update.unwrap_or_default()
 }
 
-/// `acp-usage ARGS --ledger LEDGER`'s stdout.
-fn run(ledger: &Path, args: &[&str]) -> String {
-    let out = Command::new(relay_binary().expect("binary"))
-        .args(args)
-        .arg("--ledger")
-        .arg(ledger)
-        .output()
-        .expect("acp-usage runs");
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// The cost of the last row (this day, this month: the ledger is this test's) of a report.
 fn report_cost(ledger: &Path, group: &str) -> f64 {
-    let text = run(ledger, &["report", group, "--json", "--no-import"]);
+    let text = support::on_ledger(ledger, &["report", group, "--json", "--no-import"]);
     let v: Value = serde_json::from_str(&text).expect("report prints JSON");
     let rows = v["rows"].as_array().cloned().unwrap_or_default();
     rows.last().and_then(|r| r["cost"].as_f64()).unwrap_or(-1.0)
@@ -216,7 +202,7 @@ fn claude_usage_command() {
             format!("{label}: /usage showed {shown:?}, report {group} says {reported}")
         });
         if group == "daily" {
-            let status = run(&ledger, &["status", "--format", "{today}"]);
+            let status = support::on_ledger(&ledger, &["status", "--format", "{today}"]);
             let today: f64 = status.trim().trim_start_matches('$').parse().unwrap_or(-1.0);
             checks.check((today - reported).abs() < 0.006, || {
                 format!("status says today {status:?}, report {reported}")
