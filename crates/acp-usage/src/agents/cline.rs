@@ -3,7 +3,7 @@
 //! cline 3.0 sends no usage at all; its model option is the concrete model id. Its
 //! `messages.json` (`<data>/sessions/<id>/<id>.messages.json`, one JSON document it rewrites
 //! whole) records every call; `<id>.json` beside it holds the session's `cwd` and title. Its
-//! base URL lives in its `providers.json` only: not tapped (see the README).
+//! base URL lives in its `providers.json` only: not tapped (see `docs/tap.md`).
 
 use std::path::Path;
 

@@ -82,7 +82,7 @@ impl Agent for Copilot {
     }
 
     fn point(&self, p: &mut Pointing, env: &Env) {
-        // Copilot's BYOK provider; its GitHub endpoint is not tapped (see the README).
+        // Copilot's BYOK provider; its GitHub endpoint is not tapped (see `docs/tap.md`).
         if let Some(url) = (env.var)("COPILOT_PROVIDER_BASE_URL").filter(|v| !v.is_empty()) {
             let route = p.route("copilot-provider", &url);
             p.env.push(("COPILOT_PROVIDER_BASE_URL".into(), route, String::new()));

@@ -9,7 +9,7 @@
 //! `$PI_CODING_AGENT_SESSION_DIR` holds them without the per-cwd directories) record every
 //! billed call with pi's price of it: the main calls, and its cache-warming calls as side calls.
 //! pi passes its catalog's base URL to its SDKs, so no variable points it at the tap: not
-//! tapped (see the README); its files miss no billed call.
+//! tapped (see `docs/tap.md`); its files miss no billed call.
 
 use std::path::{Path, PathBuf};
 

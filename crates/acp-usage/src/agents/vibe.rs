@@ -15,8 +15,8 @@
 //!
 //! Its session store (`$VIBE_HOME/logs/session/unified/<id>/`) keeps only cumulative counters;
 //! per-call usage lives in a recovery journal rotated at every turn's end. The relay does not
-//! follow it (the ACP counters give the same figures), and `import` does not read it (see the
-//! README). The tap is pointed through `VIBE_PROVIDERS` (see [`point_vibe`]).
+//! follow it (the ACP counters give the same figures), and `import` does not read it (see
+//! `docs/ledger.md`). The tap is pointed through `VIBE_PROVIDERS` (see [`point_vibe`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
