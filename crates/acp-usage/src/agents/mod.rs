@@ -20,6 +20,7 @@ use serde_json::Value;
 
 pub use acp::{AgentUpdate, CostView, UpdateMeta};
 
+mod found;
 pub mod installed;
 pub mod zed_registry;
 

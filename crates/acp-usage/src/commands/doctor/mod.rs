@@ -18,6 +18,7 @@
 mod agent;
 mod own;
 mod render;
+mod show;
 #[cfg(test)]
 mod tests;
 mod zed;
