@@ -351,3 +351,17 @@ fn vibe_numbers_new_then_reload() {
     let snap = account.snapshot(&cx);
     assert!((snap.cost.unwrap() - 0.0465015).abs() < 1e-9, "{snap:?}");
 }
+
+#[test]
+fn plans_say_whose_windows_a_provider_states() {
+    let word = |provider| Plan::of_provider(provider).map(|p| p.word);
+    assert_eq!(word("anthropic"), Some("Claude"));
+    assert_eq!(word("openai"), Some("Codex"));
+    assert_eq!(word("google"), Some("Gemini"));
+    assert_eq!(word("mistral"), None);
+    let provider = |agent| Profile::named(agent).and_then(|p| p.plan()).map(|p| p.provider);
+    assert_eq!(provider("claude"), Some("anthropic"));
+    assert_eq!(provider("qwen"), None);
+    assert!(Plan::is_own_family("codex"));
+    assert!(!Plan::is_own_family("codex_bengalfox"));
+}

@@ -159,6 +159,7 @@ impl Options {
         let ledger_to_open = crate::sinks::ledger::path();
         let config = args.load_config()?;
         let transcripts = args.transcripts == Transcripts::On;
+        let tap = config.tap_on(args.tap);
         Ok(Options {
             argv: args.agent.clone(),
             grace: args.grace,
@@ -172,7 +173,7 @@ impl Options {
                 learned: Learned::default(),
                 ledger: None,
                 transcripts,
-                tap: args.tap.or(config.tap).unwrap_or(true),
+                tap,
                 budgets: config.budgets.clone(),
                 usage_command: config.usage_command.clone(),
             },

@@ -27,6 +27,7 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 #[cfg(unix)]
 use signal_hook::iterator::Signals;
 
+use crate::agents::Profile;
 use crate::sinks::ledger::{self, Store, process_alive};
 use acp_usage_core::limits::Limit;
 
@@ -377,12 +378,7 @@ fn summary(snap: &Snapshot, now: i64) -> String {
 /// The provider whose subscription windows an agent's sessions fill, for the agents that
 /// have one login of their own.
 fn provider_of(agent: &str) -> Option<&'static str> {
-    match agent {
-        "claude" => Some("anthropic"),
-        "codex" => Some("openai"),
-        "gemini" => Some("google"),
-        _ => None,
-    }
+    Some(Profile::named(agent)?.plan()?.provider)
 }
 
 /// The fullest live window of the session's provider (else of any window seen in it).
