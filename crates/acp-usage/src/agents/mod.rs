@@ -401,7 +401,3 @@ pub fn point(
 
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_point;
-#[cfg(test)]
-mod tests_transcripts;

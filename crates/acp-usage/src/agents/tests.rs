@@ -2,6 +2,10 @@
 use super::*;
 use crate::agents::acp::{AcpUsage, acp_usage_record};
 
+// More of them, by topic: pointing at the tap, and where the transcripts are.
+mod point;
+mod transcripts;
+
 fn profile(name: &str) -> Profile {
     Profile::named(name).unwrap()
 }

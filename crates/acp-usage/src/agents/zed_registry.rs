@@ -378,5 +378,4 @@ fn platform() -> Option<&'static str> {
 }
 
 #[cfg(test)]
-#[path = "zed_registry_tests.rs"]
 mod tests;

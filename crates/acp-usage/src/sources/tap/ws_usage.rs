@@ -224,5 +224,4 @@ impl Drop for Observer {
 }
 
 #[cfg(test)]
-#[path = "ws_usage_tests.rs"]
 mod tests;
