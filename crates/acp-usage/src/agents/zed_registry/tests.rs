@@ -7,7 +7,8 @@ use std::ffi::OsString;
 use super::*;
 use crate::agents::installed::{Search, find, one_per_agent};
 
-const SETTINGS: &str = include_str!("../../../../../tests/fixtures/setup/zed-registry-settings.json");
+const SETTINGS: &str =
+    include_str!("../../../../../tests/fixtures/setup/zed-registry-settings.json");
 const INDEX: &str = include_str!("../../../../../tests/fixtures/setup/zed-registry.json");
 
 fn scratch(name: &str) -> PathBuf {
