@@ -16,6 +16,10 @@ use std::path::{Path, PathBuf};
 
 /// A module's path inside its crate (`["sources", "tap", "proxy"]`; the crate root is empty).
 type ModPath = Vec<String>;
+/// A path named in code: the module it was written in, and the absolute path it names.
+type Ref = (ModPath, ModPath);
+/// A child module a file declares by file (`mod x;`), with its `#[path]` when it has one.
+type Declared = (String, Option<String>);
 
 /// One crate's modules: every file's module path, and the paths each module's code names.
 #[derive(Debug, Default)]
@@ -25,7 +29,7 @@ pub struct Crate {
     /// Modules that are files or directories.
     modules: BTreeSet<ModPath>,
     /// The module a path was written in (inline modules included) and the absolute path.
-    refs: Vec<(ModPath, ModPath)>,
+    refs: Vec<Ref>,
 }
 
 impl Crate {
@@ -42,7 +46,7 @@ impl Crate {
     }
 
     /// Adds one file's source as module `module`; returns the child modules it declares by file.
-    pub fn add_source(&mut self, module: ModPath, source: &str) -> Vec<(String, Option<String>)> {
+    pub fn add_source(&mut self, module: ModPath, source: &str) -> Vec<Declared> {
         self.modules.insert(module.clone());
         let tokens = tokenize(source);
         let (refs, declared) = scan(&tokens, &module);
@@ -287,10 +291,7 @@ fn ident(t: Option<&Tok>) -> Option<&str> {
 /// was written in, and the child modules it declares by file (`mod x;`, with its `#[path]`).
 /// Test code (`#[cfg(test)]` items, modules included) is skipped: tests reach into whatever they
 /// check and are reached by nothing, so they close no loop of the product's layering.
-fn scan(
-    toks: &[Tok],
-    module: &ModPath,
-) -> (Vec<(ModPath, ModPath)>, Vec<(String, Option<String>)>) {
+fn scan(toks: &[Tok], module: &ModPath) -> (Vec<Ref>, Vec<Declared>) {
     let mut refs = Vec::new();
     let mut declared = Vec::new();
     // Inline modules open at this point: their name and the brace depth inside them.
