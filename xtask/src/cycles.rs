@@ -9,7 +9,9 @@
 //! resolved against the modules the files declare, and a path from module `p::a…` to `p::b…`
 //! is an edge `a -> b` among the children of `p`, the granularity at which files and
 //! directories are arranged. A path to an item defined in `p`'s own file (not a child module)
-//! is no edge: a child may use what its parent defines. Re-exports are not followed.
+//! is no edge: a child may use what its parent defines. Re-exports are not followed, and test
+//! code (`#[cfg(test)]`) is left out. Only the crates' libraries are read (`src/lib.rs` and the
+//! files it declares); `cargo modules` would give the compiler's view but must be installed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
