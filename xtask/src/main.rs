@@ -11,9 +11,13 @@
 //! `crates/acp-usage/tests/catalog.rs` and `crates/acp-usage-schema/tests/schema.rs` do the same
 //! check on every `cargo test`.
 //!
+//! `cycles` lists the module cycles of the workspace's crates (see [`cycles`]); a test runs the
+//! same check on every `cargo test --workspace`.
+//!
 //! `dist` makes what a release ships (see [`dist`]): `dist npm` packs the npm packages, `dist
 //! check` checks the release workflow against the platform table.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -21,10 +25,10 @@ use acp_usage::catalog_file::{EMBEDDED_CATALOG_FILE, EMBEDDED_LITELLM_FILE, gene
 use acp_usage_schema::{SCHEMA_FILE, generate};
 use anyhow::{Context, bail};
 
+mod cycles;
 mod dist;
 
-const USAGE: &str =
-    "usage: cargo xtask codegen [--check]\n       cargo xtask dist ... (cargo xtask dist --help)";
+const USAGE: &str = "usage: cargo xtask codegen [--check]\n       cargo xtask cycles\n       cargo xtask dist ... (cargo xtask dist --help)";
 
 fn main() -> ExitCode {
     match run(std::env::args().skip(1).collect()) {
@@ -41,6 +45,18 @@ fn run(args: Vec<String>) -> anyhow::Result<ExitCode> {
     match args.as_slice() {
         ["codegen"] => codegen(false),
         ["codegen", "--check"] => codegen(true),
+        ["cycles"] => {
+            let mut cycles = Vec::new();
+            for krate in cycles::workspace(&workspace_root())? {
+                cycles.extend(krate.cycles());
+            }
+            // The listing is the command's output: stdout, as a script reads it.
+            let mut out = std::io::stdout().lock();
+            for cycle in &cycles {
+                writeln!(out, "{cycle}")?;
+            }
+            Ok(if cycles.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
         ["dist", "help" | "--help" | "-h"] => {
             eprintln!("{}", dist::USAGE);
             Ok(ExitCode::SUCCESS)

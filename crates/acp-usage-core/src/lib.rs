@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod estimate;
 pub mod limits;
 pub mod pricing;
+pub mod time;
 pub mod tokens;
 pub mod transcript;
 

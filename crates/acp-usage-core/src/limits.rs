@@ -337,7 +337,7 @@ pub fn from_claude_rate_limit(json: &[u8], observed_ms: i64) -> Vec<Limit> {
 
 /// `2026-11-26T14:00:00Z` (or with an offset, or fractions): Unix seconds.
 pub fn parse_rfc3339(text: &str) -> Option<i64> {
-    crate::transcript::parse_timestamp(text.trim()).map(|ms| ms.div_euclid(1000))
+    crate::time::parse_timestamp(text.trim()).map(|ms| ms.div_euclid(1000))
 }
 
 /// A line a window crossed.

@@ -14,7 +14,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::agents::Profile;
 use crate::commands;
-use crate::relay::{self, RelayOptions};
+use crate::options::{self, RelayOptions};
+use crate::relay;
 
 /// Wraps an ACP agent and makes its token usage, context-window use and cost right.
 ///
@@ -523,20 +524,20 @@ impl From<RelayArgs> for RelayOptions {
     }
 }
 
-impl From<AgentUsage> for relay::AgentUsage {
-    fn from(a: AgentUsage) -> relay::AgentUsage {
+impl From<AgentUsage> for options::AgentUsage {
+    fn from(a: AgentUsage) -> options::AgentUsage {
         match a {
-            AgentUsage::Normalize => relay::AgentUsage::Normalize,
-            AgentUsage::Keep => relay::AgentUsage::Keep,
+            AgentUsage::Normalize => options::AgentUsage::Normalize,
+            AgentUsage::Keep => options::AgentUsage::Keep,
         }
     }
 }
 
-impl From<Transcripts> for relay::Transcripts {
-    fn from(t: Transcripts) -> relay::Transcripts {
+impl From<Transcripts> for options::Transcripts {
+    fn from(t: Transcripts) -> options::Transcripts {
         match t {
-            Transcripts::On => relay::Transcripts::On,
-            Transcripts::Off => relay::Transcripts::Off,
+            Transcripts::On => options::Transcripts::On,
+            Transcripts::Off => options::Transcripts::Off,
         }
     }
 }
@@ -636,7 +637,7 @@ mod tests {
 
     #[test]
     fn the_tap_flag_takes_on_and_off_and_a_bare_flag_is_on() {
-        // Unset: the config file decides, else on (`RelayOptions::resolve`).
+        // Unset: the config file decides, else on (`Config::tap_on`).
         if std::env::var_os("ACP_USAGE_TAP").is_none() {
             assert_eq!(tap_of(&[]), None);
         }

@@ -87,6 +87,15 @@ pub struct Config {
     pub usage_command: Option<String>,
 }
 
+impl Config {
+    /// Whether the LLM-API tap is on: as `--tap` (or `ACP_USAGE_TAP`) says, else the config
+    /// file's `tap`, else on. The one rule the relay and `doctor` share; the relay then starts
+    /// it only for a profile that can point the agent (never the generic one).
+    pub fn tap_on(&self, asked: Option<bool>) -> bool {
+        asked.or(self.tap).unwrap_or(true)
+    }
+}
+
 /// The name of acp-usage's own command when the config does not rename it.
 pub const DEFAULT_USAGE_COMMAND: &str = "usage";
 

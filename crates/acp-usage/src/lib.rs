@@ -14,6 +14,7 @@ pub mod commands;
 pub mod config;
 pub mod logging;
 pub mod numbers;
+pub mod options;
 pub mod procfs;
 pub mod record;
 pub mod relay;

@@ -25,7 +25,17 @@ use acp_usage::sources::tap::{Route, Tap, TapCall, TapConfig};
 use crate::procfs;
 use crate::stats::{median, percentile, thousands};
 use measure::{Client, Via};
-use upstream::{INPUT_TOKENS, Long, SMALL_OUTPUT_TOKENS, Upstream};
+use upstream::{Long, Upstream};
+
+// What every reply states, here because both the HTTP upstream and its WebSocket mode
+// (`upstream.rs`, `ws.rs`) and the checks below read them.
+/// The prompt side every reply states (`message_start.usage.input_tokens`).
+pub const INPUT_TOKENS: u64 = 25;
+/// The output a small reply states.
+pub const SMALL_OUTPUT_TOKENS: u64 = 12;
+/// The size the long stream's frames are filled to: a TLS record's worth, the most a real
+/// provider's response arrives in at once.
+pub const FRAME_TARGET: usize = 16 * 1024;
 
 /// The tap's threads (runtime workers and the thread that runs it), as `acp_usage` names them.
 const TAP_THREAD: &str = "acp-usage-tap";

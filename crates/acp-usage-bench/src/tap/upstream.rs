@@ -25,20 +25,14 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::sync::oneshot;
 
+use super::{FRAME_TARGET, INPUT_TOKENS, SMALL_OUTPUT_TOKENS};
+
 /// Which reply: `small`, `long` or `held`.
 pub const KIND: &str = "x-bench-response";
 /// A number that makes the reply's message id (`msg_bench_<seq>`) and keys a held reply.
 pub const SEQ: &str = "x-bench-seq";
 /// How many 16 KiB frames of deltas a `long` reply has.
 pub const FRAMES: &str = "x-bench-frames";
-
-/// The prompt side every reply states (`message_start.usage.input_tokens`).
-pub const INPUT_TOKENS: u64 = 25;
-/// The output a small reply states.
-pub const SMALL_OUTPUT_TOKENS: u64 = 12;
-/// The size the long stream's frames are filled to: a TLS record's worth, the most a real
-/// provider's response arrives in at once.
-pub const FRAME_TARGET: usize = 16 * 1024;
 
 /// The message id of reply `seq`.
 pub fn message_id(seq: u64) -> String {

@@ -18,7 +18,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
-use super::upstream::{FRAME_TARGET, INPUT_TOKENS};
+use super::{FRAME_TARGET, INPUT_TOKENS};
 
 /// The path the WebSocket is served on (the Responses API's).
 pub const PATH: &str = "/v1/responses";

@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use super::reader::{Said, count};
+use super::said::{Said, count};
 use crate::tokens::{Modifiers, TokenRecord};
 
 /// What an Anthropic response said so far.

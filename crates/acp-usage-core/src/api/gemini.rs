@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 
-use super::reader::{Said, count};
+use super::said::{Said, count};
 use crate::tokens::TokenRecord;
 
 /// What a Gemini response said so far.

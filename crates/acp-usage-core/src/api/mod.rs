@@ -14,6 +14,7 @@ mod json;
 mod openai;
 mod reader;
 mod request;
+mod said;
 mod sse;
 
 #[cfg(test)]

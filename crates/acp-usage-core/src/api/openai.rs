@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 
-use super::reader::{Said, count};
+use super::said::{Said, count};
 use crate::estimate::{self, Family};
 use crate::tokens::{Modifiers, TokenRecord};
 

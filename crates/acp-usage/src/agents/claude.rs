@@ -18,7 +18,7 @@ use acp_usage_core::transcript::claude::ClaudeParser;
 use serde_json::Value;
 
 use super::acp::{self, AgentUpdate, split_bracket};
-use super::{Agent, Launch, Package, Untapped};
+use super::{Agent, Launch, Package, Plan, Untapped};
 use crate::sources::tap::point::{ANTHROPIC, Env, Pointing};
 use crate::sources::transcripts::locate::{Found, dirs, files, jsonl_files};
 use crate::sources::transcripts::{Facts, Files, Format, Store, string_at, var_or_home};
@@ -50,6 +50,10 @@ pub static FORMAT: Format = Format {
 impl Agent for Claude {
     fn name(&self) -> &'static str {
         "claude"
+    }
+
+    fn plan(&self) -> Option<Plan> {
+        Some(Plan { provider: "anthropic", word: "Claude", own_family: None })
     }
 
     fn about(&self) -> &'static str {

@@ -18,7 +18,7 @@ use acp_usage_core::transcript::codex::CodexParser;
 use serde_json::{Map, Value};
 
 use super::acp::{self, AgentUpdate, split_bracket};
-use super::{Agent, Launch, Package};
+use super::{Agent, Launch, Package, Plan};
 use crate::sources::tap::point::{Alternate, Env, OPENAI, Pointing, Resolved, sanitize};
 use crate::sources::transcripts::locate::{Found, Locator, day_dirs, files, first_line};
 use crate::sources::transcripts::{Files, Format, Store, string_at, var_or_home};
@@ -56,6 +56,10 @@ pub static FORMAT: Format = Format {
 impl Agent for Codex {
     fn name(&self) -> &'static str {
         "codex"
+    }
+
+    fn plan(&self) -> Option<Plan> {
+        Some(Plan { provider: "openai", word: "Codex", own_family: Some("codex") })
     }
 
     fn about(&self) -> &'static str {

@@ -16,7 +16,7 @@ use acp_usage_core::transcript::gemini::{GeminiParser, session_id_of_first_line}
 use serde_json::Value;
 
 use super::acp::split_bracket;
-use super::{Agent, Launch, Package};
+use super::{Agent, Launch, Package, Plan};
 use crate::sources::tap::point::{CODE_ASSIST, Env, GEMINI, Pointing};
 use crate::sources::transcripts::locate::{Found, Locator, dirs, files, first_line, jsonl_files};
 use crate::sources::transcripts::{Facts, Files, Format, Store, var_or_home};
@@ -48,6 +48,10 @@ pub static FORMAT: Format = Format {
 impl Agent for Gemini {
     fn name(&self) -> &'static str {
         "gemini"
+    }
+
+    fn plan(&self) -> Option<Plan> {
+        Some(Plan { provider: "google", word: "Gemini", own_family: None })
     }
 
     fn about(&self) -> &'static str {

@@ -20,6 +20,7 @@ use serde_json::Value;
 
 pub use acp::{AgentUpdate, CostView, UpdateMeta};
 
+mod found;
 pub mod installed;
 pub mod zed_registry;
 
@@ -193,6 +194,36 @@ pub trait Agent: Sync + 'static {
     /// entry per program that serves it (an agent may have had more than one adapter).
     fn launches(&self) -> &'static [Launch] {
         &[]
+    }
+
+    /// The subscription the agent's own login draws on, for an agent with one login of its
+    /// own (Claude Code, Codex, Gemini CLI); none for agents that sign in anywhere.
+    fn plan(&self) -> Option<Plan> {
+        None
+    }
+}
+
+/// The subscription an agent's own login draws on, as the windows the providers state it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan {
+    /// The provider whose windows the agent's sessions fill (`Limit::provider`: `anthropic`).
+    pub provider: &'static str,
+    /// What people call those windows by (`Claude`'s 5-hour limit).
+    pub word: &'static str,
+    /// The id of the window family the provider states for the agent itself (Codex's
+    /// `codex`): the one a report leaves unsaid, as the family goes without saying.
+    pub own_family: Option<&'static str>,
+}
+
+impl Plan {
+    /// The plan whose windows `provider` states, when an agent's login draws on it.
+    pub fn of_provider(provider: &str) -> Option<Plan> {
+        ALL.iter().filter_map(|a| a.plan()).find(|p| p.provider == provider)
+    }
+
+    /// Whether `limit_id` is the family an agent's own plan is stated under.
+    pub fn is_own_family(limit_id: &str) -> bool {
+        ALL.iter().filter_map(|a| a.plan()).any(|p| p.own_family == Some(limit_id))
     }
 }
 
@@ -370,7 +401,3 @@ pub fn point(
 
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_point;
-#[cfg(test)]
-mod tests_transcripts;

@@ -2,6 +2,10 @@
 use super::*;
 use crate::agents::acp::{AcpUsage, acp_usage_record};
 
+// More of them, by topic: pointing at the tap, and where the transcripts are.
+mod point;
+mod transcripts;
+
 fn profile(name: &str) -> Profile {
     Profile::named(name).unwrap()
 }
@@ -350,4 +354,18 @@ fn vibe_numbers_new_then_reload() {
     assert_eq!((turn.totals.input, turn.totals.output, turn.totals.cache_read), (9000, 10, 0));
     let snap = account.snapshot(&cx);
     assert!((snap.cost.unwrap() - 0.0465015).abs() < 1e-9, "{snap:?}");
+}
+
+#[test]
+fn plans_say_whose_windows_a_provider_states() {
+    let word = |provider| Plan::of_provider(provider).map(|p| p.word);
+    assert_eq!(word("anthropic"), Some("Claude"));
+    assert_eq!(word("openai"), Some("Codex"));
+    assert_eq!(word("google"), Some("Gemini"));
+    assert_eq!(word("mistral"), None);
+    let provider = |agent| Profile::named(agent).and_then(|p| p.plan()).map(|p| p.provider);
+    assert_eq!(provider("claude"), Some("anthropic"));
+    assert_eq!(provider("qwen"), None);
+    assert!(Plan::is_own_family("codex"));
+    assert!(!Plan::is_own_family("codex_bengalfox"));
 }

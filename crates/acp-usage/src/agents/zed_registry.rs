@@ -21,9 +21,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::installed::{
-    self, Distribution, Findings, Found, Note, Place, Registered, Vars, dir_var,
-};
+use super::found::{self, Distribution, Findings, Found, Note, Place, Registered, Vars, dir_var};
 use super::{Launch, Profile};
 
 /// The editor's name, as places and notes say it.
@@ -60,13 +58,13 @@ impl Files {
 /// `$FLATPAK_XDG_CONFIG_HOME/zed`, `$XDG_CONFIG_HOME/zed` or `~/.config/zed`.
 pub fn settings_file(vars: Vars) -> Option<PathBuf> {
     let config = if cfg!(target_os = "macos") {
-        installed::home(vars)?.join(".config")
+        found::home(vars)?.join(".config")
     } else if cfg!(windows) {
         return Some(dir_var(vars, "APPDATA")?.join("Zed").join("settings.json"));
     } else {
         dir_var(vars, "FLATPAK_XDG_CONFIG_HOME")
             .or_else(|| dir_var(vars, "XDG_CONFIG_HOME"))
-            .or_else(|| Some(installed::home(vars)?.join(".config")))?
+            .or_else(|| Some(found::home(vars)?.join(".config")))?
     };
     Some(config.join("zed").join("settings.json"))
 }
@@ -75,13 +73,13 @@ pub fn settings_file(vars: Vars) -> Option<PathBuf> {
 /// on Windows, else `$FLATPAK_XDG_DATA_HOME/zed`, `$XDG_DATA_HOME/zed` or `~/.local/share/zed`.
 pub fn data_dir(vars: Vars) -> Option<PathBuf> {
     if cfg!(target_os = "macos") {
-        Some(installed::home(vars)?.join("Library").join("Application Support").join("Zed"))
+        Some(found::home(vars)?.join("Library").join("Application Support").join("Zed"))
     } else if cfg!(windows) {
         Some(dir_var(vars, "LOCALAPPDATA")?.join("Zed"))
     } else {
         let base = dir_var(vars, "FLATPAK_XDG_DATA_HOME")
             .or_else(|| dir_var(vars, "XDG_DATA_HOME"))
-            .or_else(|| Some(installed::home(vars)?.join(".local").join("share")))?;
+            .or_else(|| Some(found::home(vars)?.join(".local").join("share")))?;
         Some(base.join("zed"))
     }
 }
@@ -142,7 +140,7 @@ pub fn scan(files: &Files, path: Option<&OsStr>) -> Findings {
             return out;
         }
     };
-    let uvx = path.is_some_and(|p| installed::on_path(p, "uvx", |_| true).is_some());
+    let uvx = path.is_some_and(|p| found::on_path(p, "uvx", |_| true).is_some());
     for (id, env) in entries {
         let Some((profile, launch)) = launch_of(&id) else {
             out.notes.push(Note {
@@ -356,7 +354,7 @@ fn extracted(dir: &Path, version: &str, cmd: &str) -> Result<PathBuf, String> {
         .collect();
     dirs.sort_by_key(|(ours, modified, _)| std::cmp::Reverse((*ours, *modified)));
     dirs.iter()
-        .find_map(|(_, _, d)| installed::executable_in(d, file.trim_end_matches(".exe")))
+        .find_map(|(_, _, d)| found::executable_in(d, file.trim_end_matches(".exe")))
         .ok_or_else(|| {
             format!(
                 "{ZED} has not downloaded its {version} binary to {} yet (it does when the \
@@ -380,5 +378,4 @@ fn platform() -> Option<&'static str> {
 }
 
 #[cfg(test)]
-#[path = "zed_registry_tests.rs"]
 mod tests;

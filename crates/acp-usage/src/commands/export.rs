@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 
-use crate::relay::RelayOptions;
+use crate::options::RelayOptions;
 use crate::sinks::ledger;
 use crate::sinks::otlp::{Exporter, config};
 

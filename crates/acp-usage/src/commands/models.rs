@@ -13,7 +13,7 @@ use acp_usage_core::pricing::prices_for_prompt;
 use acp_usage_core::{Catalog, ModelInfo, Modifier, Prices};
 use serde_json::{Value, json};
 
-use crate::relay::RelayOptions;
+use crate::options::RelayOptions;
 
 /// Runs the command: the models whose id contains `query` (all when `None`), as a table or as
 /// JSON lines (`json`), from the catalog the relay would use with `args`.

@@ -16,7 +16,8 @@ use acp_usage_core::limits::Limit;
 use anyhow::Context;
 
 use super::watch::{
-    Money, SessionView, fmt_ago, fmt_tokens, has_schema, latest, spent_since, today_start,
+    Money, SessionView, current_fullest, fmt_ago, fmt_tokens, has_schema, latest, spent_since,
+    today_start,
 };
 use crate::sinks::ledger::{self, Store};
 
@@ -101,17 +102,6 @@ fn default_line(v: &Values<'_>) -> String {
         parts.push(v.get(Field::Limit));
     }
     parts.join(" · ")
-}
-
-/// The fullest subscription window that has not reset yet (a window past its reset time
-/// holds nothing any more).
-pub fn current_fullest<'a>(
-    limits: impl IntoIterator<Item = &'a Limit>,
-    now_ms: i64,
-) -> Option<&'a Limit> {
-    acp_usage_core::limits::fullest(
-        limits.into_iter().filter(|l| l.resets_at.is_none_or(|r| r * 1000 > now_ms)),
-    )
 }
 
 /// A placeholder of `--format`.

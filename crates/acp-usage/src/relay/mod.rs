@@ -74,6 +74,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::agents::Profile;
+use crate::options::RelayOptions;
 use crate::record::{Dir, Recorder};
 use crate::sources::transcripts::Worker;
 use agent_pump::AgentPump;
@@ -83,7 +84,7 @@ use io::PeerWriter;
 use live_validate::Live;
 use main_loop::{Held, MainLoop};
 use observer::Observer;
-pub use options::{AgentUsage, Options, PendingLedger, RelayOptions, Transcripts};
+pub use options::{Options, PendingLedger};
 
 /// Bytes read at a time from either side: a batch of lines. A line still arriving when the
 /// buffer is full makes it grow, up to the line limit.

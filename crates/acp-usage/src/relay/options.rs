@@ -1,6 +1,5 @@
-//! The relay's options: what the user asked for ([`RelayOptions`], filled in from the command
-//! line by `cli.rs`, and read by the config layering and the commands too), and what one relay
-//! run uses ([`Options`], resolved from them with the config file and the state file).
+//! What one relay run uses ([`Options`]), resolved from what the user asked for
+//! ([`RelayOptions`], in `crate::options`) with the config file and the state file.
 //!
 //! Plain Rust types only: the relay does not know how its options were given.
 
@@ -8,62 +7,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::observer::Settings;
-use crate::agents::Profile;
-use crate::config::Config;
+use crate::options::{AgentUsage, RelayOptions, Transcripts};
 use crate::sinks::ledger::learned::Learned;
 use crate::sources::transcripts::Locations;
-
-/// What the user asked of the relay: the command line and environment, before the config file is
-/// read. The `demo` and `models` commands take it too (for the catalog they show and the relay
-/// they start).
-#[derive(Debug, Clone)]
-pub struct RelayOptions {
-    /// `--catalog`: a catalog file layered over the embedded one and the config file's.
-    pub catalog: Option<PathBuf>,
-    /// `--config`: the user config file (`None`: `$ACP_USAGE_CONFIG` or the default place).
-    pub config: Option<PathBuf>,
-    /// `--agent-usage`: what to do with the usage figures the agent sends itself.
-    pub agent_usage: AgentUsage,
-    /// `--profile`: the agent profile (`None`: recognise it from `initialize` and the command).
-    pub profile: Option<Profile>,
-    /// `--log-file`: where logs go instead of stderr.
-    pub log_file: Option<PathBuf>,
-    /// `--grace-ms`: how long the agent may take to exit after the editor closed its side.
-    pub grace: Duration,
-    /// `--max-line-mib`: the longest line accepted, in MiB.
-    pub max_line_mib: usize,
-    /// `--record`: where to record every line that crosses the relay.
-    pub record: Option<PathBuf>,
-    /// `--validate`: check the live traffic against the ACP schema.
-    pub validate: bool,
-    /// `--transcripts`: whether the agents' own transcripts are read.
-    pub transcripts: Transcripts,
-    /// `--tap on|off`: whether the agent's LLM API calls go through the tap; `None` leaves it to
-    /// the config file's `tap`, and else it is on.
-    pub tap: Option<bool>,
-    /// `--transcript-wait-ms`: longest a turn's result waits for the transcript to catch up.
-    pub transcript_wait: Duration,
-    /// The agent command and its arguments.
-    pub agent: Vec<String>,
-}
-
-/// What to do with usage figures the agent itself sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AgentUsage {
-    /// Replace the agent's figures with normalised ones, keeping the originals in `_meta`.
-    Normalize,
-    /// Leave the agent's own figures untouched; only add what is missing.
-    Keep,
-}
-
-/// Whether the agents' own transcripts are read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transcripts {
-    /// Read them.
-    On,
-    /// Don't.
-    Off,
-}
 
 /// Options of one relay run.
 #[derive(Debug, Clone)]
@@ -143,13 +89,6 @@ fn open_ledger(path: &Path) -> Option<Learned> {
     }
 }
 
-impl RelayOptions {
-    /// The config file's decisions, with the catalog layered (`--config`, `--catalog`).
-    pub fn load_config(&self) -> anyhow::Result<Config> {
-        crate::config::load(self.config.as_deref(), self.catalog.as_deref())
-    }
-}
-
 impl Options {
     /// The options of a run on what the user asked for: reads the config file (layering the
     /// catalog) and finds the ledger, which [`Options::start_ledger`] starts opening and the
@@ -159,6 +98,7 @@ impl Options {
         let ledger_to_open = crate::sinks::ledger::path();
         let config = args.load_config()?;
         let transcripts = args.transcripts == Transcripts::On;
+        let tap = config.tap_on(args.tap);
         Ok(Options {
             argv: args.agent.clone(),
             grace: args.grace,
@@ -172,7 +112,7 @@ impl Options {
                 learned: Learned::default(),
                 ledger: None,
                 transcripts,
-                tap: args.tap.or(config.tap).unwrap_or(true),
+                tap,
                 budgets: config.budgets.clone(),
                 usage_command: config.usage_command.clone(),
             },

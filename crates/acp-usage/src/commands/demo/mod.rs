@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, anyhow, bail};
 use serde_json::{Value, json};
 
-use crate::relay::RelayOptions;
+use crate::options::RelayOptions;
 use agent::{CWD, SECOND_MODEL, SESSION_ID, TURNS};
 use render::Printer;
 

@@ -106,7 +106,7 @@ fn location_state(format: &Format, path: &Path) -> (Status, String) {
     let database = matches!(format.store, Store::OpencodeDb);
     match std::fs::metadata(path) {
         Ok(m) if database && m.is_file() => {
-            (Status::Ok, format!("found, a database of {}", super::own::size(m.len())))
+            (Status::Ok, format!("found, a database of {}", super::show::size(m.len())))
         }
         Ok(m) if !database && m.is_dir() => match std::fs::read_dir(path) {
             Ok(_) => (Status::Ok, "found".into()),
@@ -166,27 +166,13 @@ fn tap(profile: Profile, inputs: &Inputs, tap_on: bool) -> Vec<Finding> {
         let routes: Vec<String> = pointing
             .routes
             .iter()
-            .map(|r| format!("{} → {}", r.name, shown_url(&r.upstream)))
+            .map(|r| format!("{} → {}", r.name, super::show::url(&r.upstream)))
             .collect();
         out.push(finding(Status::Ok, format!("can point it ({}); {state}", routes.join(", "))));
     } else if out.is_empty() {
         out.push(finding(Status::Info, "its profile knows no setting that points it".into()));
     }
     out
-}
-
-/// A URL without what may be secret in it (user and password, query).
-pub(super) fn shown_url(url: &str) -> String {
-    match reqwest::Url::parse(url) {
-        Ok(mut u) => {
-            let _ = u.set_username("");
-            let _ = u.set_password(None);
-            u.set_query(None);
-            u.set_fragment(None);
-            u.as_str().trim_end_matches('/').to_owned()
-        }
-        Err(_) => "(not a URL)".into(),
-    }
 }
 
 /// A registry entry that could not be made into a command, or a file that could not be read:

@@ -18,6 +18,7 @@
 mod agent;
 mod own;
 mod render;
+mod show;
 #[cfg(test)]
 mod tests;
 mod zed;
@@ -166,7 +167,7 @@ impl Report {
 pub fn gather(inputs: &Inputs) -> Report {
     // The config first: whether the tap is on, and the OTLP table, come from it.
     let (config, config_finding) = own::config(inputs);
-    let tap_on = inputs.tap.or(config.tap).unwrap_or(true);
+    let tap_on = config.tap_on(inputs.tap);
 
     let mut findings = Vec::new();
     let mut agents: Vec<&'static str> = Vec::new();

@@ -118,7 +118,7 @@ fn ledger_state(path: &Path, now: SystemTime) -> (Status, String) {
         );
     }
     let wal = std::fs::metadata(wal_path(path)).map_or(0, |m| m.len());
-    let size = size(meta.len() + wal);
+    let size = super::show::size(meta.len() + wal);
     match read_ledger(path) {
         Ok(r) if r.version > ledger::schema::VERSION => (
             Status::Fail,
@@ -233,7 +233,7 @@ pub(super) fn otlp(inputs: &Inputs, table: Option<&OtlpTable>, ledger_on: bool) 
     };
     let mut seen: Vec<(String, u16)> = Vec::new();
     for url in [&c.metrics_url, &c.logs_url] {
-        let shown = super::agent::shown_url(url);
+        let shown = super::show::url(url);
         let Some((host, port)) = reqwest::Url::parse(url)
             .ok()
             .and_then(|u| Some((u.host_str()?.to_owned(), u.port_or_known_default()?)))
@@ -336,21 +336,6 @@ pub(super) fn embedded_taken() -> SystemTime {
 /// The LiteLLM release of the embedded copy (`1.109.1`), from its source line.
 fn embedded_version() -> &'static str {
     catalog_file::EMBEDDED_SOURCE.split_whitespace().nth(2).unwrap_or("(unknown version)")
-}
-
-/// `12.3 MiB`.
-pub(super) fn size(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
 }
 
 fn ago(now: SystemTime, then_ms: i64) -> String {

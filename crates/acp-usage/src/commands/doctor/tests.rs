@@ -434,13 +434,10 @@ fn json_has_stable_fields() {
 
 #[test]
 fn urls_are_shown_without_secrets() {
-    assert_eq!(
-        agent::shown_url("https://u:p@gw.example:8443/v1?key=k#x"),
-        "https://gw.example:8443/v1"
-    );
-    assert_eq!(agent::shown_url("nonsense"), "(not a URL)");
-    assert_eq!(own::size(512), "512 B");
-    assert_eq!(own::size(3 * 1024 * 1024 / 2), "1.5 MiB");
+    assert_eq!(show::url("https://u:p@gw.example:8443/v1?key=k#x"), "https://gw.example:8443/v1");
+    assert_eq!(show::url("nonsense"), "(not a URL)");
+    assert_eq!(show::size(512), "512 B");
+    assert_eq!(show::size(3 * 1024 * 1024 / 2), "1.5 MiB");
 }
 
 #[test]

@@ -55,7 +55,7 @@ use anyhow::Context as _;
 use rusqlite::params;
 
 use crate::agents::Profile;
-use crate::relay::RelayOptions;
+use crate::options::RelayOptions;
 use crate::sinks::ledger::{self, Origin, SessionRef, Store};
 use crate::sources::transcripts::Locations;
 

@@ -10,6 +10,7 @@ use chrono::{DateTime, Timelike};
 use serde_json::{Value, json};
 
 use super::{ReportOptions, Zone};
+use crate::agents::Plan;
 
 /// How long a row covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -84,7 +85,7 @@ fn period_of(ms: i64, zone: Zone, per: Per) -> String {
 
 fn window_label(l: &Limit) -> String {
     let family = match l.limit_id.as_deref() {
-        Some(id) if id != "codex" => format!("{id} "),
+        Some(id) if !Plan::is_own_family(id) => format!("{id} "),
         _ => String::new(),
     };
     let span = match l.window_minutes {

@@ -645,5 +645,4 @@ fn json_array(items: &[String]) -> String {
 pub mod meter;
 
 #[cfg(test)]
-#[path = "edit_tests.rs"]
 mod tests;

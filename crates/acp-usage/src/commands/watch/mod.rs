@@ -27,7 +27,7 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 #[cfg(unix)]
 use signal_hook::iterator::Signals;
 
-use crate::commands::status::current_fullest;
+use crate::agents::Profile;
 use crate::sinks::ledger::{self, Store, process_alive};
 use acp_usage_core::limits::Limit;
 
@@ -378,12 +378,7 @@ fn summary(snap: &Snapshot, now: i64) -> String {
 /// The provider whose subscription windows an agent's sessions fill, for the agents that
 /// have one login of their own.
 fn provider_of(agent: &str) -> Option<&'static str> {
-    match agent {
-        "claude" => Some("anthropic"),
-        "codex" => Some("openai"),
-        "gemini" => Some("google"),
-        _ => None,
-    }
+    Some(Profile::named(agent)?.plan()?.provider)
 }
 
 /// The fullest live window of the session's provider (else of any window seen in it).
@@ -690,6 +685,17 @@ fn watch_dir(path: &Path, tx: mpsc::Sender<Wake>) -> Option<notify::RecommendedW
 }
 
 mod screen;
+/// The fullest subscription window that has not reset yet (a window past its reset time
+/// holds nothing any more).
+pub fn current_fullest<'a>(
+    limits: impl IntoIterator<Item = &'a Limit>,
+    now_ms: i64,
+) -> Option<&'a Limit> {
+    acp_usage_core::limits::fullest(
+        limits.into_iter().filter(|l| l.resets_at.is_none_or(|r| r * 1000 > now_ms)),
+    )
+}
+
 #[cfg(test)]
 pub(crate) mod tests;
 

@@ -52,7 +52,7 @@ pub(super) fn view(f: &mut ratatui::Frame<'_>, path: &Path, state: &State, now: 
                 snap.sessions.len() - running
             )),
             Span::raw(
-                crate::commands::status::current_fullest(&snap.limits, now)
+                super::current_fullest(&snap.limits, now)
                     .map(|l| format!(" · limit {}", l.short()))
                     .unwrap_or_default(),
             ),

@@ -8,6 +8,7 @@ use acp_usage_core::limits::{Limit, LimitCrossing};
 use serde_json::json;
 
 use super::*;
+use crate::agents::Plan;
 use crate::sinks::ledger::Write;
 
 impl Observer {
@@ -84,12 +85,7 @@ fn window_name(l: &Limit) -> String {
 /// Who a window is of and its span, in the user's words: (`Claude`, `5-hour`), (`Codex`,
 /// `weekly`); `/usage` shows them as `Claude 5-hour`.
 pub(super) fn window_parts(l: &Limit) -> (&str, String) {
-    let who = match l.provider.as_str() {
-        "anthropic" => "Claude",
-        "openai" => "Codex",
-        "google" => "Gemini",
-        other => other,
-    };
+    let who = Plan::of_provider(&l.provider).map_or(l.provider.as_str(), |p| p.word);
     let span = match (l.window.as_str(), l.window_minutes) {
         ("overage", _) => "usage credit".to_owned(),
         (_, Some(300)) => "5-hour".to_owned(),

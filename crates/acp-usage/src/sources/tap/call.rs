@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::flights::Flight;
-use super::proxy::{Body, BoxError, State, answer_head, header_str, own_response, send_failed};
+use super::http::{Body, BoxError, State, answer_head, header_str, own_response, send_failed};
 use super::watch::Pending;
 
 /// How long the tap goes on reading a model call's answer after the agent hung up on it: what

@@ -345,5 +345,4 @@ fn parse_header(head: &[u8]) -> Header {
 }
 
 #[cfg(test)]
-#[path = "frames_tests.rs"]
 pub(super) mod tests;

@@ -7,8 +7,7 @@ use acp_usage_core::limits::{self, Limit};
 use hyper::HeaderMap;
 
 use super::now_ms;
-use super::proxy::State;
-use super::watch::Reader;
+use super::watched::Reader;
 
 /// What the relay receives: the session header of the request, when the agent sends one, and
 /// the windows.
@@ -20,19 +19,28 @@ const QUOTA_MAX: usize = 1 << 20;
 /// The tap's side of the channel to the relay.
 type Sender = tokio::sync::mpsc::UnboundedSender<Observed>;
 
-fn send(state: &State, session: Option<String>, found: Vec<Limit>) {
-    observe_read(&state.limits, &state.notify, session, found);
-}
+// The tap's state is not named here: it holds this module's channel, and the functions below
+// take the channel and the relay's wake-up instead (`state.limits`, `state.notify`).
 
 /// The windows a response's headers state.
-pub(super) fn observe_headers(state: &State, session: Option<String>, headers: &HeaderMap) {
+pub(super) fn observe_headers(
+    limits_tx: &Sender,
+    notify: &tokio::sync::Notify,
+    session: Option<String>,
+    headers: &HeaderMap,
+) {
     let pairs = headers.iter().filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?)));
-    send(state, session, limits::from_headers(pairs, now_ms()));
+    observe_read(limits_tx, notify, session, limits::from_headers(pairs, now_ms()));
 }
 
 /// The windows of one `codex.rate_limits` event (a WebSocket text message).
-pub(super) fn observe_event(state: &State, session: Option<String>, json: &[u8]) {
-    send(state, session, limits::from_codex_event(json, now_ms()));
+pub(super) fn observe_event(
+    limits_tx: &Sender,
+    notify: &tokio::sync::Notify,
+    session: Option<String>,
+    json: &[u8],
+) {
+    observe_read(limits_tx, notify, session, limits::from_codex_event(json, now_ms()));
 }
 
 /// Windows read out of a body (a model call's by its usage reader, a quota answer).
@@ -62,12 +70,16 @@ pub(super) struct QuotaRead {
 }
 
 impl QuotaRead {
-    pub fn new(state: &State, session: Option<String>) -> QuotaRead {
+    pub fn new(
+        limits: &Sender,
+        notify: &std::sync::Arc<tokio::sync::Notify>,
+        session: Option<String>,
+    ) -> QuotaRead {
         QuotaRead {
             copy: Some(Vec::new()),
             session,
-            limits: state.limits.clone(),
-            notify: state.notify.clone(),
+            limits: limits.clone(),
+            notify: notify.clone(),
         }
     }
 }

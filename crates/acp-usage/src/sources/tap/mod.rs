@@ -5,7 +5,7 @@
 //! `http://127.0.0.1:PORT/<secret>/<route>` (each agent's file in `agents/` says which settings;
 //! `point.rs` holds what they share). Each route stands for one upstream: the base URL the agent
 //! had, or the provider's public endpoint.
-//! A request is forwarded unchanged (`proxy.rs`); its response streams back as the upstream sends
+//! A request is forwarded unchanged (`proxy.rs`, on the state and helpers of `http.rs`); its response streams back as the upstream sends
 //! it while `watch.rs` reads the usage from a copy (`acp_usage_core::api`), and every billed call
 //! becomes a [`TapCall`] on a channel the relay reads. The tap runs on its own thread and runtime
 //! so that neither the relay nor the proxy ever waits for the other.
@@ -14,11 +14,13 @@ mod call;
 mod decode;
 mod flights;
 mod frames;
+mod http;
 pub mod limits;
 pub mod point;
 mod proxy;
 mod roots;
 mod watch;
+mod watched;
 mod ws;
 mod ws_usage;
 
@@ -218,14 +220,14 @@ impl Bound {
     }
 
     /// Starts serving on a thread and runtime of their own; the upstream client is made when the
-    /// first request comes (`proxy::Upstream`). Fails only when the thread cannot be had
+    /// first request comes (`http::Upstream`). Fails only when the thread cannot be had
     /// (a runtime that cannot be made is an error in the log, and the tap's connections are
     /// refused).
     pub fn serve(self) -> anyhow::Result<Tap> {
         let Bound { addr, secret, listener, config, calls, limits, notify, flights } = self;
         let state_flights = flights.clone();
         let state_secret = secret.clone();
-        let client = proxy::Upstream::default();
+        let client = http::Upstream::default();
         std::thread::Builder::new().name("acp-usage-tap".into()).spawn(move || {
             // Made here, not by the relay's thread, which passes on the editor's first request
             // meanwhile.
@@ -242,7 +244,7 @@ impl Bound {
                     );
                 }
             };
-            let state = Arc::new(proxy::State {
+            let state = Arc::new(http::State {
                 secret: state_secret,
                 routes: config.routes,
                 session_headers: config.session_headers,

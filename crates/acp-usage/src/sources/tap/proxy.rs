@@ -14,94 +14,20 @@ use std::time::Duration;
 
 use acp_usage_core::api::{self, RequestInfo};
 use bytes::Bytes;
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full, StreamBody};
+use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
-use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper::header;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 
 use super::decode::Decoder;
-use super::watch::{Pending, Watched};
-use super::{Route, TapCall, now_ms, ws};
-
-pub(super) type BoxError = Box<dyn std::error::Error + Send + Sync>;
-pub(super) type Body = BoxBody<Bytes, BoxError>;
-
-/// What every connection shares.
-#[derive(Debug)]
-pub(super) struct State {
-    pub secret: String,
-    pub routes: Vec<Route>,
-    pub session_headers: Vec<String>,
-    pub alternates: Vec<super::Alternate>,
-    pub client: Upstream,
-    pub calls: tokio::sync::mpsc::UnboundedSender<TapCall>,
-    /// Subscription windows read from responses.
-    pub limits: tokio::sync::mpsc::UnboundedSender<super::limits::Observed>,
-    pub notify: std::sync::Arc<tokio::sync::Notify>,
-    /// The model calls under way.
-    pub flights: super::flights::Flights,
-}
-
-/// The client to the upstreams, made when the first request comes: reading the system's root
-/// certificates takes 5 ms of CPU, which the agent starting beside the relay has a better use
-/// for, and which the first model call (seconds) does not notice. Whether it can be made is told
-/// before the agent is pointed at the tap (`roots::check`).
-#[derive(Debug, Clone, Default)]
-pub(super) struct Upstream(Arc<tokio::sync::OnceCell<Option<reqwest::Client>>>);
-
-impl Upstream {
-    /// A client made already.
-    #[cfg(test)]
-    pub(super) fn ready(client: reqwest::Client) -> Upstream {
-        Upstream(Arc::new(tokio::sync::OnceCell::new_with(Some(Some(client)))))
-    }
-
-    /// The client, made on the first call (on a blocking thread); `None` when it could not be.
-    pub(super) async fn get(&self) -> Option<reqwest::Client> {
-        let made = self.0.get_or_init(|| async {
-            let made = tokio::task::spawn_blocking(|| {
-                // Without the system's roots HTTPS upstreams fail their handshake; plain HTTP
-                // ones (a local gateway) still work.
-                upstream_client(true).or_else(|e| {
-                    tracing::warn!("tap: cannot load the system's root certificates ({e:#}); HTTPS upstreams will fail");
-                    upstream_client(false)
-                })
-            });
-            match made.await {
-                Ok(Ok(client)) => Some(client),
-                Ok(Err(e)) => {
-                    tracing::error!("the tap has no HTTP client ({e:#}); its calls fail");
-                    None
-                }
-                Err(e) => {
-                    tracing::error!("the tap has no HTTP client ({e}); its calls fail");
-                    None
-                }
-            }
-        });
-        made.await.clone()
-    }
-}
-
-/// The client to the upstreams: no redirects followed (the agent sees them as it would),
-/// proxies from the environment, the system's roots (unless `native_roots` is false).
-pub(super) fn upstream_client(native_roots: bool) -> anyhow::Result<reqwest::Client> {
-    Ok(reqwest::Client::builder()
-        .use_rustls_tls()
-        .tls_built_in_native_certs(native_roots)
-        .redirect(reqwest::redirect::Policy::none())
-        // Bodies pass as the upstream sent them, whatever features a build turns on.
-        .no_gzip()
-        .no_brotli()
-        .no_deflate()
-        .no_zstd()
-        .connect_timeout(Duration::from_secs(30))
-        .tcp_nodelay(true)
-        .pool_idle_timeout(Duration::from_secs(60))
-        .build()?)
-}
+use super::http::{
+    Body, BoxError, State, answer_head, forwardable, header_str, own_response, send_failed,
+    session_header,
+};
+use super::watch::Pending;
+use super::watched::Watched;
+use super::{call, limits, now_ms, ws};
 
 /// Accepts connections until the process ends.
 pub(super) async fn serve(listener: tokio::net::TcpListener, state: Arc<State>) {
@@ -130,20 +56,6 @@ pub(super) async fn serve(listener: tokio::net::TcpListener, state: Arc<State>) 
     }
 }
 
-/// A response of the tap's own (the request was refused or the upstream could not be reached).
-pub(super) fn own_response(status: StatusCode, message: &str) -> Response<Body> {
-    let body = serde_json::json!({
-        "type": "error",
-        "error": {"type": "acp_usage_tap_error", "message": message},
-    });
-    let mut resp = Response::new(
-        Full::new(Bytes::from(body.to_string())).map_err(|never| match never {}).boxed(),
-    );
-    *resp.status_mut() = status;
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    resp
-}
-
 /// Compares without stopping at the first differing byte, so the time taken says nothing of
 /// how much of a guess was right.
 fn same_secret(given: &str, secret: &str) -> bool {
@@ -163,40 +75,6 @@ fn split_path<'a>(path: &'a str, secret: &str) -> Option<(&'a str, &'a str)> {
         None => (after, ""),
     };
     Some((route, rest))
-}
-
-/// Hop-by-hop headers (RFC 9110 section 7.6.1) and `Host`: never forwarded either way.
-fn hop_by_hop(name: &HeaderName) -> bool {
-    matches!(
-        name.as_str(),
-        "connection"
-            | "keep-alive"
-            | "proxy-connection"
-            | "proxy-authenticate"
-            | "proxy-authorization"
-            | "te"
-            | "trailer"
-            | "transfer-encoding"
-            | "upgrade"
-            | "host"
-    )
-}
-
-pub(super) fn forwardable(headers: &HeaderMap) -> HeaderMap {
-    // Headers named in `Connection` are hop-by-hop too.
-    let listed: Vec<String> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(',').map(|s| s.trim().to_ascii_lowercase()))
-        .collect();
-    let mut out = HeaderMap::with_capacity(headers.len());
-    for (name, value) in headers {
-        if !hop_by_hop(name) && !listed.iter().any(|l| l == name.as_str()) {
-            out.append(name.clone(), value.clone());
-        }
-    }
-    out
 }
 
 async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
@@ -299,7 +177,7 @@ async fn forward(
             limits: state.limits.clone(),
             notify: state.notify.clone(),
         };
-        return Ok(super::call::forward(super::call::Outgoing {
+        return Ok(call::forward(call::Outgoing {
             state: state.clone(),
             request: outgoing,
             pending,
@@ -316,30 +194,9 @@ async fn forward(
         Err(e) => return Err(send_failed(route_name, upstream_base, &e)),
     };
     let resp = answer_head(&state, session_header.clone(), &upstream);
-    let quota = super::limits::is_quota(&rest)
-        .then(|| super::limits::QuotaRead::new(&state, session_header));
+    let quota = limits::is_quota(&rest)
+        .then(|| limits::QuotaRead::new(&state.limits, &state.notify, session_header));
     Ok(streamed(resp, Watched::new(upstream.bytes_stream(), quota)))
-}
-
-/// The head of the agent's answer: the upstream's status and its forwardable headers, whose
-/// subscription windows are read on the way.
-pub(super) fn answer_head(
-    state: &State,
-    session_header: Option<String>,
-    upstream: &reqwest::Response,
-) -> hyper::http::response::Builder {
-    super::limits::observe_headers(state, session_header, upstream.headers());
-    let mut resp = Response::builder().status(upstream.status()).version(hyper::Version::HTTP_11);
-    if let Some(h) = resp.headers_mut() {
-        *h = forwardable(upstream.headers());
-    }
-    resp
-}
-
-/// The answer when sending to the upstream failed: [`unreachable`], a 504 for a timeout.
-pub(super) fn send_failed(route: &str, upstream_base: &str, e: &reqwest::Error) -> Response<Body> {
-    let status = if e.is_timeout() { StatusCode::GATEWAY_TIMEOUT } else { StatusCode::BAD_GATEWAY };
-    unreachable(route, upstream_base, &root_cause(e), status)
 }
 
 /// The response with `stream` as its body, chunks passed on as they come.
@@ -353,59 +210,6 @@ where
     resp.body(BodyExt::boxed(body)).unwrap_or_else(|_| {
         own_response(StatusCode::BAD_GATEWAY, "the upstream's response was malformed")
     })
-}
-
-/// The session id a header of the request names (the agent's profile says which headers).
-pub(super) fn session_header(state: &State, headers: &HeaderMap) -> Option<String> {
-    state
-        .session_headers
-        .iter()
-        .find_map(|h| headers.get(h.as_str()))
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-}
-
-/// The answer when the upstream could not be reached (`status`: 502, or 504 for a timeout): as
-/// close as the tap can come to what the agent would have seen, no response.
-pub(super) fn unreachable(
-    route: &str,
-    upstream_base: &str,
-    cause: &str,
-    status: StatusCode,
-) -> Response<Body> {
-    tracing::warn!(route, "tap: the upstream could not be reached: {cause}");
-    let message = format!(
-        "acp-usage tap: the upstream {} could not be reached: {cause}",
-        without_userinfo(upstream_base)
-    );
-    own_response(status, &message)
-}
-
-/// A URL without `user:password@`: error bodies reach the agent, which may show or log them.
-fn without_userinfo(url: &str) -> String {
-    match url.split_once("://") {
-        Some((scheme, rest)) => {
-            let authority_end = rest.find('/').unwrap_or(rest.len());
-            match rest[..authority_end].rfind('@') {
-                Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
-                None => url.to_owned(),
-            }
-        }
-        None => url.to_owned(),
-    }
-}
-
-pub(super) fn header_str(headers: &HeaderMap, name: HeaderName) -> Option<String> {
-    headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
-}
-
-/// The innermost error's text: reqwest's outer message hides what went wrong.
-fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut cur = e;
-    while let Some(next) = cur.source() {
-        cur = next;
-    }
-    cur.to_string()
 }
 
 #[cfg(test)]
@@ -425,27 +229,5 @@ mod tests {
         assert_eq!(split_path("/anthropic/v1/messages", s), None);
         assert_eq!(split_path("//00ff/anthropic", s), None);
         assert_eq!(split_path("", s), None);
-    }
-
-    #[test]
-    fn error_bodies_name_the_upstream_without_credentials() {
-        assert_eq!(without_userinfo("https://u:p@gw.example/v1"), "https://gw.example/v1");
-        assert_eq!(without_userinfo("http://127.0.0.1:9/a@b"), "http://127.0.0.1:9/a@b");
-        assert_eq!(without_userinfo("https://api.anthropic.com"), "https://api.anthropic.com");
-    }
-
-    #[test]
-    fn hop_by_hop_and_connection_listed_headers_stay_behind() {
-        let mut h = HeaderMap::new();
-        h.insert("host", HeaderValue::from_static("127.0.0.1:1"));
-        h.insert("connection", HeaderValue::from_static("keep-alive, x-private"));
-        h.insert("x-private", HeaderValue::from_static("1"));
-        h.insert("x-api-key", HeaderValue::from_static("k"));
-        h.append("anthropic-beta", HeaderValue::from_static("a"));
-        h.append("anthropic-beta", HeaderValue::from_static("b"));
-        let out = forwardable(&h);
-        assert!(out.get("host").is_none() && out.get("x-private").is_none());
-        assert_eq!(out.get("x-api-key").unwrap(), "k");
-        assert_eq!(out.get_all("anthropic-beta").iter().count(), 2);
     }
 }

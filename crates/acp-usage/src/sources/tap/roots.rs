@@ -1,7 +1,7 @@
 //! Whether the tap's HTTPS client will have roots it can trust, told before the agent is pointed
 //! at the tap.
 //!
-//! The client itself (`proxy::Upstream`) is made when the first request comes: reading the
+//! The client itself (`http::Upstream`) is made when the first request comes: reading the
 //! system's root certificates takes 5 ms, which would otherwise be on every tapped agent's
 //! start. But a
 //! client that cannot be made must leave the agent untapped, as if acp-usage were not there,

@@ -1,6 +1,6 @@
-//! The copy the tap reads: a model call's usage reader ([`Watch`]), fed every chunk of the
-//! upstream's body as `call.rs` hands it on, and a stream adapter for the other bodies a
-//! reader looks at ([`Watched`]).
+//! The copy the tap reads of a model call: its usage reader ([`Watch`]), fed every chunk of the
+//! upstream's body as `call.rs` hands it on (the other bodies a reader looks at pass through
+//! `watched.rs`).
 //!
 //! The call is reported as soon as the reader has the provider's final usage, before the chunk
 //! that completed it goes to the agent. The agent cannot end its turn before it has that chunk,
@@ -8,14 +8,11 @@
 //! ends or breaks, or that the tap stops reading after the agent hung up, reports whatever
 //! usage was seen, once.
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
 use acp_usage_core::api::{Api, RequestInfo, UsageReader};
 use bytes::Bytes;
-use futures_util::Stream;
 
 use super::decode::Decoder;
+use super::limits::{self, Observed};
 use super::{TapCall, now_ms};
 
 /// What is known of a model call when its response headers arrive.
@@ -32,7 +29,7 @@ pub(super) struct Pending {
     pub content_type: Option<String>,
     pub encoding: Option<String>,
     pub calls: tokio::sync::mpsc::UnboundedSender<TapCall>,
-    pub limits: tokio::sync::mpsc::UnboundedSender<super::limits::Observed>,
+    pub limits: tokio::sync::mpsc::UnboundedSender<Observed>,
     pub notify: std::sync::Arc<tokio::sync::Notify>,
 }
 
@@ -68,7 +65,7 @@ impl Watch {
         if let Some(reader) = &mut self.reader {
             let found = reader.take_limits(now_ms());
             let p = &self.pending;
-            super::limits::observe_read(&p.limits, &p.notify, p.session_header.clone(), found);
+            limits::observe_read(&p.limits, &p.notify, p.session_header.clone(), found);
         }
         if final_now {
             self.report();
@@ -115,61 +112,6 @@ impl Watch {
         // The relay may have ended: then nobody is counting any more.
         if p.calls.send(call).is_ok() {
             p.notify.notify_one();
-        }
-    }
-}
-
-/// What reads a copy of a body that is not a model call's while it passes on unchanged: a
-/// quota answer (`limits::QuotaRead`). A model call's answer is read by its own task
-/// (`call.rs`), which outlives an agent that hangs up.
-pub(super) trait Reader {
-    /// The next chunk, as it goes on to the agent.
-    fn chunk(&mut self, chunk: &[u8]);
-    /// The body ended (`broken`: it broke off, or the agent hung up before its end). Called
-    /// once more when the stream is dropped; a reader acts on the first call only.
-    fn end(&mut self, broken: bool);
-}
-
-/// The upstream's body, with a reader of its copy.
-pub(super) struct Watched<S, R: Reader> {
-    inner: S,
-    reader: Option<R>,
-}
-
-impl<S, R: Reader> Watched<S, R> {
-    pub fn new(inner: S, reader: Option<R>) -> Watched<S, R> {
-        Watched { inner, reader }
-    }
-}
-
-impl<S, E, R> Stream for Watched<S, R>
-where
-    S: Stream<Item = Result<Bytes, E>> + Unpin,
-    R: Reader + Unpin,
-{
-    type Item = Result<Bytes, E>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = &mut *self;
-        let polled = Pin::new(&mut this.inner).poll_next(cx);
-        if let Some(r) = &mut this.reader {
-            match &polled {
-                Poll::Ready(Some(Ok(chunk))) => r.chunk(chunk),
-                Poll::Ready(Some(Err(_))) => r.end(true),
-                Poll::Ready(None) => r.end(false),
-                Poll::Pending => {}
-            }
-        }
-        polled
-    }
-}
-
-impl<S, R: Reader> Drop for Watched<S, R> {
-    fn drop(&mut self) {
-        // Dropped before its end was seen: the agent hung up (the provider still billed what
-        // it had sent), or the server sent a body of known length and stopped polling.
-        if let Some(r) = &mut self.reader {
-            r.end(false);
         }
     }
 }

@@ -25,8 +25,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_rustls::rustls;
 
 use super::frames::Deflate;
+use super::http::{self, Body, BoxError, State, own_response};
 use super::limits;
-use super::proxy::{self, Body, BoxError, State, own_response};
 use super::ws_usage::Observer;
 
 /// How long connecting to the upstream may take (reqwest's `connect_timeout` on HTTP).
@@ -95,17 +95,17 @@ pub(super) async fn tunnel(
         ));
     }
     tracing::debug!(route, path = %rest, "tap: a WebSocket upgrade");
-    let session_header = proxy::session_header(&state, req.headers());
+    let session_header = http::session_header(&state, req.headers());
     let agent_side = hyper::upgrade::on(&mut req);
 
     let stream = match connect(&target).await {
         Ok(stream) => stream,
         Err((cause, status)) => {
-            return Err(proxy::unreachable(route, upstream_base, &cause, status));
+            return Err(http::unreachable(route, upstream_base, &cause, status));
         }
     };
     let unreachable = |e: hyper::Error| {
-        proxy::unreachable(route, upstream_base, &e.to_string(), StatusCode::BAD_GATEWAY)
+        http::unreachable(route, upstream_base, &e.to_string(), StatusCode::BAD_GATEWAY)
     };
     let (mut sender, conn) =
         hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream))
@@ -144,7 +144,7 @@ pub(super) async fn tunnel(
         let mut resp =
             Response::builder().status(upstream.status()).version(hyper::Version::HTTP_11);
         if let Some(h) = resp.headers_mut() {
-            *h = proxy::forwardable(upstream.headers());
+            *h = http::forwardable(upstream.headers());
         }
         let body = upstream.into_body().map_err(|e| Box::new(e) as BoxError).boxed();
         return resp.body(body).map_err(|_| {
@@ -152,7 +152,12 @@ pub(super) async fn tunnel(
         });
     }
 
-    limits::observe_headers(&state, session_header.clone(), upstream.headers());
+    limits::observe_headers(
+        &state.limits,
+        &state.notify,
+        session_header.clone(),
+        upstream.headers(),
+    );
     let extensions = upstream.headers().get_all(header::SEC_WEBSOCKET_EXTENSIONS);
     let observer = match Deflate::negotiated(extensions.iter().filter_map(|v| v.to_str().ok())) {
         Ok(deflate) => Observer::new(state.clone(), route.to_owned(), session_header, deflate),

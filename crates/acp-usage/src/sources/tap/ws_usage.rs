@@ -15,7 +15,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 
 use super::frames::{Deflate, FrameReader, Message};
-use super::proxy::State;
+use super::http::State;
 use super::watch::{Pending, Watch};
 use super::{limits, now_ms};
 
@@ -180,9 +180,12 @@ impl Observer {
         let Some(head) = Head::read(json) else { return };
         let kind = head.kind.as_deref().unwrap_or("");
         match kind {
-            "codex.rate_limits" => {
-                limits::observe_event(&self.state, self.session_header.clone(), json)
-            }
+            "codex.rate_limits" => limits::observe_event(
+                &self.state.limits,
+                &self.state.notify,
+                self.session_header.clone(),
+                json,
+            ),
             "error" => {
                 if let Some(mut watch) = self.current.take() {
                     watch.fail(head.status.unwrap_or(500));
@@ -221,5 +224,4 @@ impl Drop for Observer {
 }
 
 #[cfg(test)]
-#[path = "ws_usage_tests.rs"]
 mod tests;

@@ -2,7 +2,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::*;
+use crate::agents::*;
 use crate::sources::transcripts::{Found, Locations, Locator, Store};
 
 /// The files of `session` in `format` under `locs`.

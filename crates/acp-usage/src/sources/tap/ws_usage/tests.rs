@@ -18,8 +18,8 @@ fn state() -> (Arc<State>, tokio::sync::mpsc::UnboundedReceiver<TapCall>) {
         routes: Vec::new(),
         session_headers: Vec::new(),
         alternates: Vec::new(),
-        client: crate::sources::tap::proxy::Upstream::ready(
-            crate::sources::tap::proxy::upstream_client(true).unwrap(),
+        client: crate::sources::tap::http::Upstream::ready(
+            crate::sources::tap::http::upstream_client(true).unwrap(),
         ),
         calls,
         // Windows are not what these tests look at; a send to a dropped receiver is ignored.

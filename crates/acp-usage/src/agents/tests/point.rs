@@ -1,5 +1,5 @@
 //! Unit tests of pointing each agent at the tap: which settings, which upstreams.
-use super::*;
+use crate::agents::*;
 
 fn profile(name: &str) -> Profile {
     Profile::named(name).unwrap()

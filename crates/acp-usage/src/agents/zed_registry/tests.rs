@@ -7,8 +7,9 @@ use std::ffi::OsString;
 use super::*;
 use crate::agents::installed::{Search, find, one_per_agent};
 
-const SETTINGS: &str = include_str!("../../../../tests/fixtures/setup/zed-registry-settings.json");
-const INDEX: &str = include_str!("../../../../tests/fixtures/setup/zed-registry.json");
+const SETTINGS: &str =
+    include_str!("../../../../../tests/fixtures/setup/zed-registry-settings.json");
+const INDEX: &str = include_str!("../../../../../tests/fixtures/setup/zed-registry.json");
 
 fn scratch(name: &str) -> PathBuf {
     crate::test_support::scratch("zedreg", name)
