@@ -143,17 +143,8 @@ pub struct Observer {
     learned: Learned,
     /// What the ledger is to record, taken by the relay.
     writes: Vec<Write>,
-    /// The client shows `notice` session updates (it said so in `initialize`).
-    notices: bool,
-    /// Notices to send the editor after the line being handled.
-    notices_out: Vec<Vec<u8>>,
-    /// Crossings to tell in the chat of a client without notices, per session, until one of
-    /// its turns is in flight (see [`alerts`]).
-    chat_out: HashMap<String, Vec<String>>,
-    /// What each session crossed of its context window and session budget.
-    alerts: HashMap<String, alerts::SessionAlerts>,
-    /// What the day's and month's spending crossed, per period (its start, Unix ms).
-    period_alerts: HashMap<(acp_usage_core::budget::Scope, i64), acp_usage_core::budget::Crossings>,
+    /// What the editor is told beyond the figures: notices and chat lines for the crossings.
+    alerting: alerts::Alerting,
     /// Lines passed through without being understood.
     pub counters: Counters,
     /// Commands for the transcript worker, taken by the relay.
@@ -164,10 +155,8 @@ pub struct Observer {
     agent_name: Option<String>,
     /// `initialize`'s `agentInfo.version`.
     agent_version: Option<String>,
-    /// Prompts seen so far (orders sessions by their latest prompt, for the tap).
-    tap_prompts: u64,
-    /// Calls the tap saw before any session existed.
-    tap_unclaimed: Vec<crate::sources::tap::TapCall>,
+    /// What attributes the tap's calls to sessions across the run.
+    tap: tapped::Attribution,
     /// Sessions with calls counted between turns that no update has shown yet.
     between_turns: Vec<String>,
     /// The subscription windows seen, the latest of each, and the lines each has reached.
@@ -199,18 +188,13 @@ impl Observer {
             sessions: HashMap::new(),
             learned,
             writes: Vec::new(),
-            notices: false,
-            notices_out: Vec::new(),
-            chat_out: HashMap::new(),
-            alerts: HashMap::new(),
-            period_alerts: HashMap::new(),
+            alerting: alerts::Alerting::default(),
             counters: Counters::default(),
             commands: Vec::new(),
             releasing: false,
             agent_name: None,
             agent_version: None,
-            tap_prompts: 0,
-            tap_unclaimed: Vec::new(),
+            tap: tapped::Attribution::default(),
             between_turns: Vec::new(),
             limit_board: acp_usage_core::limits::LimitBoard::new(limit_lines),
             usage: usage_command::CommandState::default(),
@@ -312,7 +296,7 @@ impl Observer {
         if out.hold.is_none() {
             // Before the line: a turn's notices reach the client before its result, which is
             // where many clients stop reading the turn.
-            out.before.append(&mut self.notices_out);
+            out.before.append(&mut self.alerting.notices_out);
         }
         out
     }

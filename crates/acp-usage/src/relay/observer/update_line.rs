@@ -34,7 +34,7 @@ impl Observer {
             }
         }
         // A notice an update gave rise to (a context threshold) goes with it.
-        lines.append(&mut self.notices_out);
+        lines.append(&mut self.alerting.notices_out);
         lines
     }
 
