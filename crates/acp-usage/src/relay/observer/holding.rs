@@ -10,7 +10,7 @@ use crate::relay::follow::{Awaiting, Follow};
 use crate::sources::transcripts::{Command, Format, Update, UpdateKind};
 
 /// Results released because the transcript was late, in a row, before it is given up.
-pub(super) const MAX_TIMEOUTS_IN_A_ROW: u32 = 3;
+const MAX_TIMEOUTS_IN_A_ROW: u32 = 3;
 
 /// Whether a prompt result says the turn made no model call (all its usage is zero).
 pub(super) fn no_model_call(result: &Value) -> bool {

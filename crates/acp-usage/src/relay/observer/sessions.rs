@@ -13,6 +13,7 @@ use crate::agents::Profile;
 use crate::relay::follow::Follow;
 use crate::sources::transcripts::Command;
 
+/// An editor request's method, as far as acp-usage reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Method {
     Initialize,
@@ -48,6 +49,7 @@ impl Method {
     }
 }
 
+/// An editor request the agent has not answered yet: what its response is read against.
 #[derive(Debug)]
 pub(super) struct Pending {
     pub(super) method: Method,
@@ -59,6 +61,7 @@ pub(super) struct Pending {
     pub(super) cwd: Option<String>,
 }
 
+/// What the observer keeps of one session.
 #[derive(Debug)]
 pub(super) struct Session {
     pub(super) account: Account,
@@ -133,7 +136,7 @@ impl Session {
 }
 
 /// The tokenizer family of a model option value under a profile.
-pub(super) fn family_of(profile: Profile, model_value: Option<&str>) -> Family {
+fn family_of(profile: Profile, model_value: Option<&str>) -> Family {
     match model_value.and_then(|m| profile.resolve_model(m).0) {
         Some(m) => match Family::of(Some(&m)) {
             Family::Other => profile.default_family(),
