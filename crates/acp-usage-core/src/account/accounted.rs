@@ -101,6 +101,15 @@ pub(super) fn scale_to(calls: &mut [AccountedCall], turn_cost: f64) {
     }
 }
 
+/// Who made a record being settled and how it was seen: the settled call's role, source, key
+/// and whether it was made in a turn.
+struct Made {
+    role: Role,
+    source: Source,
+    key: Option<String>,
+    in_turn: bool,
+}
+
 /// The account's side of the sinks: what it settled and has not handed over yet.
 impl Account {
     /// Keeps an exact call of the turn in progress for the sinks, as it was seen: a process
@@ -117,22 +126,13 @@ impl Account {
         if rec.input == 0 && rec.output == 0 {
             return;
         }
-        let call = self.settle(&rec, 1, role, source, key, true, cx);
+        let call = self.settle(&rec, 1, Made { role, source, key, in_turn: true }, cx);
         self.provisional.push(call);
     }
 
     /// One record as the sinks get it: priced as the model it names, else the session's.
-    #[allow(clippy::too_many_arguments)]
-    fn settle(
-        &self,
-        rec: &TokenRecord,
-        calls: u64,
-        role: Role,
-        source: Source,
-        key: Option<String>,
-        in_turn: bool,
-        cx: &Context<'_>,
-    ) -> AccountedCall {
+    fn settle(&self, rec: &TokenRecord, calls: u64, made: Made, cx: &Context<'_>) -> AccountedCall {
+        let Made { role, source, key, in_turn } = made;
         let model =
             rec.model.as_deref().or(self.seen_model.as_deref()).or(self.selected_model.as_deref());
         let priced = price_call(rec, model, calls, cx.catalog);
@@ -209,7 +209,8 @@ impl Account {
                 ),
                 None => (Role::Main, None, false),
             };
-            let call = self.settle(rec, calls_per_record, role, source, key, in_turn, cx);
+            let made = Made { role, source, key, in_turn };
+            let call = self.settle(rec, calls_per_record, made, cx);
             match call.cost {
                 Some(c) => *cost.get_or_insert(0.0) += c,
                 None => self.unpriced_calls += 1,

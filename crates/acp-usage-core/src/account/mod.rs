@@ -9,18 +9,17 @@
 //! estimate has per-call shape: `used` is the last call's context, not the turn's sum.
 
 mod accounted;
+mod end_turn;
 mod side;
 mod snapshot;
 mod tapped;
 mod types;
 
-use side::unseen_calls;
-
 pub use accounted::{AccountedCall, Priced, price_call};
 pub use types::{Carried, Role, RoleTotals, Snapshot, TurnReport, TurnUsage};
 
 use crate::catalog::Catalog;
-use crate::tokens::{Modifiers, Source, TokenRecord, TokenTotals};
+use crate::tokens::{Source, TokenRecord, TokenTotals};
 
 /// Everything the account needs from outside to price and size a session.
 #[derive(Debug, Clone, Copy)]
@@ -574,210 +573,6 @@ impl Account {
             turn.agent_report = Some((rec, report, calls));
         }
     }
-
-    /// The turn ended (its `session/prompt` result arrived): resolve its usage from the best
-    /// source and fold it into the session.
-    pub fn end_turn(&mut self, cx: &Context<'_>) -> Option<TurnUsage> {
-        let mut turn = self.turn.take()?;
-        // The settled calls replace the provisional ones; those not yet taken need not be.
-        self.provisional.clear();
-        if !turn.tap_calls.is_empty() {
-            let others = std::mem::take(&mut turn.exact_calls);
-            let keys = std::mem::take(&mut turn.exact_keys);
-            (turn.exact_calls, turn.exact_keys) =
-                tapped::merge(std::mem::take(&mut turn.tap_calls), others, &keys);
-        }
-        let mut origin = Origin { in_turn: true, ..Origin::default() };
-        let est = &turn.est_calls;
-        let last_est = est.last().cloned().unwrap_or_default();
-        let est_output: u64 = est.iter().map(|c| c.output).sum();
-        let est_thought: u64 = est.iter().map(|c| c.thought).sum();
-        let one_call = est.len() == 1;
-        // The first call's prompt, when a source tells it: teaches the hidden baseline.
-        let mut first_input = None;
-
-        let mut roles = RoleTotals::default();
-        let (records, source, cache_known, thought_known, calls) = if !turn.exact_calls.is_empty() {
-            let mut exact_calls = turn.exact_calls;
-            // With the tap every call is seen as it ends, so the agent's per-model counts show
-            // nothing more: a side call they include may have been counted between turns.
-            if !self.tap {
-                exact_calls.extend(
-                    unseen_calls(&exact_calls, &turn.agent_models)
-                        .into_iter()
-                        .map(|rec| (rec, Source::Agent, Role::Side)),
-                );
-            }
-            // The turn's source is that of the calls a source recorded one by one; side calls the
-            // agent's per-model counts revealed show in the role breakdown.
-            let source = exact_calls
-                .iter()
-                .filter(|(_, _, role)| *role != Role::Side)
-                .map(|(_, s, _)| *s)
-                .max()
-                .unwrap_or(Source::Agent);
-            // `used` is what the main agent's last call left in context; a subagent's context
-            // is its own.
-            let main = |role: &Role| *role == Role::Main;
-            if let Some((last, s, _)) = exact_calls.iter().rev().find(|(_, _, r)| main(r)) {
-                self.used = Some(used_of(last, *s));
-            }
-            first_input = exact_calls.iter().find(|(_, _, r)| main(r)).map(|(r, _, _)| r.input);
-            for (k, (rec, _, role)) in exact_calls.iter().enumerate() {
-                roles.add(*role, rec);
-                origin.roles.push(*role);
-                origin.keys.push(turn.exact_keys.get(k).cloned().flatten());
-            }
-            let recs: Vec<TokenRecord> = exact_calls.into_iter().map(|(r, _, _)| r).collect();
-            let n = recs.len() as u64;
-            (recs, source, true, true, Some(n))
-        } else if let Some((rec, report, calls)) = turn.agent_report {
-            match report {
-                TurnReport::Complete => {
-                    if self.used.is_none_or(|u| u.source == Source::Estimate) {
-                        // The agent gave the turn's sums but not `used`: the last call's share
-                        // of them, by the shape of the estimated calls.
-                        self.used = Some(scaled_used(&rec, est, calls));
-                    }
-                    if one_call && calls.unwrap_or(1) == 1 {
-                        first_input = Some(rec.input);
-                    }
-                    (vec![rec], Source::Agent, true, true, calls)
-                }
-                TurnReport::WithoutCacheAndThoughts => {
-                    // Input and visible output are the agent's; thoughts are estimated from the
-                    // thought chunks, and `used` from the estimated calls scaled to the agent's
-                    // input.
-                    let mut rec = rec;
-                    rec.output += est_thought;
-                    rec.thought = est_thought;
-                    let inputs: Vec<u64> = est.iter().map(|c| c.input).collect();
-                    let afters: Vec<u64> = est.iter().map(TokenRecord::context_after).collect();
-                    let est_input: u64 = inputs.iter().sum();
-                    let cached = cached_prefixes(turn.start_ctx, &inputs, &afters);
-                    if est_input > 0 {
-                        // The agent's input is larger than the visible estimate; the cached
-                        // share scales with it.
-                        rec.cache_read =
-                            (rec.input as u128 * cached as u128 / est_input as u128) as u64;
-                    }
-                    let n = calls.unwrap_or(est.len() as u64).max(1);
-                    self.used = Some(scaled_used(&rec, est, Some(n)));
-                    if one_call {
-                        first_input = Some(rec.input);
-                    }
-                    (vec![rec], Source::Estimate, false, true, Some(n))
-                }
-            }
-        } else if !turn.agent_call_totals.is_empty() {
-            // The agent reported each call's in-context total (input + output): the totals are
-            // exact, the split between input and output is estimated.
-            let totals = &turn.agent_call_totals;
-            let total: u64 = totals.iter().sum();
-            let output = est_output.min(total);
-            let n = totals.len() as u64;
-            let inputs: Vec<u64> = totals
-                .iter()
-                .enumerate()
-                .map(|(k, t)| {
-                    let out = if est.len() == totals.len() { est[k].output } else { output / n };
-                    t.saturating_sub(out)
-                })
-                .collect();
-            let rec = TokenRecord {
-                input: total - output,
-                cache_read: cached_prefixes(turn.start_ctx, &inputs, totals).min(total - output),
-                output,
-                thought: est_thought.min(output),
-                ..TokenRecord::default()
-            };
-            first_input = Some(turn.agent_call_totals[0].saturating_sub(est[0].output));
-            (vec![rec], Source::Estimate, false, false, Some(n))
-        } else {
-            self.used = Some(estimated_used(&last_est));
-            let n = est.len() as u64;
-            let mut recs = turn.est_calls.clone();
-            let mut prefix = turn.start_ctx;
-            for rec in &mut recs {
-                rec.cache_read = prefix.min(rec.input);
-                prefix = rec.context_after();
-            }
-            (recs, Source::Estimate, false, false, Some(n))
-        };
-
-        if self.turns_ended == 0
-            && !self.history_unseen
-            && self.replayed == 0
-            && self.carried.is_none()
-        {
-            // What the first call carried beyond the visible prompt is the agent's hidden
-            // context (system prompt, tool definitions): the baseline of its next sessions.
-            let visible = est[0].input.saturating_sub(self.baseline);
-            if let Some(first) = first_input.filter(|f| *f > visible) {
-                self.learned_baseline = Some(first - visible);
-            }
-        }
-        self.turns_ended += 1;
-
-        // One aggregated record stands for several calls: its tier is decided per call.
-        let per_record = if records.len() == 1 { calls.unwrap_or(1).max(1) } else { 1 };
-        let settled = self.accounted.len();
-        let mut cost = self.add_to_session(&records, source, per_record, cx, Some(origin));
-        if let Some(now) = self.stated_cost {
-            // The agent states the session's cost: the turn cost is what it grew by.
-            cost = Some(now - turn.stated_cost_before.unwrap_or(0.0)).filter(|c| *c >= 0.0);
-            if let Some(c) = cost {
-                accounted::scale_to(&mut self.accounted[settled..], c);
-            }
-        }
-        let mut totals = TokenTotals::default();
-        for rec in &records {
-            totals += rec;
-        }
-        totals.calls = calls.unwrap_or(totals.calls);
-        let model = records.iter().rev().find_map(|r| r.model.clone()).or(self.seen_model.clone());
-        let modifiers = records.iter().fold(Modifiers::default(), |m, r| m.union(r.modifiers));
-        Some(TurnUsage {
-            totals,
-            cache_known,
-            thought_known,
-            source,
-            calls,
-            model,
-            cost,
-            roles,
-            modifiers,
-        })
-    }
-}
-
-/// Estimated prompt-cache reads of a turn's calls: providers cache prompt prefixes (Anthropic
-/// with cache breakpoints, OpenAI and Gemini implicitly), so each call reads from the cache what
-/// was already in context before it: the context before the prompt for the first call, the
-/// previous call's context for the others. Only used to price estimated turns.
-fn cached_prefixes(start_ctx: u64, inputs: &[u64], contexts_after: &[u64]) -> u64 {
-    let mut prefix = start_ctx;
-    let mut cached = 0;
-    for (input, after) in inputs.iter().zip(contexts_after) {
-        cached += prefix.min(*input);
-        prefix = *after;
-    }
-    cached
-}
-
-/// `used` from a turn's summed record: the last estimated call's share of the summed input
-/// (hidden context such as system prompts scales with it), and an even share of the output.
-fn scaled_used(sum: &TokenRecord, est: &[TokenRecord], calls: Option<u64>) -> Used {
-    let n = calls.unwrap_or(est.len() as u64).max(1);
-    let est_input: u64 = est.iter().map(|c| c.input).sum();
-    let last_input = est.last().map_or(0, |c| c.input);
-    let prompt = if est_input > 0 && est.len() as u64 == n {
-        (sum.input as u128 * last_input as u128 / est_input as u128) as u64
-    } else {
-        sum.input / n
-    };
-    let output = sum.output.saturating_sub(sum.thought) / n;
-    Used { prompt, output, source: Source::Estimate, exact: false }
 }
 
 /// `used` after an exact call: its prompt and what it generated, minus dropped thoughts.
@@ -787,14 +582,5 @@ fn used_of(rec: &TokenRecord, source: Source) -> Used {
         output: rec.output.saturating_sub(rec.thought),
         source,
         exact: source.is_exact(),
-    }
-}
-
-fn estimated_used(last: &TokenRecord) -> Used {
-    Used {
-        prompt: last.input,
-        output: last.output - last.thought,
-        source: Source::Estimate,
-        exact: false,
     }
 }

@@ -37,6 +37,15 @@ pub(super) struct AgentPump<R, W> {
     judged: bool,
 }
 
+/// What the relay tells the agent pump besides the agent's lines.
+#[derive(Debug)]
+pub(super) struct Control {
+    /// Told to stop (the agent is gone, and its stdout may be held open by a grandchild).
+    pub(super) stop: oneshot::Receiver<()>,
+    /// Answers acp-usage gives the editor itself, written between the agent's lines.
+    pub(super) answers: mpsc::UnboundedReceiver<Vec<u8>>,
+}
+
 /// The editor's side of the agent pump: what it writes, and how it observes what it writes.
 #[derive(Debug)]
 struct ToEditor<W> {
@@ -66,9 +75,9 @@ where
         editor_out: W,
         pump: Pump,
         hold_wait: Duration,
-        stop: oneshot::Receiver<()>,
-        answers: mpsc::UnboundedReceiver<Vec<u8>>,
+        control: Control,
     ) -> AgentPump<R, W> {
+        let Control { stop, answers } = control;
         let streaming = !lock(&pump.core).copies.active();
         let mut batches = Batches::new(pump.max);
         if streaming {

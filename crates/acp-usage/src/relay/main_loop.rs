@@ -24,6 +24,19 @@ pub(super) struct Held {
     pub(super) resume: oneshot::Sender<Outcome>,
 }
 
+/// What the main loop listens on, and where acp-usage's own answers for the editor go.
+#[derive(Debug)]
+pub(super) struct Channels {
+    /// The pumps' events.
+    pub(super) events: mpsc::UnboundedReceiver<Event>,
+    /// The transcript worker's updates.
+    pub(super) transcripts: mpsc::UnboundedReceiver<Update>,
+    /// Rung when the tap has read a call.
+    pub(super) tap_notify: Arc<Notify>,
+    /// To the agent pump, which writes them between the agent's lines.
+    pub(super) answers: mpsc::UnboundedSender<Vec<u8>>,
+}
+
 /// The main loop's inputs and state.
 #[derive(Debug)]
 pub(super) struct MainLoop {
@@ -55,15 +68,8 @@ pub(super) struct MainLoop {
 const BETWEEN_TURNS_COALESCE: Duration = Duration::from_millis(100);
 
 impl MainLoop {
-    pub(super) fn new(
-        core: Shared,
-        agent: Agent,
-        grace: Duration,
-        events: mpsc::UnboundedReceiver<Event>,
-        transcripts: mpsc::UnboundedReceiver<Update>,
-        tap_notify: Arc<Notify>,
-        answers: mpsc::UnboundedSender<Vec<u8>>,
-    ) -> MainLoop {
+    pub(super) fn new(core: Shared, agent: Agent, grace: Duration, channels: Channels) -> MainLoop {
+        let Channels { events, transcripts, tap_notify, answers } = channels;
         MainLoop {
             core,
             agent,

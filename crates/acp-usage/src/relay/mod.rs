@@ -124,7 +124,8 @@ pub fn run(
     let res = rt.block_on(async {
         // Inside the runtime: the fds are registered with its poller.
         let started = spawned.register();
-        relay_started(lines::stdin(), lines::stdout(), opts, copies, tap, started, ledger).await
+        let launch = Launch { copies, tap, spawned: started, ledger };
+        relay_started(lines::stdin(), lines::stdout(), opts, launch).await
     });
     // The stdin reader may still sit in a blocking read on an editor that keeps its side open;
     // don't wait for it.
@@ -314,24 +315,33 @@ where
     let spawned = agent::spawn_with(&tap.argv, &tap.env);
     let ledger = opts.start_ledger();
     tap.serve();
-    relay_started(editor_in, editor_out, opts, copies, tap, spawned, ledger).await
+    let launch = Launch { copies, tap, spawned, ledger };
+    relay_started(editor_in, editor_out, opts, launch).await
 }
 
-/// [`relay_copying`] once the agent was started (`spawned`) and the ledger is being opened
-/// (`ledger`).
+/// What is started before the relay's loop: the agent and the tap first (the agent loads
+/// meanwhile), the ledger's open under way, and where copies of the lines go.
+struct Launch {
+    copies: Copies,
+    tap: TapStart,
+    /// The agent, started (or why not).
+    spawned: anyhow::Result<(agent::Agent, agent::Pipes)>,
+    /// The ledger being opened (`None`: no ledger).
+    ledger: Option<PendingLedger>,
+}
+
+/// [`relay_copying`] once the agent was started and the ledger is being opened (`launch`).
 async fn relay_started<I, O>(
     editor_in: I,
     editor_out: O,
     opts: Options,
-    copies: Copies,
-    tap: TapStart,
-    spawned: anyhow::Result<(agent::Agent, agent::Pipes)>,
-    ledger: Option<PendingLedger>,
+    launch: Launch,
 ) -> anyhow::Result<u8>
 where
     I: AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
 {
+    let Launch { copies, tap, spawned, ledger } = launch;
     let (agent, pipes) = match spawned {
         Ok(started) => started,
         Err(err) => {
@@ -388,18 +398,18 @@ where
         EditorPump::new(editor_in, pipes.stdin, pump(ev_tx.clone()), answer_tx.clone());
     let editor_pump = tokio::spawn(editor_pump.run());
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let agent_pump = AgentPump::new(
-        pipes.stdout,
-        editor_out,
-        pump(ev_tx),
-        opts.transcript_wait,
-        stop_rx,
-        answer_rx,
-    );
+    let control = agent_pump::Control { stop: stop_rx, answers: answer_rx };
+    let agent_pump =
+        AgentPump::new(pipes.stdout, editor_out, pump(ev_tx), opts.transcript_wait, control);
     let agent_pump = tokio::spawn(agent_pump.run());
 
-    let main_loop =
-        MainLoop::new(core.clone(), agent, opts.grace, ev_rx, tr_rx, tap.notify, answer_tx);
+    let channels = main_loop::Channels {
+        events: ev_rx,
+        transcripts: tr_rx,
+        tap_notify: tap.notify,
+        answers: answer_tx,
+    };
+    let main_loop = MainLoop::new(core.clone(), agent, opts.grace, channels);
     let status = main_loop.run().await?;
     // What the agent wrote before it went still reaches the editor: the pump stops at its next
     // read, never within a batch.

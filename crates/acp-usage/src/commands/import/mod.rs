@@ -242,22 +242,7 @@ pub fn import(
     // again. 64 MB holds a year of a heavy user's ledger; it is freed when the command ends.
     store.conn().pragma_update(None, "cache_size", -65_536)?;
     store.conn().pragma_update(None, "wal_autocheckpoint", 16_384)?;
-    let remembered = state::Remembered::load(store)?;
-    let mut list = Vec::new();
-    for source in std::mem::take(&mut found.list) {
-        if remembered.unchanged(source.agent.name(), &source.id, &source.seen) {
-            summary.files_unchanged += source.files;
-        } else {
-            list.push(source);
-        }
-    }
-    list.iter_mut().for_each(read::prepare);
-    // Oldest first within an agent: when a call is in several sessions (a Claude Code fork
-    // starts with a copy of its parent's), the older one owns it.
-    let rank = |p: Profile| agents.iter().position(|a| *a == p);
-    list.sort_by(|a, b| {
-        (rank(a.agent), a.started_ms, &a.id).cmp(&(rank(b.agent), b.started_ms, &b.id))
-    });
+    let list = changed_sources(store, std::mem::take(&mut found.list), &agents, &mut summary)?;
     summary.files_read = list.iter().map(|s| s.files).sum();
     let mut p = Progress { files_total: summary.files_read, ..Progress::default() };
     progress(p);
@@ -325,6 +310,33 @@ pub fn import(
     }
     written?;
     Ok(summary)
+}
+
+/// The sessions whose files changed since the last import (the others counted as unchanged),
+/// prepared, in the order they are written.
+fn changed_sources(
+    store: &Store,
+    sources: Vec<read::Source>,
+    agents: &[Profile],
+    summary: &mut Summary,
+) -> rusqlite::Result<Vec<read::Source>> {
+    let remembered = state::Remembered::load(store)?;
+    let mut list = Vec::new();
+    for source in sources {
+        if remembered.unchanged(source.agent.name(), &source.id, &source.seen) {
+            summary.files_unchanged += source.files;
+        } else {
+            list.push(source);
+        }
+    }
+    list.iter_mut().for_each(read::prepare);
+    // Oldest first within an agent: when a call is in several sessions (a Claude Code fork
+    // starts with a copy of its parent's), the older one owns it.
+    let rank = |p: Profile| agents.iter().position(|a| *a == p);
+    list.sort_by(|a, b| {
+        (rank(a.agent), a.started_ms, &a.id).cmp(&(rank(b.agent), b.started_ms, &b.id))
+    });
+    Ok(list)
 }
 
 /// The counts of a call as the ledger keeps them: input, cache read, 5-minute and 1-hour cache
@@ -403,53 +415,14 @@ fn write_session(
     let keys = known_keys(store, own.iter().copied())?;
     // What an earlier import wrote of this session, by key: a call read again with other
     // counts has grown since (and is updated); the relay's rows are never touched.
-    let imported: HashMap<String, Counts> = {
-        let mut stmt = store.conn().prepare(
-            "SELECT c.key, c.input, c.cache_read, c.cache_write_5m, c.cache_write_1h, c.output,
-                    c.thought, c.model, c.modifiers
-             FROM calls c JOIN sessions s ON s.id = c.session
-             WHERE s.session_id = ?1 AND c.origin = 'import' AND c.key IS NOT NULL",
-        )?;
-        let rows = stmt.query_map([&sref.id], |r| {
-            let counts = Counts(
-                [r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?],
-                r.get(7)?,
-                r.get(8)?,
-            );
-            Ok((r.get::<_, String>(0)?, counts))
-        })?;
-        rows.collect::<Result<_, _>>()?
-    };
+    let imported = imported_counts(store, sref)?;
     // Rule 2: the relay's rows of this session that no transcript key claims.
-    let mut unmatched: Vec<(i64, i64, i64)> = {
-        let mut stmt = store.conn().prepare(
-            "SELECT c.key, c.input, c.cache_read, c.output FROM calls c
-             JOIN sessions s ON s.id = c.session
-             WHERE s.session_id = ?1 AND c.origin = 'relay' ORDER BY c.at, c.id",
-        )?;
-        let rows = stmt.query_map([&sref.id], |r| {
-            Ok((r.get::<_, Option<String>>(0)?, (r.get(1)?, r.get(2)?, r.get(3)?)))
-        })?;
-        let rows: Vec<(Option<String>, (i64, i64, i64))> = rows.collect::<Result<_, _>>()?;
-        rows.into_iter()
-            .filter(|(key, _)| key.as_deref().is_none_or(|k| !own.contains(k)))
-            .map(|(_, counts)| counts)
-            .collect()
-    };
+    let mut unmatched = unmatched_relay_rows(store, sref, &own)?;
     // Rule 3: the turns the relay settled from estimates or sums, as time windows. A turn
     // recorded call by call (exact rows of one call each) is left to rules 1 and 2: a transcript
     // call that matches none of its rows is one the relay did not see (qwen-code's memory
     // extraction, without the tap).
-    let turns: Vec<(i64, i64)> = {
-        let mut stmt = store.conn().prepare(
-            "SELECT t.started, COALESCE(t.ended, t.started) FROM turns t
-             JOIN sessions s ON s.id = t.session
-             WHERE s.session_id = ?1 AND EXISTS (
-                SELECT 1 FROM calls c WHERE c.turn = t.id AND (c.exact = 0 OR c.calls > 1))",
-        )?;
-        let rows = stmt.query_map([&sref.id], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        rows.collect::<Result<_, _>>()?
-    };
+    let turns = relay_turns(store, sref)?;
     const SLACK_MS: i64 = 1000;
     let in_relay_turn =
         |at: i64| turns.iter().any(|(a, b)| at >= a - SLACK_MS && at <= b + SLACK_MS);
@@ -515,6 +488,60 @@ fn write_session(
         params![sref.id, session.project, session.title, model, first, last],
     )?;
     Ok(added)
+}
+
+/// What an earlier import wrote of session `sref`, by key.
+fn imported_counts(store: &Store, sref: &SessionRef) -> rusqlite::Result<HashMap<String, Counts>> {
+    let mut stmt = store.conn().prepare(
+        "SELECT c.key, c.input, c.cache_read, c.cache_write_5m, c.cache_write_1h, c.output,
+                c.thought, c.model, c.modifiers
+         FROM calls c JOIN sessions s ON s.id = c.session
+         WHERE s.session_id = ?1 AND c.origin = 'import' AND c.key IS NOT NULL",
+    )?;
+    let rows = stmt.query_map([&sref.id], |r| {
+        let counts = Counts(
+            [r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?],
+            r.get(7)?,
+            r.get(8)?,
+        );
+        Ok((r.get::<_, String>(0)?, counts))
+    })?;
+    rows.collect()
+}
+
+/// The relay's rows of session `sref` that no key in `own` claims: their input, cache read and
+/// output, oldest first.
+fn unmatched_relay_rows(
+    store: &Store,
+    sref: &SessionRef,
+    own: &HashSet<&str>,
+) -> rusqlite::Result<Vec<(i64, i64, i64)>> {
+    let mut stmt = store.conn().prepare(
+        "SELECT c.key, c.input, c.cache_read, c.output FROM calls c
+         JOIN sessions s ON s.id = c.session
+         WHERE s.session_id = ?1 AND c.origin = 'relay' ORDER BY c.at, c.id",
+    )?;
+    let rows = stmt.query_map([&sref.id], |r| {
+        Ok((r.get::<_, Option<String>>(0)?, (r.get(1)?, r.get(2)?, r.get(3)?)))
+    })?;
+    let rows: Vec<(Option<String>, (i64, i64, i64))> = rows.collect::<Result<_, _>>()?;
+    Ok(rows
+        .into_iter()
+        .filter(|(key, _)| key.as_deref().is_none_or(|k| !own.contains(k)))
+        .map(|(_, counts)| counts)
+        .collect())
+}
+
+/// The turns of session `sref` the relay settled from estimates or sums: their start and end.
+fn relay_turns(store: &Store, sref: &SessionRef) -> rusqlite::Result<Vec<(i64, i64)>> {
+    let mut stmt = store.conn().prepare(
+        "SELECT t.started, COALESCE(t.ended, t.started) FROM turns t
+         JOIN sessions s ON s.id = t.session
+         WHERE s.session_id = ?1 AND EXISTS (
+            SELECT 1 FROM calls c WHERE c.turn = t.id AND (c.exact = 0 OR c.calls > 1))",
+    )?;
+    let rows = stmt.query_map([&sref.id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    rows.collect()
 }
 
 /// Parses `--since`: a date (`2026-01-31` or `20260131`, local midnight) or an RFC 3339 time,

@@ -112,6 +112,17 @@ pub fn write(
         write_line(w, &cut(&e.key, key_w, e.keep_end), c, key_w, &widths)?;
     }
 
+    for note in notes(report) {
+        for line in wrap(&note, width) {
+            writeln!(w, "{line}")?;
+        }
+    }
+    Ok(())
+}
+
+/// What the table's reader must know to read it: the calls left unpriced (and their models),
+/// and that EXACT is a share of the cost.
+fn notes(report: &Report) -> Vec<String> {
     let t = &report.totals;
     let mut notes = Vec::new();
     if t.unpriced_calls > 0 {
@@ -137,12 +148,7 @@ pub fn write(
     if t.exact_cost < t.priced_cost * (1.0 - 1e-9) {
         notes.push("EXACT: the share of the cost from exact counts; the rest is estimated.".into());
     }
-    for note in notes {
-        for line in wrap(&note, width) {
-            writeln!(w, "{line}")?;
-        }
-    }
-    Ok(())
+    notes
 }
 
 /// `text` in lines of at most `width` columns, broken at spaces (a longer word stays whole).

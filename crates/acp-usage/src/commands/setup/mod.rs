@@ -253,10 +253,31 @@ pub fn run(opts: &Options) -> anyhow::Result<ExitCode> {
         other => anyhow!("{}: {other}; the file is left as it is", path.display()),
     })?;
 
+    let change = Change { before: before.as_deref(), plan: &plan };
+    apply(opts, &mut out, &path, &file, change)
+}
+
+/// A settings file's text before setup, and what setup plans for it.
+struct Change<'a> {
+    before: Option<&'a str>,
+    plan: &'a Plan,
+}
+
+/// Shows the planned change to the settings file and makes it: after a yes at a terminal,
+/// straight away with `--yes` or off one, never with `--dry-run`. `path` is the file as named,
+/// `file` where it lives.
+fn apply(
+    opts: &Options,
+    out: &mut impl Write,
+    path: &Path,
+    file: &Path,
+    change: Change<'_>,
+) -> anyhow::Result<ExitCode> {
+    let Change { before, plan } = change;
     for line in &plan.report {
         writeln!(out, "  {line}")?;
     }
-    if plan.after.as_deref() == before.as_deref() {
+    if plan.after.as_deref() == before {
         let what = if opts.remove { "no entry of setup's to remove" } else { "nothing to change" };
         writeln!(out, "{what}; {} left as it is.", path.display())?;
         return Ok(ExitCode::SUCCESS);
@@ -270,7 +291,7 @@ pub fn run(opts: &Options) -> anyhow::Result<ExitCode> {
     let shown = diff::unified(
         old_name,
         new_name,
-        before.as_deref().unwrap_or(""),
+        before.unwrap_or(""),
         plan.after.as_deref().unwrap_or(""),
     );
     if opts.dry_run {
@@ -291,11 +312,11 @@ pub fn run(opts: &Options) -> anyhow::Result<ExitCode> {
     }
     match &plan.after {
         Some(text) => {
-            write_atomically(&file, text).with_context(|| format!("writing {}", path.display()))?;
+            write_atomically(file, text).with_context(|| format!("writing {}", path.display()))?;
             writeln!(out, "Wrote {}.", path.display())?;
         }
         None => {
-            std::fs::remove_file(&file).with_context(|| format!("removing {}", path.display()))?;
+            std::fs::remove_file(file).with_context(|| format!("removing {}", path.display()))?;
             writeln!(
                 out,
                 "Removed {}: setup had created it and nothing else is in it.",

@@ -27,6 +27,23 @@ use crate::sinks::ledger::{Store, Write, period_start_ms};
 /// to implementations; ACP does not use it).
 pub const BUDGET_EXCEEDED: i32 = -32050;
 
+/// The observer's alerting state: whether the client shows notices, what waits to be sent,
+/// and what each session and period has crossed (so a line is told once).
+#[derive(Debug, Default)]
+pub(super) struct Alerting {
+    /// The client shows `notice` session updates (it said so in `initialize`).
+    pub(super) notices: bool,
+    /// Notices to send the editor after the line being handled.
+    pub(super) notices_out: Vec<Vec<u8>>,
+    /// Crossings to tell in the chat of a client without notices, per session, until one of
+    /// its turns is in flight.
+    pub(super) chat_out: HashMap<String, Vec<String>>,
+    /// What each session crossed of its context window and session budget.
+    sessions: HashMap<String, SessionAlerts>,
+    /// What the day's and month's spending crossed, per period (its start, Unix ms).
+    periods: HashMap<(Scope, i64), Crossings>,
+}
+
 /// What one session has crossed so far.
 #[derive(Debug, Default)]
 pub(super) struct SessionAlerts {
@@ -122,14 +139,15 @@ impl Observer {
             let before = after - turn_cost;
             let crossed = match scope {
                 Scope::Session => {
-                    let a = self.alerts.entry(id.to_string()).or_default();
+                    let a = self.alerting.sessions.entry(id.to_string()).or_default();
                     a.budget
                         .get_or_insert_with(|| Crossings::at(&lines, before, limit))
                         .update(&lines, after, limit)
                 }
                 Scope::Day | Scope::Month => {
                     let period = period_start_ms(scope == Scope::Month);
-                    self.period_alerts
+                    self.alerting
+                        .periods
                         .entry((scope, period))
                         .or_insert_with(|| Crossings::at(&lines, before, limit))
                         .update(&lines, after, limit)
@@ -161,7 +179,7 @@ impl Observer {
             return;
         }
         let (used_f, size_f) = (used as f64, size as f64);
-        let a = self.alerts.entry(id.to_string()).or_default();
+        let a = self.alerting.sessions.entry(id.to_string()).or_default();
         let crossed = match &mut a.context {
             Some(c) => c.update(lines, used_f, size_f),
             None => {
@@ -192,7 +210,7 @@ impl Observer {
         description: &str,
         meta: Value,
     ) {
-        if !self.notices {
+        if !self.alerting.notices {
             return;
         }
         let update = json!({
@@ -206,7 +224,7 @@ impl Observer {
                 "_meta": {"acpUsage": meta},
             }},
         });
-        self.notices_out.push(serde_json::to_vec(&update).expect("a notice serialises"));
+        self.alerting.notices_out.push(serde_json::to_vec(&update).expect("a notice serialises"));
     }
 }
 
@@ -214,17 +232,17 @@ impl Observer {
     /// Queues a crossing for the chat of session `id`, when its client shows no notices and
     /// `[notices] chat` is on: it waits for a moment of one of the session's turns.
     pub(super) fn chat_warning(&mut self, id: &str, text: &str) {
-        if self.notices || !self.settings.budgets.chat {
+        if self.alerting.notices || !self.settings.budgets.chat {
             return;
         }
-        self.chat_out.entry(id.to_string()).or_default().push(text.to_owned());
+        self.alerting.chat_out.entry(id.to_string()).or_default().push(text.to_owned());
     }
 
     /// The chat lines waiting for session `id`, as `agent_message_chunk` updates: `after_text`
     /// when the turn's own message may precede them (the line then starts a paragraph of its
     /// own, since clients join a turn's chunks into one message).
     pub(super) fn take_chat(&mut self, id: &str, after_text: bool) -> Vec<Vec<u8>> {
-        let Some(texts) = self.chat_out.remove(id) else { return Vec::new() };
+        let Some(texts) = self.alerting.chat_out.remove(id) else { return Vec::new() };
         texts.iter().map(|t| chat_line(id, t, after_text)).collect()
     }
 }

@@ -70,7 +70,7 @@ impl Observer {
         match method {
             Method::Initialize => {
                 // Notices go only to a client that said it shows them.
-                self.notices = params
+                self.alerting.notices = params
                     .as_ref()
                     .and_then(|p| p.pointer("/clientCapabilities/session/notices"))
                     .is_some_and(Value::is_object);

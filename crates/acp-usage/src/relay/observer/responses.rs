@@ -207,7 +207,7 @@ impl Observer {
     /// a deleted one is gone for good.
     fn on_closed(&mut self, id: &str, deleted: bool) {
         // A closed session has no next turn to tell its crossings in.
-        self.chat_out.remove(id);
+        self.alerting.chat_out.remove(id);
         self.usage.forget(id);
         if self.sessions.remove(id).is_some_and(|s| s.follow.is_some()) {
             self.commands.push(Command::Forget(id.to_string()));

@@ -14,6 +14,15 @@ use acp_usage_core::account::Role;
 use super::{Observer, Session, ledger_context};
 use crate::sources::tap::TapCall;
 
+/// What attributes the tap's calls to sessions across the run.
+#[derive(Debug, Default)]
+pub(super) struct Attribution {
+    /// Prompts seen so far (orders sessions by their latest prompt).
+    prompts: u64,
+    /// Calls the tap saw before any session existed.
+    unclaimed: Vec<TapCall>,
+}
+
 /// What a session's attribution remembers.
 #[derive(Debug, Default)]
 pub(super) struct TapState {
@@ -44,8 +53,8 @@ fn carries(body: &[u8], needle: &str) -> bool {
 impl Observer {
     /// A session's prompt went to the agent: what its calls will carry.
     pub(super) fn tap_prompt(&mut self, id: &str, text: &str) {
-        self.tap_prompts += 1;
-        let n = self.tap_prompts;
+        self.tap.prompts += 1;
+        let n = self.tap.prompts;
         if let Some(s) = self.sessions.get_mut(id) {
             s.tap.last_prompt = n;
             if let Some(needle) = needle_of(text) {
@@ -84,10 +93,10 @@ impl Observer {
     pub fn tap_call(&mut self, call: TapCall) {
         let Some(id) = self.tap_session(&call) else {
             // No session yet (a call made while the agent starts): the first session has it.
-            self.tap_unclaimed.push(call);
+            self.tap.unclaimed.push(call);
             return;
         };
-        for early in std::mem::take(&mut self.tap_unclaimed) {
+        for early in std::mem::take(&mut self.tap.unclaimed) {
             self.count_tap_call(&id, early, true);
         }
         self.count_tap_call(&id, call, false);

@@ -54,29 +54,7 @@ impl Observer {
             "tool_call_update" => {
                 s.account.tool_output(content::tool_output_tokens(update, family))
             }
-            "usage_update" => {
-                // One typed pass over the params, no intermediate `Value`.
-                #[derive(serde::Deserialize)]
-                struct Params {
-                    #[serde(default)]
-                    update: AgentUpdate,
-                }
-                let agent = serde_json::from_str::<Params>(params.get())
-                    .map(|p| p.update)
-                    .unwrap_or_default();
-                profile.on_usage_update(&mut s.account, &agent);
-                // claude-agent-acp forwards Claude Code's rate-limit event in `_meta`.
-                let limits = claude_rate_limit(params.get());
-                self.limits_observed(limits, Some(id));
-                if self.settings.keep_agent_usage {
-                    return Outcome::default();
-                }
-                let snap = self.snapshot(id);
-                // This update shows what was counted so far: no other needed.
-                self.between_turns.retain(|s| s != id);
-                let replace = emit::rewrite_agent_update(line, &snap, &self.label());
-                return Outcome { replace, ..Outcome::default() };
-            }
+            "usage_update" => return self.agent_usage_update(id, line, params.get()),
             "available_commands_update" => return self.agent_commands(id, line),
             "compaction_summary_chunk" => {
                 s.compaction_summary += content::update_tokens(update, family);
@@ -109,6 +87,31 @@ impl Observer {
             _ => {}
         }
         Outcome::default()
+    }
+
+    /// The agent's own `usage_update`: read into the session's account (and the subscription
+    /// windows in its `_meta`), and rewritten with acp-usage's figures unless they are kept.
+    fn agent_usage_update(&mut self, id: &str, line: &[u8], params: &str) -> Outcome {
+        // One typed pass over the params, no intermediate `Value`.
+        #[derive(serde::Deserialize)]
+        struct Params {
+            #[serde(default)]
+            update: AgentUpdate,
+        }
+        let agent = serde_json::from_str::<Params>(params).map(|p| p.update).unwrap_or_default();
+        let s = self.sessions.get_mut(id).expect("the session exists");
+        self.profile.on_usage_update(&mut s.account, &agent);
+        // claude-agent-acp forwards Claude Code's rate-limit event in `_meta`.
+        let limits = claude_rate_limit(params);
+        self.limits_observed(limits, Some(id));
+        if self.settings.keep_agent_usage {
+            return Outcome::default();
+        }
+        let snap = self.snapshot(id);
+        // This update shows what was counted so far: no other needed.
+        self.between_turns.retain(|s| s != id);
+        let replace = emit::rewrite_agent_update(line, &snap, &self.label());
+        Outcome { replace, ..Outcome::default() }
     }
 
     /// A reopened or forked session's history, when its transcript was read: its cost, totals

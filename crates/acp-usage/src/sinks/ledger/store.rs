@@ -267,7 +267,8 @@ impl Store {
                 params![row, self.run],
             )?;
         }
-        let added = insert_calls(&tx, row, turn_id, calls, times, origin, None, at)?;
+        let rows = CallRows { session: row, turn: turn_id, times, origin, provisional: None, at };
+        let added = insert_calls(&tx, &rows, calls)?;
         if let Some(f) = figures {
             let json = serde_json::to_string(&f.carried).expect("session entry serialises");
             tx.execute(
@@ -340,7 +341,15 @@ impl Store {
         let tx = WriteTx::begin(&mut self.conn)?;
         let row = session_row(&tx, s, at)?;
         let run = self.run.clone();
-        let added = insert_calls(&tx, row, None, calls, None, Origin::Relay, Some(&run), at)?;
+        let rows = CallRows {
+            session: row,
+            turn: None,
+            times: None,
+            origin: Origin::Relay,
+            provisional: Some(&run),
+            at,
+        };
+        let added = insert_calls(&tx, &rows, calls)?;
         tx.commit()?;
         Ok(added)
     }
@@ -518,17 +527,24 @@ fn session_row(tx: &Connection, s: &SessionRef, at: i64) -> rusqlite::Result<i64
     tx.query_row("SELECT id FROM sessions WHERE session_id = ?1", [&s.id], |r| r.get(0))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn insert_calls(
-    tx: &Connection,
+/// Where [`insert_calls`] puts its rows and how it stamps them.
+struct CallRows<'a> {
     session: i64,
     turn: Option<i64>,
-    calls: &[AccountedCall],
-    times: Option<&[i64]>,
+    /// Each call's own time, when known; else `at`.
+    times: Option<&'a [i64]>,
     origin: Origin,
-    provisional: Option<&str>,
+    /// The run whose provisional rows these are (`None`: settled rows).
+    provisional: Option<&'a str>,
     at: i64,
+}
+
+fn insert_calls(
+    tx: &Connection,
+    rows: &CallRows<'_>,
+    calls: &[AccountedCall],
 ) -> rusqlite::Result<usize> {
+    let CallRows { session, turn, times, origin, provisional, at } = *rows;
     let mut stmt = tx.prepare_cached(
         "INSERT OR IGNORE INTO calls(session, turn, at, role, model, provider, input, cache_read,
             cache_write_5m, cache_write_1h, output, thought, calls, cost, cost_stated, exact,

@@ -227,25 +227,7 @@ impl OpencodeDb {
         let since = cursor.newest.map_or(i64::MIN, |t| t.saturating_sub(SLACK_MS));
         // One short read transaction: a consistent view, no lock kept between calls.
         let tx = self.conn.unchecked_transaction()?;
-        let rows = {
-            let mut stmt = tx.prepare_cached(MESSAGES)?;
-            let rows = stmt.query_map(rusqlite::params![session, since], |row| {
-                Ok(Row {
-                    id: row.get(0)?,
-                    session: row.get(1)?,
-                    time_updated: row.get(2)?,
-                    data: row.get(3)?,
-                    session_created: row.get(4)?,
-                })
-            })?;
-            rows.collect::<Result<Vec<Row>, _>>()?
-        };
-        let mut parsed = Vec::with_capacity(rows.len());
-        for row in rows {
-            let data: MessageData = serde_json::from_str(&row.data)
-                .with_context(|| format!("message {} is not an opencode message", row.id))?;
-            parsed.push((row, data));
-        }
+        let parsed = messages(&tx, session, since)?;
         // A user message whose text is not written yet counts as a prompt once its answer
         // has started.
         let answered: HashSet<&str> =
@@ -312,37 +294,75 @@ impl OpencodeDb {
                         None => cursor.pending_prompts.push((row.id.clone(), at_ms)),
                     }
                 }
-                "assistant" => {
-                    let tokens = data.tokens.as_ref();
-                    let rec = tokens.map(|t| t.record(data.model_id.as_deref()));
-                    // A call in flight has zero counts until its step finishes.
-                    if let Some(rec) = rec.filter(|r| r.total() > 0)
-                        && cursor.calls.get(&row.id) != Some(&rec)
-                    {
-                        cursor.calls.insert(row.id.clone(), rec.clone());
-                        // A compaction's summary call is billed, but what it read is not what
-                        // is in context afterwards.
-                        let compaction = data.summary.as_ref().and_then(|s| s.as_bool())
-                            == Some(true)
-                            || data.mode.as_deref() == Some("compaction");
-                        out.push(Event::Call(Call {
-                            key: row.id.clone(),
-                            record: rec,
-                            at_ms: data.time.created,
-                            main: main && !compaction,
-                        }));
-                    }
-                    let done = data.time.completed.is_some()
-                        && data.finish.as_deref().is_none_or(|f| f != "tool-calls");
-                    if main && done && cursor.ended.insert(row.id.clone()) {
-                        out.push(Event::TurnEnd { at_ms: data.time.completed });
-                    }
-                }
+                "assistant" => assistant_events(cursor, row, data, main, out),
                 _ => {}
             }
         }
         tx.finish()?;
         Ok(())
+    }
+}
+
+/// The messages of `session` and its child sessions written or updated since `since` (Unix ms),
+/// parsed.
+fn messages(
+    tx: &rusqlite::Transaction<'_>,
+    session: &str,
+    since: i64,
+) -> anyhow::Result<Vec<(Row, MessageData)>> {
+    let rows = {
+        let mut stmt = tx.prepare_cached(MESSAGES)?;
+        let rows = stmt.query_map(rusqlite::params![session, since], |row| {
+            Ok(Row {
+                id: row.get(0)?,
+                session: row.get(1)?,
+                time_updated: row.get(2)?,
+                data: row.get(3)?,
+                session_created: row.get(4)?,
+            })
+        })?;
+        rows.collect::<Result<Vec<Row>, _>>()?
+    };
+    let mut parsed = Vec::with_capacity(rows.len());
+    for row in rows {
+        let data: MessageData = serde_json::from_str(&row.data)
+            .with_context(|| format!("message {} is not an opencode message", row.id))?;
+        parsed.push((row, data));
+    }
+    Ok(parsed)
+}
+
+/// What an assistant message says: its call, once its counts are known or whenever they
+/// change, and the turn's end once the message finished without asking for tools.
+fn assistant_events(
+    cursor: &mut Cursor,
+    row: &Row,
+    data: &MessageData,
+    main: bool,
+    out: &mut Vec<Event>,
+) {
+    let tokens = data.tokens.as_ref();
+    let rec = tokens.map(|t| t.record(data.model_id.as_deref()));
+    // A call in flight has zero counts until its step finishes.
+    if let Some(rec) = rec.filter(|r| r.total() > 0)
+        && cursor.calls.get(&row.id) != Some(&rec)
+    {
+        cursor.calls.insert(row.id.clone(), rec.clone());
+        // A compaction's summary call is billed, but what it read is not what
+        // is in context afterwards.
+        let compaction = data.summary.as_ref().and_then(|s| s.as_bool()) == Some(true)
+            || data.mode.as_deref() == Some("compaction");
+        out.push(Event::Call(Call {
+            key: row.id.clone(),
+            record: rec,
+            at_ms: data.time.created,
+            main: main && !compaction,
+        }));
+    }
+    let done =
+        data.time.completed.is_some() && data.finish.as_deref().is_none_or(|f| f != "tool-calls");
+    if main && done && cursor.ended.insert(row.id.clone()) {
+        out.push(Event::TurnEnd { at_ms: data.time.completed });
     }
 }
 
