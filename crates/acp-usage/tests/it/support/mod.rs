@@ -22,6 +22,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::task::JoinHandle;
 
+/// Helpers for the torture suite (the built binary as a child process, synthetic agents).
+pub mod torture;
+
 /// How long any single read may take before the test fails instead of hanging.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
