@@ -72,7 +72,8 @@ pub fn options<S: AsRef<str>>(argv: &[S]) -> Options {
     }
 }
 
-/// A scratch directory for this test process.
+/// A scratch directory for this test process, shared by every test of the binary: what a test
+/// puts there is named after the test (two tests writing one name would race).
 pub fn scratch_dir() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("acp-usage-tests-{}", std::process::id()));
