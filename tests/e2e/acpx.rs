@@ -56,7 +56,6 @@ fn acpx_qwen() {
 }
 
 fn check_acpx(agent: Agent, leave_out_auxiliary: bool) {
-    let _lock = support::agent_lock(agent);
     let acpx = acpx_cli().unwrap_or_else(|err| panic!("{err:#}"));
     let name = agent.name();
 
@@ -171,7 +170,6 @@ fn check_acpx(agent: Agent, leave_out_auxiliary: bool) {
 #[test]
 fn acpx_usage_command() {
     let agent = Agent::Claude;
-    let _lock = support::agent_lock(agent);
     let acpx = acpx_cli().unwrap_or_else(|err| panic!("{err:#}"));
     let lab = Lab::new(agent, support::script(agent)).expect("lab");
     let relay = relay::relay_binary().expect("acp-usage binary");
@@ -197,7 +195,6 @@ fn acpx_usage_command() {
 #[test]
 fn acpx_usage_command_after_a_turn() {
     let agent = Agent::Claude;
-    let _lock = support::agent_lock(agent);
     let acpx = acpx_cli().unwrap_or_else(|err| panic!("{err:#}"));
     let lab = Lab::new(agent, support::script(agent)).expect("lab");
     let relay = relay::relay_binary().expect("acp-usage binary");

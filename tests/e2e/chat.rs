@@ -17,7 +17,6 @@ use serde_json::Value;
 
 use crate::flows;
 use crate::limits::{FILLS, Windows, lab, script_with};
-use crate::support;
 
 /// The day budget (USD) and the line of it noticed: the first turn's cost crosses it.
 const BUDGET: &str = "[budget]\nday = 1000.0\nwarn_at = [0.000001]\n";
@@ -69,7 +68,6 @@ fn three_turns(notices: bool, extra: &str) -> Vec<Shown> {
 
 #[test]
 fn chat_warnings_reach_clients_without_notices_once_per_crossing() {
-    let _lock = support::agent_lock(Agent::CodexTs);
     let turns = three_turns(false, "");
     let chat: Vec<&Vec<String>> = turns.iter().map(|t| &t.chat).collect();
     assert!(turns.iter().all(|t| t.notices.is_empty()), "notices to a client without them");
@@ -90,7 +88,6 @@ fn chat_warnings_reach_clients_without_notices_once_per_crossing() {
 
 #[test]
 fn chat_warnings_stay_out_of_a_client_that_shows_notices() {
-    let _lock = support::agent_lock(Agent::CodexTs);
     let turns = three_turns(true, "");
     assert!(turns.iter().all(|t| t.chat.is_empty()), "a chat line beside the notices");
     let per_turn: Vec<usize> = turns.iter().map(|t| t.notices.len()).collect();

@@ -74,7 +74,6 @@ fn check_agent_update(
 
 #[test]
 fn claude_direct() {
-    let _lock = support::agent_lock(AGENT);
     let history = flows::direct_history(AGENT).expect("direct claude session");
     let mut checks = Checks::new(AGENT);
     let History { init, turns, lab, updates_after_new, session_id, .. } = &history;
@@ -153,13 +152,11 @@ fn claude_direct() {
 
 #[test]
 fn claude_relay_turns() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_turns(EXPECT);
 }
 
 #[test]
 fn claude_relay_load_and_resume() {
-    let _lock = support::agent_lock(AGENT);
     // Right after reopening nobody knows yet that Claude Code will run the reloaded session
     // without the 1M-context beta; after the first turn the relay must follow the agent's 200,000.
     flows::relay_load_resume(EXPECT, None, Some(WINDOW_AFTER_RELOAD));
@@ -167,7 +164,6 @@ fn claude_relay_load_and_resume() {
 
 #[test]
 fn claude_relay_reopen_unseen() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_reopen_unseen(EXPECT, None, Some(WINDOW_AFTER_RELOAD));
 }
 
@@ -177,7 +173,6 @@ fn claude_relay_reopen_unseen() {
 #[test]
 fn claude_relay_subagent() {
     use acp_usage_tests::mock_llm::{Script, Step, ToolCall, Usage};
-    let _lock = support::agent_lock(AGENT);
     let delegate = ToolCall::named(
         "Agent",
         serde_json::json!({"description": "look", "prompt": "Say hi", "subagent_type": "general-purpose"}),
@@ -201,25 +196,21 @@ fn claude_relay_subagent() {
 
 #[test]
 fn claude_relay_fork() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_fork(EXPECT);
 }
 
 #[test]
 fn claude_relay_clear() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_clear(EXPECT);
 }
 
 #[test]
 fn claude_relay_turns_tapped() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_turns_with(EXPECT.tapped(), &[]);
 }
 
 #[test]
 fn claude_relay_load_and_resume_tapped() {
-    let _lock = support::agent_lock(AGENT);
     // The first run's side calls (title, classifier) are in no transcript: reopened, the
     // session keeps the cost that run counted.
     flows::relay_load_resume(EXPECT.tapped(), None, Some(WINDOW_AFTER_RELOAD));

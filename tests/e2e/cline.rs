@@ -142,7 +142,6 @@ fn check_metrics(checks: &mut Checks, metrics: &[Value], calls: &[Call]) {
 
 #[test]
 fn cline_direct() {
-    let _lock = support::agent_lock(AGENT);
     let history = flows::direct_history(AGENT).expect("direct cline session");
     let _hub = HubGuard::new(history.lab.scratch.home());
     let mut checks = Checks::new(AGENT);
@@ -178,20 +177,17 @@ fn cline_direct() {
 
 #[test]
 fn cline_relay_turns() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_turns(EXPECT);
 }
 
 #[test]
 fn cline_relay_load() {
-    let _lock = support::agent_lock(AGENT);
     // No session/resume: the relay must pass cline's refusal through.
     flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
 }
 
 #[test]
 fn cline_relay_reopen_unseen() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_reopen_unseen(EXPECT, Some(WINDOW), Some(WINDOW));
 }
 
@@ -200,7 +196,6 @@ fn cline_relay_reopen_unseen() {
 /// still the catalog's.
 #[test]
 fn cline_relay_turns_without_transcripts() {
-    let _lock = support::agent_lock(AGENT);
     let lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
     let _hub = HubGuard::new(lab.scratch.home());
     let mut checks = Checks::new(AGENT);

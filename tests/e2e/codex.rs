@@ -54,7 +54,6 @@ fn check_agent_turn(checks: &mut Checks, phase: &str, turn: &acp_usage_tests::la
 
 #[test]
 fn codex_direct() {
-    let _lock = support::agent_lock(AGENT);
     let history = flows::direct_history(AGENT).expect("direct codex session");
     let mut checks = Checks::new(AGENT);
     let History { init, turns, lab, updates_after_new, session_id, .. } = &history;
@@ -82,19 +81,16 @@ fn codex_direct() {
 
 #[test]
 fn codex_relay_turns() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_turns(EXPECT);
 }
 
 #[test]
 fn codex_relay_load_and_resume() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
 }
 
 #[test]
 fn codex_relay_reopen_unseen() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_reopen_unseen(EXPECT, Some(WINDOW), Some(WINDOW));
 }
 
@@ -102,20 +98,17 @@ fn codex_relay_reopen_unseen() {
 /// with what the agent reports over ACP: what it reports is exact, the rest estimated.
 #[test]
 fn codex_relay_turns_without_transcripts() {
-    let _lock = support::agent_lock(AGENT);
     let expect = Expect { known: Known::Total, turn_exact: false, ..EXPECT };
     flows::relay_turns_with(expect, &["--transcripts", "off"]);
 }
 
 #[test]
 fn codex_relay_turns_tapped() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_turns_with(EXPECT.tapped(), &[]);
 }
 
 #[test]
 fn codex_relay_turns_tapped_builtin_provider() {
-    let _lock = support::agent_lock(AGENT);
     // Codex's built-in `openai` provider with an API key (what most users run, with their own
     // key or a ChatGPT login): its base URL is `openai_base_url`, and it tries a WebSocket
     // first, which the tap declines with 426 so that Codex goes on over HTTP.

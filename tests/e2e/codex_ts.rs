@@ -124,7 +124,6 @@ fn last_main(calls: &[Call]) -> Option<Usage> {
 
 #[test]
 fn codex_ts_direct() {
-    let _lock = support::agent_lock(AGENT);
     let history = flows::direct_history(AGENT).expect("direct codex-ts session");
     let mut checks = Checks::new(AGENT);
     let History { init, turns, lab, updates_after_new, session_id, .. } = &history;
@@ -177,19 +176,16 @@ fn codex_ts_direct() {
 
 #[test]
 fn codex_ts_relay_turns() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_turns(EXPECT);
 }
 
 #[test]
 fn codex_ts_relay_load_and_resume() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
 }
 
 #[test]
 fn codex_ts_relay_reopen_unseen() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_reopen_unseen(EXPECT, Some(WINDOW), Some(WINDOW));
 }
 
@@ -198,14 +194,12 @@ fn codex_ts_relay_reopen_unseen() {
 /// the checks demand the exact totals only, as for the zed adapter.
 #[test]
 fn codex_ts_relay_turns_without_transcripts() {
-    let _lock = support::agent_lock(AGENT);
     let expect = Expect { known: Known::Total, turn_exact: false, ..EXPECT };
     flows::relay_turns_with(expect, &["--transcripts", "off"]);
 }
 
 #[test]
 fn codex_ts_relay_turns_tapped() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_turns_with(EXPECT.tapped(), &[]);
 }
 
@@ -217,7 +211,6 @@ fn codex_ts_relay_turns_tapped() {
 /// past the tap with this provider, see `use_codex_builtin_openai`: it bills nothing here.)
 #[test]
 fn codex_ts_relay_turns_tapped_over_websocket() {
-    let _lock = support::agent_lock(AGENT);
     let mut lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
     lab.mock.enable_websocket();
     let url = lab.mock.url();

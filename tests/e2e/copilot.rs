@@ -141,7 +141,6 @@ fn check_events(checks: &mut Checks, history: &History, calls: &[Call]) {
 
 #[test]
 fn copilot_direct() {
-    let _lock = support::agent_lock(AGENT);
     let history = flows::direct_history(AGENT).expect("direct copilot session");
     let mut checks = Checks::new(AGENT);
     let History { init, turns, lab, updates_after_new, session_id, .. } = &history;
@@ -177,20 +176,17 @@ fn copilot_direct() {
 
 #[test]
 fn copilot_relay_turns() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_turns(EXPECT);
 }
 
 #[test]
 fn copilot_relay_load() {
-    let _lock = support::agent_lock(AGENT);
     // No session/resume: the relay must pass Copilot's refusal through.
     flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
 }
 
 #[test]
 fn copilot_relay_turns_tapped() {
-    let _lock = support::agent_lock(AGENT);
     // BYOK: its provider URL (`COPILOT_PROVIDER_BASE_URL`) is pointed at the tap.
     flows::relay_turns_with(EXPECT.tapped(), &[]);
 }

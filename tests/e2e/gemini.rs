@@ -48,7 +48,6 @@ fn check_agent_turn(checks: &mut Checks, phase: &str, turn: &Turn) {
 
 #[test]
 fn gemini_direct() {
-    let _lock = support::agent_lock(AGENT);
     let history = flows::direct_history(AGENT).expect("direct gemini session");
     let mut checks = Checks::new(AGENT);
     let History { init, turns, lab, session_id, .. } = &history;
@@ -86,19 +85,16 @@ fn gemini_direct() {
 
 #[test]
 fn gemini_relay_turns() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_turns(EXPECT);
 }
 
 #[test]
 fn gemini_relay_load() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
 }
 
 #[test]
 fn gemini_relay_reopen_unseen() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_reopen_unseen(EXPECT, Some(WINDOW), Some(WINDOW));
 }
 
@@ -108,7 +104,6 @@ fn gemini_relay_reopen_unseen() {
 #[test]
 fn gemini_relay_subagent() {
     use acp_usage_tests::mock_llm::{Script, Step, ToolCall, Usage};
-    let _lock = support::agent_lock(AGENT);
     let delegate = ToolCall::named(
         "invoke_agent",
         serde_json::json!({"agent_name": "generalist", "prompt": "Say hi from the subagent. Reply with one word."}),
@@ -146,13 +141,11 @@ fn gemini_relay_subagent() {
 /// with what the agent reports over ACP: what it reports is exact, the rest estimated.
 #[test]
 fn gemini_relay_turns_without_transcripts() {
-    let _lock = support::agent_lock(AGENT);
     let expect = Expect { known: Known::Input, turn_exact: false, ..EXPECT };
     flows::relay_turns_with(expect, &["--transcripts", "off"]);
 }
 
 #[test]
 fn gemini_relay_turns_tapped() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_turns_with(EXPECT.tapped(), &[]);
 }

@@ -124,7 +124,6 @@ fn recorded(agent: Agent, calls: &[Call]) -> Vec<&Call> {
 
 /// A direct session (a plain turn and a tool turn), then `import` twice.
 pub(crate) fn direct_then_import(agent: Agent) {
-    let _lock = support::agent_lock(agent);
     let history = flows::direct_history(agent).expect("direct session");
     let lab = &history.lab;
     let ledger = lab.scratch.path("ledger.db");
@@ -277,7 +276,6 @@ fn relay_then_import(agent: Agent, relay_args: &[&str]) -> (Lab, Sums, Sums, u64
 /// and an import of the same rollout adds none of them.
 #[test]
 fn import_after_the_relay_codex() {
-    let _lock = support::agent_lock(Agent::Codex);
     let (lab, before, after, added, stderr) = relay_then_import(Agent::Codex, &[]);
     let want = sums(&recorded(Agent::Codex, &lab.mock.calls()));
     assert_eq!(before, want, "the relay recorded every call");
@@ -288,7 +286,6 @@ fn import_after_the_relay_codex() {
 /// (the relay may also hold title calls the transcript never shows).
 #[test]
 fn import_after_the_relay_claude() {
-    let _lock = support::agent_lock(Agent::Claude);
     let (_lab, before, after, added, stderr) = relay_then_import(Agent::Claude, &[]);
     assert_eq!((added, after), (0, before), "{stderr}");
 }
@@ -298,7 +295,6 @@ fn import_after_the_relay_claude() {
 /// see (memory extraction), and every recorded call is then in the ledger once.
 #[test]
 fn import_after_the_relay_qwen() {
-    let _lock = support::agent_lock(Agent::Qwen);
     let (lab, before, after, added, stderr) = relay_then_import(Agent::Qwen, &["--tap", "off"]);
     let want = sums(&recorded(Agent::Qwen, &lab.mock.calls()));
     assert_eq!((after, added), (want, want.0 - before.0), "{stderr}");
@@ -308,7 +304,6 @@ fn import_after_the_relay_qwen() {
 /// billed call, side calls included, and an import of qwen's records adds none of them again.
 #[test]
 fn import_after_the_tapped_relay_qwen() {
-    let _lock = support::agent_lock(Agent::Qwen);
     let (lab, before, after, added, stderr) = relay_then_import(Agent::Qwen, &[]);
     // Every call qwen records, and its side calls besides (a memory extraction still running
     // when the session closes may miss the ledger: the relay is ending).

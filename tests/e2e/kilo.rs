@@ -15,7 +15,7 @@ use acp_usage_tests::agents::Agent;
 
 use crate::flows::{self, Expect};
 use crate::opencode;
-use crate::support::{self, Known};
+use crate::support::Known;
 
 const AGENT: Agent = Agent::Kilo;
 /// claude-sonnet-4-5's window in the catalog, which the API enforces without the 1M beta.
@@ -47,19 +47,16 @@ fn kilo_relay_basics() {
 
 #[test]
 fn kilo_relay_turns() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_turns(EXPECT);
 }
 
 #[test]
 fn kilo_relay_load_and_resume() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
 }
 
 #[test]
 fn kilo_relay_reopen_unseen() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_reopen_unseen(EXPECT, Some(WINDOW), Some(WINDOW));
 }
 
@@ -72,13 +69,11 @@ fn kilo_relay_subagent() {
 
 #[test]
 fn kilo_relay_turns_tapped() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_turns_with(EXPECT.tapped(), &[]);
 }
 
 #[test]
 fn kilo_relay_load_and_resume_tapped() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_load_resume(EXPECT.tapped(), Some(WINDOW), Some(WINDOW));
 }
 
@@ -86,6 +81,5 @@ fn kilo_relay_load_and_resume_tapped() {
 /// the fork's turn counts its own call only.
 #[test]
 fn kilo_relay_fork() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_fork(EXPECT);
 }

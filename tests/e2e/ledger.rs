@@ -75,7 +75,6 @@ fn session(
 
 #[test]
 fn ledger_concurrent_relays_and_a_killed_one() {
-    let _lock = support::agent_lock(AGENT);
     let shared = Scratch::new("ledger-shared").expect("scratch");
     let ledger = shared.path("ledger.db");
     let labs: Vec<Lab> = (0..3).map(|_| lab_on(&ledger)).collect();
@@ -188,7 +187,6 @@ fn notices(updates: &[Value]) -> Vec<&Value> {
 
 #[test]
 fn ledger_budget_block_refuses_the_next_prompt() {
-    let _lock = support::agent_lock(AGENT);
     let lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
     let cfg = config(&lab.scratch, "[budget]\nsession = 0.0001\naction = \"block\"\n");
     let cfg = cfg.display().to_string();
@@ -224,7 +222,6 @@ fn ledger_budget_block_refuses_the_next_prompt() {
 
 #[test]
 fn ledger_budget_warn_notices_once_per_crossing_and_only_to_clients_that_show_them() {
-    let _lock = support::agent_lock(AGENT);
     for notices_on in [true, false] {
         let lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
         // Half the first turn's cost is crossed by it; the context line at 1% is crossed by the

@@ -252,7 +252,6 @@ fn claude_lab(windows: &Windows) -> Lab {
 
 #[test]
 fn claude_five_hour_window_from_anthropic_headers() {
-    let _lock = support::agent_lock(Agent::Claude);
     let windows = Windows::new();
     three_turns(&claude_lab(&windows), "anthropic", "five_hour", 300, &windows);
 }
@@ -262,7 +261,6 @@ fn claude_five_hour_window_from_anthropic_headers() {
 /// the meter Zed reads is still the latest the mock stated.
 #[test]
 fn claude_subscription_windows_through_the_agents_own_updates() {
-    let _lock = support::agent_lock(Agent::Claude);
     let windows = Windows::new();
     let mut lab = claude_lab(&windows);
     lab.spec.env.retain(|(name, _)| {
@@ -277,7 +275,6 @@ fn claude_subscription_windows_through_the_agents_own_updates() {
 #[test]
 fn codex_primary_window_from_codex_headers() {
     let agent = Agent::CodexTs;
-    let _lock = support::agent_lock(agent);
     let windows = Windows::new();
     let script = script_with(agent, |k| windows.codex_headers(k));
     let lab = lab(agent, script);
@@ -289,7 +286,6 @@ fn codex_primary_window_from_codex_headers() {
 #[test]
 fn codex_windows_over_the_websocket() {
     let agent = Agent::CodexTs;
-    let _lock = support::agent_lock(agent);
     let windows = Windows::new();
     let script = script_with(agent, |k| windows.codex_headers(k));
     let mut lab = lab(agent, script);

@@ -62,7 +62,6 @@ const CLAUDE_OAUTH_TOKEN: &str = "sk-ant-oat01-mock-login-token-5d1c";
 
 #[test]
 fn claude_oauth_token_through_the_tap() {
-    let _lock = support::agent_lock(Agent::Claude);
     let mut lab = Lab::new(Agent::Claude, support::script(Agent::Claude)).expect("lab");
     // As a subscriber runs it: no API key, and Claude Code's non-essential traffic on (its OAuth
     // profile, usage and settings calls go to api.anthropic.com, which is unreachable here).
@@ -191,7 +190,6 @@ fn rfc3339(secs: u64) -> String {
 
 #[test]
 fn codex_chatgpt_login_through_the_tap() {
-    let _lock = support::agent_lock(Agent::CodexTs);
     let mut lab = Lab::new(Agent::CodexTs, support::script(Agent::CodexTs)).expect("lab");
     let codex_home = lab.scratch.home().join(".codex");
     let access_token = chatgpt_jwt(json!({"scp": ["openid", "profile", "email"]}));
@@ -248,7 +246,6 @@ const GEMINI_EXPECT: Expect = Expect {
 
 #[test]
 fn gemini_google_login_through_the_tap() {
-    let _lock = support::agent_lock(Agent::Gemini);
     let mut lab = Lab::new(Agent::Gemini, support::script(Agent::Gemini)).expect("lab");
     let settings_path = lab.scratch.home().join(".gemini/settings.json");
     let mut settings: serde_json::Value =

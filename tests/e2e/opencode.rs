@@ -89,7 +89,6 @@ fn opencode_direct() {
 /// What opencode, or a fork of it that kept its ACP code (kilo), sends by itself, as its
 /// `initialize` names it (`name`, `version`).
 pub(crate) fn direct(agent: Agent, name: &str, version: &str) {
-    let _lock = support::agent_lock(agent);
     let history = flows::direct_history(agent).expect("direct session");
     let mut checks = Checks::new(agent);
     let History { init, turns, lab, updates_after_new, session_id, .. } = &history;
@@ -145,7 +144,6 @@ fn opencode_relay_basics() {
 
 /// [`opencode_relay_basics`] for opencode or a fork of it.
 pub(crate) fn relay_basics(agent: Agent) {
-    let _lock = support::agent_lock(agent);
     let lab = Lab::new(agent, support::script(agent)).expect("lab");
     let client = lab.relayed().expect("start the relay");
     let mut checks = Checks::new(agent);
@@ -210,19 +208,16 @@ pub(crate) fn relay_basics(agent: Agent) {
 /// (only the API tap could count it): the checks leave it out.
 #[test]
 fn opencode_relay_turns() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_turns(EXPECT);
 }
 
 #[test]
 fn opencode_relay_load_and_resume() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
 }
 
 #[test]
 fn opencode_relay_reopen_unseen() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_reopen_unseen(EXPECT, Some(WINDOW), Some(WINDOW));
 }
 
@@ -236,7 +231,6 @@ fn opencode_relay_subagent() {
 /// [`opencode_relay_subagent`] for opencode or a fork of it.
 pub(crate) fn relay_subagent(expect: Expect) {
     use acp_usage_tests::mock_llm::{Script, Step, ToolCall, Usage};
-    let _lock = support::agent_lock(expect.agent);
     let task = ToolCall::named(
         "task",
         json!({"description": "look", "prompt": "Say hi", "subagent_type": "general"}),
@@ -260,13 +254,11 @@ pub(crate) fn relay_subagent(expect: Expect) {
 
 #[test]
 fn opencode_relay_turns_tapped() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_turns_with(EXPECT.tapped(), &[]);
 }
 
 #[test]
 fn opencode_relay_load_and_resume_tapped() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_load_resume(EXPECT.tapped(), Some(WINDOW), Some(WINDOW));
 }
 
@@ -274,6 +266,5 @@ fn opencode_relay_load_and_resume_tapped() {
 /// counts its own call only.
 #[test]
 fn opencode_relay_fork() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_fork(EXPECT);
 }

@@ -108,7 +108,6 @@ fn latest_sum(receiver: &OtlpReceiver, name: &str, kind: Option<&str>) -> f64 {
 
 #[test]
 fn otlp_collector_down_and_up_loses_and_doubles_nothing() {
-    let _lock = support::agent_lock(AGENT);
     let scratch = Scratch::new("otlp-updown").expect("scratch");
     let receiver = OtlpReceiver::start().expect("receiver");
     let mut rotel = Rotel::start(&scratch.path("rotel"), &receiver.url()).expect("rotel");
@@ -177,7 +176,6 @@ fn otlp_collector_down_and_up_loses_and_doubles_nothing() {
 
 #[test]
 fn otlp_two_processes_sharing_a_ledger_export_each_call_once() {
-    let _lock = support::agent_lock(AGENT);
     let scratch = Scratch::new("otlp-two").expect("scratch");
     let receiver = OtlpReceiver::start().expect("receiver");
     let ledger = scratch.path("ledger.db");
@@ -216,7 +214,6 @@ fn export(ledger: &Path, endpoint: &str) -> std::process::Output {
 
 #[test]
 fn otlp_export_sends_a_backlog_and_failures_are_clear() {
-    let _lock = support::agent_lock(AGENT);
     let scratch = Scratch::new("otlp-backlog").expect("scratch");
     let ledger = scratch.path("ledger.db");
 
@@ -262,7 +259,6 @@ fn otlp_export_sends_a_backlog_and_failures_are_clear() {
 
 #[test]
 fn otlp_export_over_tls_trusts_the_configured_ca_only() {
-    let _lock = support::agent_lock(AGENT);
     let scratch = Scratch::new("otlp-tls").expect("scratch");
     let ledger = scratch.path("ledger.db");
     let lab = lab(&ledger, None);

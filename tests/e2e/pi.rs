@@ -127,7 +127,6 @@ fn check_entries(checks: &mut Checks, entries: &[Value], calls: &[Call]) {
 
 #[test]
 fn pi_direct() {
-    let _lock = support::agent_lock(AGENT);
     let history = flows::direct_history(AGENT).expect("direct pi session");
     let mut checks = Checks::new(AGENT);
     let History { init, turns, lab, updates_after_new, session_id, .. } = &history;
@@ -169,21 +168,18 @@ fn pi_direct() {
 
 #[test]
 fn pi_relay_turns() {
-    let _lock = support::agent_lock(AGENT);
     // A plain turn, a tool turn (two calls), a plain turn.
     flows::relay_turns_and_more(EXPECT, 1);
 }
 
 #[test]
 fn pi_relay_load() {
-    let _lock = support::agent_lock(AGENT);
     // No session/resume: the relay must pass pi-acp's refusal through.
     flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
 }
 
 #[test]
 fn pi_relay_reopen_unseen() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_reopen_unseen(EXPECT, Some(WINDOW), Some(WINDOW));
 }
 
@@ -216,7 +212,6 @@ fn warming_cost<'a>(calls: impl IntoIterator<Item = &'a Call>) -> f64 {
 /// turn's usage, never in `used`; the cost is pi's own price of each call (here with a price override).
 #[test]
 fn pi_relay_cache_warming() {
-    let _lock = support::agent_lock(AGENT);
     let mut lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
     let dir = lab.scratch.home().join(".pi/agent");
     std::fs::write(dir.join("settings.json"), agents::pi_settings(true)).expect("settings");

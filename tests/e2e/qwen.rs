@@ -33,7 +33,6 @@ const EXPECT: Expect = Expect {
 
 #[test]
 fn qwen_direct() {
-    let _lock = support::agent_lock(AGENT);
     let history = flows::direct_history(AGENT).expect("direct qwen session");
     let mut checks = Checks::new(AGENT);
     let History { init, turns, lab, updates_after_new, .. } = &history;
@@ -89,13 +88,11 @@ fn qwen_direct() {
 
 #[test]
 fn qwen_relay_turns() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_turns(EXPECT);
 }
 
 #[test]
 fn qwen_relay_load_and_resume() {
-    let _lock = support::agent_lock(AGENT);
     // Reloaded, the replay carries every call's usage: the history is exact. Resumed in a fresh
     // process, nothing is replayed: the state file carries the session's figures.
     flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
@@ -103,6 +100,5 @@ fn qwen_relay_load_and_resume() {
 
 #[test]
 fn qwen_relay_turns_tapped() {
-    let _lock = support::agent_lock(AGENT);
     flows::relay_turns_with(EXPECT.tapped(), &[]);
 }

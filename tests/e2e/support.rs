@@ -1,27 +1,23 @@
-//! Shared pieces of the end-to-end tests: per-agent locks, scripts, fixtures, catalog prices, the
-//! checks of what the relay sends against what the mock served, and the figures report.
+//! Shared pieces of the end-to-end tests: scripts, fixtures, catalog prices, the checks of what
+//! the relay sends against what the mock served, and the figures report.
+//!
+//! Tests share no state and run in parallel, those of one agent too: each has its own scratch
+//! HOME, project and TMPDIR and its own mock LLM on an ephemeral port; the agents' installs are
+//! only read, and what tests write outside their scratch (the figures report, fixtures with
+//! `ACP_USAGE_UPDATE_FIXTURES`) goes to files of their own or is appended. How many run at once (heavy processes) is the test runner's
+//! thread count, `RUST_TEST_THREADS`.
 //!
 //! Checks are soft: a test collects every discrepancy and fails once at the end with the whole
 //! list, so that one run shows the lead every figure that is off, not just the first.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use acp_usage_tests::agents::Agent;
 use acp_usage_tests::client::{AcpClient, Dir};
 use acp_usage_tests::mock_llm::{Call, Script, Usage};
 use serde_json::Value;
-
-/// Tests of one agent run one at a time (they start heavy processes); different agents may run
-/// in parallel.
-pub fn agent_lock(agent: Agent) -> MutexGuard<'static, ()> {
-    static LOCKS: [Mutex<()>; Agent::ALL.len()] = [const { Mutex::new(()) }; Agent::ALL.len()];
-    let index = Agent::ALL.iter().position(|known| *known == agent).unwrap_or(0);
-    // A failed test must not fail the next one of the same agent.
-    LOCKS[index].lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 pub fn fixtures_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures")

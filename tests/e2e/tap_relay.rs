@@ -107,7 +107,6 @@ fn one_turn(lab: &Lab, args: &[&str]) -> (AcpClient, serde_json::Value, String) 
 
 #[test]
 fn tap_keeps_keys_secrets_and_bodies_out_of_logs_and_recordings() {
-    let _lock = support::agent_lock(AGENT);
     let mut lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
     lab.spec.set_env("ACP_USAGE_LOG", "trace");
     let record = lab.scratch.path("tapped.record.jsonl");
@@ -159,7 +158,6 @@ fn tap_keeps_keys_secrets_and_bodies_out_of_logs_and_recordings() {
 
 #[test]
 fn tap_that_cannot_start_is_said_and_the_agent_runs_untapped() {
-    let _lock = support::agent_lock(AGENT);
     let mut lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
     // A certificate file without one valid certificate: the tap's HTTPS client refuses to start
     // without roots it can trust (the agent itself talks plain HTTP to the mock).
@@ -185,7 +183,6 @@ fn write_ca(front: &TlsFront, path: &Path) {
 
 #[test]
 fn claude_relay_turns_tapped_over_tls() {
-    let _lock = support::agent_lock(AGENT);
     let mut lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
     let front = TlsFront::start(SocketAddr::from((Ipv4Addr::LOCALHOST, lab.mock.port())))
         .expect("the TLS front");

@@ -122,7 +122,6 @@ fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
 
 #[test]
 fn claude_usage_command() {
-    let _lock = support::agent_lock(AGENT);
     let mut lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
     let ledger = lab.scratch.path("ledger.db");
     lab.spec.set_env("ACP_USAGE_LEDGER", ledger.display().to_string());

@@ -16,7 +16,6 @@ use crate::flows::{PLAIN_PROMPT, TOOL_PROMPT, session_id};
 use crate::support;
 
 fn record_and_validate(agent: Agent) {
-    let _lock = support::agent_lock(agent);
     let lab = Lab::new(agent, support::script(agent)).expect("lab");
     let recording = lab.scratch.path(&format!("{}-session.record.jsonl", agent.name()));
     let rec = recording.to_str().expect("utf-8 path");

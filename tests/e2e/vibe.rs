@@ -154,7 +154,6 @@ fn main_calls(lab: &Lab) -> Vec<Call> {
 
 #[test]
 fn vibe_direct() {
-    let _lock = support::agent_lock(AGENT);
     let history = flows::direct_history(AGENT).expect("direct vibe session");
     let mut checks = Checks::new(AGENT);
     let History { init, turns, lab, session_id, .. } = &history;
@@ -214,7 +213,6 @@ fn vibe_direct() {
 
 #[test]
 fn vibe_relay_turns() {
-    let _lock = support::agent_lock(AGENT);
     // Three turns: the third's figures are what Vibe's cumulative count grew by after a turn of
     // two calls.
     let lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
@@ -223,14 +221,12 @@ fn vibe_relay_turns() {
 
 #[test]
 fn vibe_relay_load_and_resume() {
-    let _lock = support::agent_lock(AGENT);
     // Vibe's counters survive a reload: the first turn after reopening is that turn alone.
     flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
 }
 
 #[test]
 fn vibe_relay_turns_tapped() {
-    let _lock = support::agent_lock(AGENT);
     // Pointed through VIBE_PROVIDERS (the config's provider entry, api_base changed): the tap
     // sees the title call too, and forwards the catalogue and connectors lookups.
     let lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
@@ -250,7 +246,6 @@ fn vibe_relay_turns_tapped() {
 
 #[test]
 fn vibe_relay_names_the_title_it_cannot_see() {
-    let _lock = support::agent_lock(AGENT);
     let lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
     let mut checks = Checks::new(AGENT);
     for (tap, args) in [(false, &["--tap", "off"][..]), (true, &[][..])] {
@@ -303,7 +298,6 @@ fn vibe_relay_names_the_title_it_cannot_see() {
 
 #[test]
 fn vibe_relay_reopen_unseen() {
-    let _lock = support::agent_lock(AGENT);
     // A session acp-usage never saw, loaded through the relay. Vibe's restored counters are the
     // base of the next turn's growth: that turn counts its own call, not the history. The
     // history's cost is Vibe's own (the catalog's prices of its main calls, no title): a floor,
@@ -358,7 +352,6 @@ fn vibe_relay_reopen_unseen() {
 
 #[test]
 fn vibe_relay_load_and_resume_tapped() {
-    let _lock = support::agent_lock(AGENT);
     // Through the tap in every process: the reopened processes' catalogue lookups pass, their
     // turns are the tap's, the history's cost (the title included) carried from the ledger.
     flows::relay_load_resume(EXPECT.tapped(), Some(WINDOW), Some(WINDOW));

@@ -8,7 +8,7 @@
 //!   generated from the Rust types (`acp_usage_schema::generate`).
 //!
 //! `codegen --check` fails instead of writing when a file is stale (for CI); the tests
-//! `crates/acp-usage/tests/catalog.rs` and `crates/acp-usage-schema/tests/schema.rs` do the same
+//! `crates/acp-usage/tests/it/catalog.rs` and `crates/acp-usage-schema/tests/it/schema.rs` do the same
 //! check on every `cargo test`.
 //!
 //! `cycles` lists the module cycles of the workspace's crates (see [`cycles`]); a test runs the

@@ -21,7 +21,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// `schema/schema.json` as committed, compiled in so the binary validates against exactly that
-/// file. `cargo xtask codegen` writes it; the test `tests/schema.rs` keeps it fresh. (If the file
+/// file. `cargo xtask codegen` writes it; the test `tests/it/schema.rs` keeps it fresh. (If the file
 /// is ever lost, an empty file lets the workspace build again so the generator can rerun.)
 pub const SCHEMA_JSON: &str = include_str!("../../../schema/schema.json");
 

@@ -1,9 +1,7 @@
 //! The Gemini CLI chat-record parser against real chat files (gemini-cli 0.61.0 run against the
 //! project's mock LLM, including a `generalist` subagent) and hand-written edge cases.
 
-mod common;
-
-use common::calls;
+use crate::common::calls;
 
 use acp_usage_core::tokens::TokenRecord;
 use acp_usage_core::transcript::gemini::{GeminiParser, session_id_of_first_line};
@@ -12,7 +10,7 @@ use acp_usage_core::transcript::{Event, FileRole, Parser, parse_timestamp};
 const MODEL: &str = "gemini-2.5-pro";
 
 fn fixture(name: &str) -> String {
-    common::fixture("gemini", name)
+    crate::common::fixture("gemini", name)
 }
 
 fn feed<'a>(
@@ -20,7 +18,7 @@ fn feed<'a>(
     role: FileRole,
     lines: impl IntoIterator<Item = &'a str>,
 ) -> Vec<Event> {
-    common::feed(parser, role, lines)
+    crate::common::feed(parser, role, lines)
 }
 
 fn parse(role: FileRole, text: &str) -> Vec<Event> {

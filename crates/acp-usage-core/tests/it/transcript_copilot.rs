@@ -1,9 +1,7 @@
 //! The Copilot CLI event-log parser against real `events.jsonl` files (Copilot CLI 1.0.102 run
 //! offline against a mock LLM; see `fixtures/transcripts/copilot/README.md`), and lines edited from them.
 
-mod common;
-
-use common::calls;
+use crate::common::calls;
 
 use acp_usage_core::tokens::TokenRecord;
 use acp_usage_core::transcript::copilot::CopilotParser;
@@ -13,7 +11,7 @@ const SESSION: &str = "222c1bac-c227-4ace-b77c-e6fd912a13dc";
 const MODEL: &str = "claude-sonnet-4.5";
 
 fn fixture(name: &str) -> String {
-    common::fixture("copilot", name)
+    crate::common::fixture("copilot", name)
 }
 
 fn feed<'a>(
@@ -21,7 +19,7 @@ fn feed<'a>(
     role: FileRole,
     lines: impl IntoIterator<Item = &'a str>,
 ) -> Vec<Event> {
-    common::feed(parser, role, lines)
+    crate::common::feed(parser, role, lines)
 }
 
 fn parse(name: &str) -> Vec<Event> {

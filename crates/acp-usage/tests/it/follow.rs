@@ -2,8 +2,6 @@
 //! gives the worker, when it holds a result, and what it reports once the transcript's calls
 //! are in (the worker itself is replaced by hand-made updates).
 
-mod support;
-
 use acp_usage::relay::observer::{Observer, Settings};
 use acp_usage::sources::transcripts::{Command, Format, Update, UpdateKind};
 
@@ -11,10 +9,10 @@ use acp_usage::sources::transcripts::{Command, Format, Update, UpdateKind};
 fn claude_format() -> &'static Format {
     acp_usage::agents::Profile::named("claude").unwrap().transcripts().unwrap()
 }
+use crate::support::settings;
 use acp_usage_core::transcript::{Call, Event};
 use acp_usage_core::{Catalog, TokenRecord};
 use serde_json::{Value, json};
-use support::settings;
 
 fn line(v: Value) -> Vec<u8> {
     serde_json::to_vec(&v).unwrap()

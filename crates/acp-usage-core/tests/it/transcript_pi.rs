@@ -2,9 +2,7 @@
 //! offline against a mock LLM; see `fixtures/transcripts/pi/README.md`), and lines edited from
 //! them.
 
-mod common;
-
-use common::calls;
+use crate::common::calls;
 
 use acp_usage_core::tokens::TokenRecord;
 use acp_usage_core::transcript::pi::PiParser;
@@ -13,11 +11,11 @@ use acp_usage_core::transcript::{Event, FileRole, FormatError, Parser, parse_tim
 const MODEL: &str = "claude-sonnet-4-5";
 
 fn fixture(name: &str) -> String {
-    common::fixture("pi", name)
+    crate::common::fixture("pi", name)
 }
 
 fn parse(name: &str) -> Vec<Event> {
-    common::feed(&mut PiParser::default(), FileRole::Main, fixture(name).lines())
+    crate::common::feed(&mut PiParser::default(), FileRole::Main, fixture(name).lines())
 }
 
 fn kinds(events: &[Event]) -> Vec<&'static str> {
@@ -125,8 +123,8 @@ fn a_line_fed_twice_counts_once() {
     let text = fixture("tool-turn-and-load.jsonl");
     let lines: Vec<&str> = text.lines().collect();
     let mut parser = PiParser::new();
-    let mut events = common::feed(&mut parser, FileRole::Main, lines.iter().copied());
-    let again = common::feed(&mut parser, FileRole::Main, lines.iter().copied());
+    let mut events = crate::common::feed(&mut parser, FileRole::Main, lines.iter().copied());
+    let again = crate::common::feed(&mut parser, FileRole::Main, lines.iter().copied());
     // The calls come again with the same keys (they replace themselves); no new turn.
     assert!(again.iter().all(|e| matches!(e, Event::Call(_))), "{again:?}");
     events.extend(again);
@@ -136,7 +134,7 @@ fn a_line_fed_twice_counts_once() {
 #[test]
 fn reasoning_is_part_of_output_and_zero_costs_are_not_stated() {
     let line = r#"{"type":"message","id":"a1","timestamp":"2026-11-26T06:57:53.347Z","message":{"role":"assistant","content":[],"provider":"openai","model":"gpt-5.2","usage":{"input":100,"output":50,"reasoning":30,"cacheRead":900,"cacheWrite":0,"totalTokens":1050,"cost":{"total":0,"totalFromProvider":false}},"stopReason":"stop"}}"#;
-    let events = common::feed(&mut PiParser::new(), FileRole::Main, [line]);
+    let events = crate::common::feed(&mut PiParser::new(), FileRole::Main, [line]);
     let call = &calls(&events)[0];
     // No responseId: the entry's id is the key.
     assert_eq!(call.key, "pi:entry:a1");
@@ -145,7 +143,7 @@ fn reasoning_is_part_of_output_and_zero_costs_are_not_stated() {
     // pi priced it at zero: it has no price for the model, the catalog decides.
     assert_eq!(call.record.stated_cost, None);
     let provider = line.replace(r#""totalFromProvider":false"#, r#""totalFromProvider":true"#);
-    let events = common::feed(&mut PiParser::new(), FileRole::Main, [provider.as_str()]);
+    let events = crate::common::feed(&mut PiParser::new(), FileRole::Main, [provider.as_str()]);
     assert_eq!(calls(&events)[0].record.stated_cost, Some(0.0));
 }
 
@@ -159,7 +157,7 @@ fn compaction_and_errors() {
         r#"{"type":"branch_summary","id":"b1","timestamp":"2026-11-26T06:57:56.000Z","summary":"..."}"#,
         r#"{"type":"custom","id":"x1","customType":"whatever","data":{}}"#,
     ];
-    let events = common::feed(&mut PiParser::new(), FileRole::Main, lines);
+    let events = crate::common::feed(&mut PiParser::new(), FileRole::Main, lines);
     assert_eq!(kinds(&events), ["prompt", "end", "side"]);
     assert_eq!(calls(&events)[0].key, "pi:compaction:c1");
     assert_eq!(calls(&events)[0].record.total(), 5300);

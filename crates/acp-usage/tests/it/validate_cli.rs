@@ -14,11 +14,9 @@
 //!   byte as it is without it.
 //! - `schema` prints the embedded schema.
 
-mod support;
-
+use crate::support::run_binary as run;
 use std::path::PathBuf;
 use std::process::Output;
-use support::run_binary as run;
 
 use acp_usage::commands::demo::agent::{CWD, SECOND_MODEL, SESSION_ID, TURNS};
 use serde_json::{Value, json};

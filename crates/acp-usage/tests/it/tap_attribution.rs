@@ -1,14 +1,12 @@
 //! The LLM-API tap's calls inside the observer: which session and turn each belongs to, and who
 //! made it (main, subagent, side), through the figures the editor gets.
 
-mod support;
-
+use crate::support::settings;
 use acp_usage::relay::observer::{Observer, Settings};
 use acp_usage::sources::tap::TapCall;
 use acp_usage_core::api::{Api, RequestInfo};
 use acp_usage_core::{Catalog, TokenRecord};
 use serde_json::{Value, json};
-use support::settings;
 
 fn line(v: Value) -> Vec<u8> {
     serde_json::to_vec(&v).unwrap()

@@ -22,6 +22,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::task::JoinHandle;
 
+/// Helpers for the torture suite (the built binary as a child process, synthetic agents).
+pub mod torture;
+
 /// How long any single read may take before the test fails instead of hanging.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -69,7 +72,8 @@ pub fn options<S: AsRef<str>>(argv: &[S]) -> Options {
     }
 }
 
-/// A scratch directory for this test process.
+/// A scratch directory for this test process, shared by every test of the binary: what a test
+/// puts there is named after the test (two tests writing one name would race).
 pub fn scratch_dir() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("acp-usage-tests-{}", std::process::id()));

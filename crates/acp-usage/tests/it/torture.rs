@@ -22,17 +22,13 @@
 //! - 10,000,000 messages (ACP_USAGE_TORTURE_MESSAGES to change) with sequence numbers, checked at
 //!   the editor: none lost, reordered or altered.
 
-mod support;
-#[path = "support/torture.rs"]
-mod torture;
-
 use std::io::{Read, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use support::assert_same_bytes;
-use torture::*;
+use crate::support::assert_same_bytes;
+use crate::support::torture::*;
 
 // ---------------------------------------------------------------------------------------------
 // Numbered lines, written by the python agents and checked at the editor.

@@ -2,18 +2,19 @@
 //! project's mock LLM (long fields trimmed): the main loop, an `agent`-tool subagent, memory
 //! extraction and compression.
 
-mod common;
-
 use acp_usage_core::transcript::qwen::QwenParser;
 use acp_usage_core::transcript::{Event, FileRole, Parser, parse_timestamp};
 
 #[test]
 fn reads_every_recorded_call_with_its_role() {
     let mut p = QwenParser::default();
-    let out =
-        common::feed(&mut p, FileRole::Main, common::fixture("qwen", "chat-0.24.4.jsonl").lines());
+    let out = crate::common::feed(
+        &mut p,
+        FileRole::Main,
+        crate::common::fixture("qwen", "chat-0.24.4.jsonl").lines(),
+    );
     // Each call is recorded once: no event revises another.
-    let survivors = common::calls(&out);
+    let survivors = crate::common::calls(&out);
     assert_eq!(survivors.len(), out.len());
     let calls: Vec<(&str, u64, u64, u64, u64, bool)> = survivors
         .iter()

@@ -3,9 +3,7 @@
 //! shapes the mock cannot provoke (partial streamed counts, a sidechain replay, torn lines); see
 //! `fixtures/transcripts/claude/README.md`.
 
-mod common;
-
-use common::calls;
+use crate::common::calls;
 
 use acp_usage_core::tokens::TokenRecord;
 use acp_usage_core::transcript::claude::ClaudeParser;
@@ -17,11 +15,11 @@ const SUBAGENT: &str =
     "session/bc7341c5-8dda-4e7a-b1a8-d2ade5970368/subagents/agent-a455660011ddec475.jsonl";
 
 fn fixture(name: &str) -> String {
-    common::fixture("claude", name)
+    crate::common::fixture("claude", name)
 }
 
 fn feed(parser: &mut ClaudeParser, role: FileRole, text: &str) -> Vec<Event> {
-    common::feed(parser, role, text.lines())
+    crate::common::feed(parser, role, text.lines())
 }
 
 /// What the mock served, as a transcript record (Anthropic counters, 5m/1h writes apart).

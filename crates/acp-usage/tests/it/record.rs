@@ -12,10 +12,8 @@
 //! - A recording that cannot be created is a clear error (exit 2); one that cannot be written
 //!   is logged and the session goes on untouched.
 
-mod support;
-
+use crate::support::run_binary as run;
 use std::path::PathBuf;
-use support::run_binary as run;
 
 use acp_usage::commands::demo::agent::{CWD, SECOND_MODEL, SESSION_ID, TURNS};
 use acp_usage::record::{Dir, Entry};

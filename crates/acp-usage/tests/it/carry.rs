@@ -7,15 +7,13 @@
 //! - a deleted session is forgotten;
 //! - every settled call is in the ledger, once, with its turn.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::support::settings;
 use acp_usage::relay::observer::{Observer, Settings};
 use acp_usage::sinks::ledger::{self, Store, Writer, learned::Learned};
 use serde_json::{Value, json};
-use support::settings;
 
 fn line(v: Value) -> Vec<u8> {
     serde_json::to_vec(&v).unwrap()

@@ -3,13 +3,11 @@
 //! compaction, an agent's own `usage_update` rewritten, a prompt result with `usage`), in every
 //! agent profile, including error results and sessions with estimated figures only.
 
-mod support;
-
+use crate::support::settings_for;
 use acp_usage::agents::Profile;
 use acp_usage::relay::observer::Observer;
 use acp_usage_schema::validate::{Direction, MessageValidator, Verdict};
 use serde_json::{Value, json};
-use support::settings_for;
 
 fn line(v: Value) -> Vec<u8> {
     serde_json::to_vec(&v).unwrap()

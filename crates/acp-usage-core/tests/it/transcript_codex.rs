@@ -1,9 +1,7 @@
 //! The Codex rollout parser against real rollouts (codex-acp 0.16.0 / codex 0.137 run against
 //! the project's mock LLM) and a forked-subagent rollout built from the documented shape.
 
-mod common;
-
-use common::calls;
+use crate::common::calls;
 
 use acp_usage_core::tokens::TokenRecord;
 use acp_usage_core::transcript::codex::CodexParser;
@@ -13,7 +11,7 @@ const MODEL: &str = "gpt-5.2-codex";
 const WINDOW: u64 = 258_400;
 
 fn fixture(name: &str) -> String {
-    common::fixture("codex", name)
+    crate::common::fixture("codex", name)
 }
 
 fn parse_lines<'a>(
@@ -21,7 +19,7 @@ fn parse_lines<'a>(
     role: FileRole,
     lines: impl IntoIterator<Item = &'a str>,
 ) -> Vec<Event> {
-    common::feed(parser, role, lines)
+    crate::common::feed(parser, role, lines)
 }
 
 fn parse(role: FileRole, text: &str) -> Vec<Event> {

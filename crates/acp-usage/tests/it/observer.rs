@@ -19,20 +19,16 @@
 //!   tracked by exact id and only the editor's; `session/load` replay is not usage;
 //!   `keep_agent_usage` leaves the agent's figures alone and still adds what is missing.
 
-mod support;
-
 /// Warnings in the chat for clients without notices.
-#[path = "observer/chat.rs"]
 mod chat;
 /// acp-usage's own `/usage` command.
-#[path = "observer/usage_command.rs"]
 mod usage_command;
 
+use crate::support::*;
 use acp_usage::agents::Profile;
 use acp_usage::relay::observer::{Observer, Outcome, Settings};
 use acp_usage_core::estimate::{self, Family};
 use serde_json::{Value, json};
-use support::*;
 
 /// What a line at a JSON pointer must be.
 #[derive(Debug, Clone)]

@@ -12,12 +12,10 @@
 //! - A streamed `agent_message_chunk` counts in the turn's output: its estimate from the bytes
 //!   after its prefix is within a few tokens of what the held line's decoded text gives.
 
-mod support;
-
+use crate::support::*;
 use acp_usage::agents::Profile;
 use acp_usage_core::estimate::{self, Family};
 use serde_json::json;
-use support::*;
 
 /// An agent that answers `initialize`, `session/new` and `session/prompt`; on a prompt it
 /// writes a small chunk, the result, then the lines in the files named by the prompt's text,

@@ -2,8 +2,6 @@
 //! subagents' files, reads only what was appended (a half-written line waits for its end), and
 //! gives up a transcript it cannot read with one `Failed` update, never more.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -28,7 +26,7 @@ fn fixture_dir() -> PathBuf {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = support::scratch_dir().join(format!("transcripts-{name}"));
+    let dir = crate::support::scratch_dir().join(format!("transcripts-{name}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir

@@ -1,9 +1,7 @@
 //! The cline session-document parser against real `<id>.messages.json` files (cline 3.0.65 run
 //! offline against a mock LLM; see `fixtures/transcripts/cline/README.md`), and documents edited from them.
 
-mod common;
-
-use common::calls;
+use crate::common::calls;
 
 use acp_usage_core::tokens::{TokenRecord, TokenTotals};
 use acp_usage_core::transcript::cline::ClineParser;
@@ -13,7 +11,7 @@ use serde_json::{Value, json};
 const MODEL: &str = "claude-sonnet-4-5";
 
 fn fixture(name: &str) -> String {
-    common::fixture("cline", name)
+    crate::common::fixture("cline", name)
 }
 
 fn fixture_json(name: &str) -> Value {
@@ -22,7 +20,7 @@ fn fixture_json(name: &str) -> Value {
 
 /// Feeds the whole document, as the caller does each time the file changed.
 fn feed(parser: &mut ClineParser, role: FileRole, doc: &str) -> Vec<Event> {
-    common::feed(parser, role, [doc])
+    crate::common::feed(parser, role, [doc])
 }
 
 fn parse(doc: &str) -> Vec<Event> {

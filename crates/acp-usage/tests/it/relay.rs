@@ -23,13 +23,11 @@
 //! - The command line: no agent → exit 2 and usage on stderr; an agent that cannot start → a
 //!   clear message and a non-zero exit; otherwise the agent's exit code.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use acp_usage_core::estimate::{self, Family};
 use serde_json::json;
-use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 // ---------------------------------------------------------------------------------------------
