@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use acp_usage::sinks::ledger::{Origin, SessionInfo, SessionRef, Store};
+use acp_usage::sinks::ledger::{Origin, SessionInfo, SessionRef, Settled, Store};
 use acp_usage_core::{AccountedCall, Role, Source, TokenRecord};
 use acp_usage_tests::relay::{relay_binary, target_dir};
 use acp_usage_tests::scratch::Scratch;
@@ -124,7 +124,14 @@ fn seed(ledger: &Path) {
     ];
     for (id, agent, at, c) in calls {
         let s = SessionRef { id: id.to_owned(), agent: agent.to_owned() };
-        store.calls(&s, None, &[c], Some(&[at]), None, Origin::Import, at).expect("calls");
+        store
+            .calls(
+                &s,
+                Settled { calls: &[c], times: Some(&[at]), ..Default::default() },
+                Origin::Import,
+                at,
+            )
+            .expect("calls");
     }
 }
 

@@ -14,6 +14,9 @@
 //! `cycles` lists the module cycles of the workspace's crates (see [`cycles`]); a test runs the
 //! same check on every `cargo test --workspace`.
 //!
+//! `sizes` lists the functions of the product's code over 100 lines and the constructors over
+//! 5 parameters (see [`sizes`]); a test runs the same check on every `cargo test --workspace`.
+//!
 //! `dist` makes what a release ships (see [`dist`]): `dist npm` packs the npm packages, `dist
 //! check` checks the release workflow against the platform table.
 
@@ -27,8 +30,9 @@ use anyhow::{Context, bail};
 
 mod cycles;
 mod dist;
+mod sizes;
 
-const USAGE: &str = "usage: cargo xtask codegen [--check]\n       cargo xtask cycles\n       cargo xtask dist ... (cargo xtask dist --help)";
+const USAGE: &str = "usage: cargo xtask codegen [--check]\n       cargo xtask cycles\n       cargo xtask sizes\n       cargo xtask dist ... (cargo xtask dist --help)";
 
 fn main() -> ExitCode {
     match run(std::env::args().skip(1).collect()) {
@@ -56,6 +60,20 @@ fn run(args: Vec<String>) -> anyhow::Result<ExitCode> {
                 writeln!(out, "{cycle}")?;
             }
             Ok(if cycles.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        ["sizes"] => {
+            let scan = sizes::workspace(&workspace_root())?;
+            // The listing is the command's output, as `cycles` writes it.
+            let mut out = std::io::stdout().lock();
+            for finding in &scan.findings {
+                writeln!(out, "{finding}")?;
+            }
+            eprintln!(
+                "{} functions measured, {} over a limit",
+                scan.functions,
+                scan.findings.len()
+            );
+            Ok(if scan.findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         ["dist", "help" | "--help" | "-h"] => {
             eprintln!("{}", dist::USAGE);

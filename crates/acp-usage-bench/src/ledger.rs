@@ -12,7 +12,7 @@ use std::net::TcpListener;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use acp_usage::sinks::ledger::{Origin, SessionRef, Store, Write, Writer};
+use acp_usage::sinks::ledger::{Origin, SessionRef, Settled, Store, Write, Writer};
 use acp_usage::sinks::otlp::{Exporter, OtlpConfig};
 use acp_usage_core::{AccountedCall, Role, Source, TokenRecord};
 
@@ -76,7 +76,12 @@ fn writer(path: &Path, id: usize, turns: usize, per_turn: usize) -> anyhow::Resu
             ended: t as i64 + 1,
             stop_reason: Some("end_turn".into()),
         };
-        store.calls(&s, Some(&turn), &calls, None, None, Origin::Relay, t as i64)?;
+        store.calls(
+            &s,
+            Settled { turn: Some(&turn), calls: &calls, ..Default::default() },
+            Origin::Relay,
+            t as i64,
+        )?;
     }
     Ok(start.elapsed())
 }

@@ -101,25 +101,35 @@ const ANTHROPIC_WINDOWS: [(&str, &str, Option<u64>); 4] = [
     ("overage", "overage", None),
 ];
 
-/// One of Anthropic's unified windows, `fraction` full.
-fn anthropic(
-    claim: &str,
+/// What a source states of one of Anthropic's unified windows: the tap's headers and
+/// claude-agent-acp's `_meta` name the same windows in the same units.
+struct AnthropicWindow<'a> {
+    claim: &'a str,
+    /// How full, as a fraction.
     fraction: f64,
+    /// Unix seconds.
     resets_at: Option<f64>,
     status: Option<String>,
-    source: LimitSource,
-    observed_ms: i64,
-) -> Limit {
-    Limit {
-        provider: "anthropic".into(),
-        window: claim.into(),
-        limit_id: None,
-        window_minutes: ANTHROPIC_WINDOWS.iter().find(|(c, _, _)| *c == claim).and_then(|w| w.2),
-        used_percent: fraction * 100.0,
-        resets_at: resets_at.map(|s| s.round() as i64),
-        status,
-        source,
-        observed_ms,
+}
+
+impl AnthropicWindow<'_> {
+    /// The window as a [`Limit`], read from `source` at `observed_ms`.
+    fn limit(self, source: LimitSource, observed_ms: i64) -> Limit {
+        let claim = self.claim;
+        Limit {
+            provider: "anthropic".into(),
+            window: claim.into(),
+            limit_id: None,
+            window_minutes: ANTHROPIC_WINDOWS
+                .iter()
+                .find(|(c, _, _)| *c == claim)
+                .and_then(|w| w.2),
+            used_percent: self.fraction * 100.0,
+            resets_at: self.resets_at.map(|s| s.round() as i64),
+            status: self.status,
+            source,
+            observed_ms,
+        }
     }
 }
 
@@ -155,7 +165,8 @@ pub fn from_headers<'a>(
             .filter(|s| !s.is_empty())
             .map(str::to_owned);
         let reset = get(&format!("{prefix}-reset")).and_then(number);
-        out.push(anthropic(claim, fraction, reset, status, LimitSource::Tap, observed_ms));
+        let window = AnthropicWindow { claim, fraction, resets_at: reset, status };
+        out.push(window.limit(LimitSource::Tap, observed_ms));
     }
 
     // Codex: every family `x-<id>-primary-used-percent` names; used is a percent, the reset
@@ -321,7 +332,8 @@ pub fn from_claude_rate_limit(json: &[u8], observed_ms: i64) -> Vec<Limit> {
     for (claim, _, _) in ANTHROPIC_WINDOWS {
         let Some(w) = windows.and_then(|w| w.get(claim)) else { continue };
         let Some(fraction) = w.get("utilization").and_then(Value::as_f64) else { continue };
-        out.push(anthropic(claim, fraction, resets(w), status(w), LimitSource::Agent, observed_ms));
+        let window = AnthropicWindow { claim, fraction, resets_at: resets(w), status: status(w) };
+        out.push(window.limit(LimitSource::Agent, observed_ms));
     }
     if out.is_empty()
         && let (Some(claim), Some(fraction)) = (
@@ -330,7 +342,8 @@ pub fn from_claude_rate_limit(json: &[u8], observed_ms: i64) -> Vec<Limit> {
         )
     {
         let (reset, status) = (resets(&info), status(&info));
-        out.push(anthropic(claim, fraction, reset, status, LimitSource::Agent, observed_ms));
+        let window = AnthropicWindow { claim, fraction, resets_at: reset, status };
+        out.push(window.limit(LimitSource::Agent, observed_ms));
     }
     out
 }

@@ -271,7 +271,7 @@ fn known() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::watch::tests::{TempLedger, add, dead_pid};
+    use crate::commands::watch::tests::{Seen, TempLedger, add, dead_pid};
 
     fn status(store: &Store, format: Option<&str>, now: i64, today: i64) -> Option<String> {
         let t = format.map(|f| Template::parse(f).unwrap());
@@ -285,15 +285,24 @@ mod tests {
         let now = ledger::now_ms();
         let today = now - 3_600_000;
         // Yesterday's spend is not today's.
-        add(&mut store, "yesterday", "codex", None, today - 1, &[Some(10.0)], 5, 10);
-        // Another session today, older than the latest one.
-        add(&mut store, "earlier", "codex", None, now - 600_000, &[Some(3.89)], 5, 10);
         add(
             &mut store,
-            "latest",
-            "claude",
-            Some(std::process::id()),
-            now - 30_000,
+            Seen { id: "yesterday", agent: "codex", pid: None, at: today - 1 },
+            &[Some(10.0)],
+            5,
+            10,
+        );
+        // Another session today, older than the latest one.
+        add(
+            &mut store,
+            Seen { id: "earlier", agent: "codex", pid: None, at: now - 600_000 },
+            &[Some(3.89)],
+            5,
+            10,
+        );
+        add(
+            &mut store,
+            Seen { id: "latest", agent: "claude", pid: Some(std::process::id()), at: now - 30_000 },
             &[Some(0.21), Some(0.1)],
             84_000,
             200_000,
@@ -327,10 +336,7 @@ mod tests {
         let now = ledger::now_ms();
         add(
             &mut store,
-            "s",
-            "claude",
-            Some(std::process::id()),
-            now,
+            Seen { id: "s", agent: "claude", pid: Some(std::process::id()), at: now },
             &[Some(0.5)],
             84_000,
             200_000,
@@ -369,7 +375,13 @@ mod tests {
         let mut store = Store::open(&t.path).unwrap();
         let now = ledger::now_ms();
         // No window known (size 0), no priced call, its relay gone.
-        add(&mut store, "s", "gemini", Some(dead_pid()), now, &[None], 5, 0);
+        add(
+            &mut store,
+            Seen { id: "s", agent: "gemini", pid: Some(dead_pid()), at: now },
+            &[None],
+            5,
+            0,
+        );
         assert_eq!(status(&store, None, now, now - 1000).unwrap(), "gemini · today ?");
         assert_eq!(
             status(&store, Some("[{percent}|{size}|{cost}|{state}]"), now, 0).unwrap(),

@@ -56,7 +56,7 @@ use rusqlite::params;
 
 use crate::agents::Profile;
 use crate::options::RelayOptions;
-use crate::sinks::ledger::{self, Origin, SessionRef, Store};
+use crate::sinks::ledger::{self, Origin, SessionRef, Settled, Store};
 use crate::sources::transcripts::Locations;
 
 pub use read::{SkippedLines, Unreadable};
@@ -462,7 +462,12 @@ fn write_session(
     let last = session.calls.iter().map(|c| c.at_ms).max().unwrap_or(first);
     let mut added = 0;
     if !calls.is_empty() {
-        added = store.calls(sref, None, &calls, Some(&times), None, Origin::Import, last)? as u64;
+        added = store.calls(
+            sref,
+            Settled { calls: &calls, times: Some(&times), ..Default::default() },
+            Origin::Import,
+            last,
+        )? as u64;
         // Every key was checked above: a row not added is one that another process wrote
         // meanwhile.
         sums.calls_present += calls.len() as u64 - added;

@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::sinks::ledger::TurnRow;
+use crate::sinks::ledger::{Settled, TurnRow};
 use acp_usage_core::{AccountedCall, Catalog, Role, Source, TokenRecord};
 
 use super::*;
@@ -304,7 +304,9 @@ fn calls_the_relay_recorded_are_not_counted_again() {
         relay_call(rec(12_215, 12_000, 200, 61), Some("msg_mock_177e9c6ca_0002")),
         relay_call(rec(12_559, 12_200, 350, 23), None),
     ];
-    store.calls(&claude, None, &relay_claude, None, None, Origin::Relay, 1).unwrap();
+    store
+        .calls(&claude, Settled { calls: &relay_claude, ..Default::default() }, Origin::Relay, 1)
+        .unwrap();
     // Codex's first two calls through the tap (response ids, not the rollout's keys), and a
     // call the relay counted that no transcript has the like of.
     let relay_codex = [
@@ -312,7 +314,9 @@ fn calls_the_relay_recorded_are_not_counted_again() {
         relay_call(rec(6_200, 4_992, 0, 85), Some("resp_2")),
         relay_call(rec(999, 0, 0, 9), None),
     ];
-    store.calls(&codex, None, &relay_codex, None, None, Origin::Relay, 1).unwrap();
+    store
+        .calls(&codex, Settled { calls: &relay_codex, ..Default::default() }, Origin::Relay, 1)
+        .unwrap();
 
     let opts = ImportOptions {
         agents: vec![profile("claude"), profile("codex")],
@@ -349,7 +353,14 @@ fn calls_during_a_turn_the_relay_settled_from_estimates_are_not_counted_again() 
         relay_call(TokenRecord { input: 40_000, output: 300, ..TokenRecord::default() }, None);
     estimate.source = Source::Estimate;
     let turn = TurnRow { started: 0, ended: i64::MAX / 4, stop_reason: Some("end_turn".into()) };
-    store.calls(&codex, Some(&turn), &[estimate], None, None, Origin::Relay, 1).unwrap();
+    store
+        .calls(
+            &codex,
+            Settled { turn: Some(&turn), calls: &[estimate], ..Default::default() },
+            Origin::Relay,
+            1,
+        )
+        .unwrap();
     let opts = ImportOptions { agents: vec![profile("codex")], ..ImportOptions::default() };
     let s = run(&mut store, &home.locations(), &opts);
     assert_eq!(
@@ -366,7 +377,14 @@ fn calls_during_a_turn_the_relay_settled_from_estimates_are_not_counted_again() 
     let mut estimate =
         relay_call(TokenRecord { input: 10, output: 1, ..TokenRecord::default() }, None);
     estimate.source = Source::Estimate;
-    store.calls(&codex, Some(&turn), &[estimate], None, None, Origin::Relay, 1).unwrap();
+    store
+        .calls(
+            &codex,
+            Settled { turn: Some(&turn), calls: &[estimate], ..Default::default() },
+            Origin::Relay,
+            1,
+        )
+        .unwrap();
     let s = run(&mut store, &home.locations(), &opts);
     assert_eq!(s.agents[&profile("codex")].calls_added, 7);
 
@@ -377,7 +395,14 @@ fn calls_during_a_turn_the_relay_settled_from_estimates_are_not_counted_again() 
     let mut store = home.ledger();
     let turn = TurnRow { started: 0, ended: i64::MAX / 4, stop_reason: Some("end_turn".into()) };
     let exact = relay_call(TokenRecord { input: 10, output: 1, ..TokenRecord::default() }, None);
-    store.calls(&codex, Some(&turn), &[exact], None, None, Origin::Relay, 1).unwrap();
+    store
+        .calls(
+            &codex,
+            Settled { turn: Some(&turn), calls: &[exact], ..Default::default() },
+            Origin::Relay,
+            1,
+        )
+        .unwrap();
     let s = run(&mut store, &home.locations(), &opts);
     assert_eq!(s.agents[&profile("codex")].calls_added, 7);
 }

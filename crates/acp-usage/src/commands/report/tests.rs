@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use unicode_width::UnicodeWidthStr;
 
 use super::*;
-use crate::sinks::ledger::{Origin, SessionInfo, SessionRef, Store};
+use crate::sinks::ledger::{Origin, SessionInfo, SessionRef, Settled, Store};
 
 /// A ledger file in its own temporary directory, removed at the end of the test.
 struct Ledger {
@@ -41,7 +41,12 @@ impl Ledger {
         let times: Vec<i64> = calls.iter().map(|(t, _)| ms(t)).collect();
         let calls: Vec<AccountedCall> = calls.iter().map(|(_, c)| c.clone()).collect();
         self.store
-            .calls(&sref(id, agent), None, &calls, Some(&times), None, Origin::Import, 0)
+            .calls(
+                &sref(id, agent),
+                Settled { calls: &calls, times: Some(&times), ..Default::default() },
+                Origin::Import,
+                0,
+            )
             .unwrap();
     }
 

@@ -541,37 +541,14 @@ impl Drop for TerminalGuard {
 
 fn live(path: &Path) -> anyhow::Result<ExitCode> {
     let (tx, rx) = mpsc::channel();
-    // Terminal input on its own thread, so the main loop sleeps on one channel for both input
-    // and ledger changes. The thread ends with the process.
-    let input_tx = tx.clone();
-    std::thread::Builder::new().name("acp-usage-watch-input".into()).spawn(move || {
-        loop {
-            let msg = match event::read() {
-                Ok(ev) => Wake::Input(ev),
-                Err(_) => Wake::InputGone,
-            };
-            let gone = matches!(msg, Wake::InputGone);
-            if input_tx.send(msg).is_err() || gone {
-                break;
-            }
-        }
-    })?;
+    spawn_input(tx.clone())?;
 
     // Without this, `kill` or a closed terminal window would end the process by the signal's
     // default action, before the guard could leave raw mode and the alternate screen. (A
     // Windows console has no such state to leave once its window is gone, and raw mode there
     // reads Ctrl-C as a key.)
     #[cfg(unix)]
-    {
-        let mut signals =
-            Signals::new([SIGTERM, SIGHUP, SIGINT]).context("installing signal handlers")?;
-        let signal_tx = tx.clone();
-        std::thread::Builder::new().name("acp-usage-watch-signals".into()).spawn(move || {
-            if let Some(sig) = signals.forever().next() {
-                let _ = signal_tx.send(Wake::Signal(sig));
-            }
-        })?;
-    }
+    spawn_signals(tx.clone())?;
 
     let guard = TerminalGuard;
     let mut terminal = ratatui::try_init().context("setting up the terminal")?;
@@ -605,33 +582,12 @@ fn live(path: &Path) -> anyhow::Result<ExitCode> {
             }
             let deadline = refresh_at.map_or(next_tick, |r| r.min(next_tick));
             match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(Wake::Ledger) => {
-                    // Throttled, not postponed: a steady stream of commits still redraws.
-                    refresh_at.get_or_insert_with(|| Instant::now() + THROTTLE);
-                }
-                Ok(Wake::Input(Event::Key(k))) if quits(&k) => {
-                    drop(terminal);
-                    drop(guard);
-                    return Ok(ExitCode::SUCCESS);
-                }
-                Ok(Wake::Input(Event::Key(k)))
-                    if k.kind == KeyEventKind::Press && k.code == KeyCode::Char('r') =>
-                {
-                    refresh_at = Some(Instant::now());
-                }
-                Ok(Wake::Input(Event::Resize(..))) => draw = true,
-                Ok(Wake::Input(_)) => {}
-                Ok(Wake::InputGone) => {
-                    drop(terminal);
-                    drop(guard);
-                    return Ok(ExitCode::SUCCESS);
-                }
-                #[cfg(unix)]
-                Ok(Wake::Signal(sig)) => {
-                    drop(terminal);
-                    drop(guard);
-                    // The shell's convention for "ended by a signal".
-                    return Ok(ExitCode::from(128u8.saturating_add(sig as u8)));
+                Ok(wake) => {
+                    if let Some(code) = on_wake(wake, &mut refresh_at, &mut draw) {
+                        drop(terminal);
+                        drop(guard);
+                        return Ok(code);
+                    }
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => break,
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
@@ -640,6 +596,62 @@ fn live(path: &Path) -> anyhow::Result<ExitCode> {
             }
         }
     }
+}
+
+/// Reads terminal input on its own thread, so the main loop sleeps on one channel for both
+/// input and ledger changes. The thread ends with the process.
+fn spawn_input(tx: mpsc::Sender<Wake>) -> io::Result<()> {
+    std::thread::Builder::new().name("acp-usage-watch-input".into()).spawn(move || {
+        loop {
+            let msg = match event::read() {
+                Ok(ev) => Wake::Input(ev),
+                Err(_) => Wake::InputGone,
+            };
+            let gone = matches!(msg, Wake::InputGone);
+            if tx.send(msg).is_err() || gone {
+                break;
+            }
+        }
+    })?;
+    Ok(())
+}
+
+/// Turns SIGTERM, SIGHUP and SIGINT into a message to the main loop, which then leaves the
+/// terminal as it found it (see `live`).
+#[cfg(unix)]
+fn spawn_signals(tx: mpsc::Sender<Wake>) -> anyhow::Result<()> {
+    let mut signals =
+        Signals::new([SIGTERM, SIGHUP, SIGINT]).context("installing signal handlers")?;
+    std::thread::Builder::new().name("acp-usage-watch-signals".into()).spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            let _ = tx.send(Wake::Signal(sig));
+        }
+    })?;
+    Ok(())
+}
+
+/// What one message to the main loop does: schedules a read (`refresh_at`), asks for a redraw
+/// (`draw`), or ends the view with the exit code returned.
+fn on_wake(wake: Wake, refresh_at: &mut Option<Instant>, draw: &mut bool) -> Option<ExitCode> {
+    match wake {
+        Wake::Ledger => {
+            // Throttled, not postponed: a steady stream of commits still redraws.
+            refresh_at.get_or_insert_with(|| Instant::now() + THROTTLE);
+        }
+        Wake::Input(Event::Key(k)) if quits(&k) => return Some(ExitCode::SUCCESS),
+        Wake::Input(Event::Key(k))
+            if k.kind == KeyEventKind::Press && k.code == KeyCode::Char('r') =>
+        {
+            *refresh_at = Some(Instant::now());
+        }
+        Wake::Input(Event::Resize(..)) => *draw = true,
+        Wake::Input(_) => {}
+        Wake::InputGone => return Some(ExitCode::SUCCESS),
+        // The shell's convention for "ended by a signal".
+        #[cfg(unix)]
+        Wake::Signal(sig) => return Some(ExitCode::from(128u8.saturating_add(sig as u8))),
+    }
+    None
 }
 
 fn quits(k: &KeyEvent) -> bool {

@@ -1,7 +1,7 @@
 //! Tests of `watch`'s reading and showing, and the temporary ledgers `status`'s tests share.
 
 use super::*;
-use crate::sinks::ledger::{Figures, Origin, SessionInfo, SessionRef, TurnRow};
+use crate::sinks::ledger::{Figures, Origin, SessionInfo, SessionRef, Settled, TurnRow};
 use acp_usage_core::{AccountedCall, Role, Source, TokenRecord};
 
 pub(crate) struct TempLedger {
@@ -46,18 +46,17 @@ pub(crate) fn call(cost: Option<f64>) -> AccountedCall {
     }
 }
 
-/// A session seen at `at` in process `pid`, with one turn of `costs`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn add(
-    store: &mut Store,
-    id: &str,
-    agent: &str,
-    pid: Option<u32>,
-    at: i64,
-    costs: &[Option<f64>],
-    used: u64,
-    size: u64,
-) {
+/// A session as [`add`] records it: when it was last seen, and by which process.
+pub(crate) struct Seen<'a> {
+    pub id: &'a str,
+    pub agent: &'a str,
+    pub pid: Option<u32>,
+    pub at: i64,
+}
+
+/// A session `seen`, with one turn of `costs` that leaves it at `used` of `size`.
+pub(crate) fn add(store: &mut Store, seen: Seen<'_>, costs: &[Option<f64>], used: u64, size: u64) {
+    let Seen { id, agent, pid, at } = seen;
     let s = SessionRef { id: id.into(), agent: agent.into() };
     let info = SessionInfo {
         project: Some(format!("/src/{id}")),
@@ -68,7 +67,19 @@ pub(crate) fn add(
     let calls: Vec<_> = costs.iter().map(|c| call(*c)).collect();
     let turn = TurnRow { started: at - 1000, ended: at, stop_reason: Some("end_turn".into()) };
     let figures = Figures { carried: Default::default(), used, size, model: None };
-    store.calls(&s, Some(&turn), &calls, None, Some(&figures), Origin::Relay, at).unwrap();
+    store
+        .calls(
+            &s,
+            Settled {
+                turn: Some(&turn),
+                calls: &calls,
+                figures: Some(&figures),
+                ..Default::default()
+            },
+            Origin::Relay,
+            at,
+        )
+        .unwrap();
 }
 
 /// A pid that belonged to a process that has exited (and was reaped).
@@ -89,25 +100,52 @@ fn running_recent_and_old_sessions() {
     // Running, idle for two hours: shown, first.
     add(
         &mut store,
-        "running-old",
-        "claude",
-        Some(me),
-        now - 2 * hour,
+        Seen { id: "running-old", agent: "claude", pid: Some(me), at: now - 2 * hour },
         &[Some(0.5)],
         84_000,
         200_000,
     );
     // Ended a minute ago: shown.
-    add(&mut store, "recent", "codex", None, now - 60_000, &[Some(0.25), Some(0.05)], 1000, 0);
+    add(
+        &mut store,
+        Seen { id: "recent", agent: "codex", pid: None, at: now - 60_000 },
+        &[Some(0.25), Some(0.05)],
+        1000,
+        0,
+    );
     // Its relay was killed (stale pid), active ten minutes ago: shown, not running.
-    add(&mut store, "stale", "gemini", Some(dead_pid()), now - 600_000, &[None], 10, 100);
+    add(
+        &mut store,
+        Seen { id: "stale", agent: "gemini", pid: Some(dead_pid()), at: now - 600_000 },
+        &[None],
+        10,
+        100,
+    );
     // Stale pid and two hours old: gone.
-    add(&mut store, "stale-old", "gemini", Some(dead_pid()), now - 2 * hour, &[Some(1.0)], 1, 2);
+    add(
+        &mut store,
+        Seen { id: "stale-old", agent: "gemini", pid: Some(dead_pid()), at: now - 2 * hour },
+        &[Some(1.0)],
+        1,
+        2,
+    );
     // Ended two hours ago: gone.
-    add(&mut store, "old", "claude", None, now - 2 * hour, &[Some(2.0)], 1, 2);
+    add(
+        &mut store,
+        Seen { id: "old", agent: "claude", pid: None, at: now - 2 * hour },
+        &[Some(2.0)],
+        1,
+        2,
+    );
     // Its relay was killed two hours ago and the system gave its pid to another process (here
     // ours, with another start time): gone, not running.
-    add(&mut store, "reused", "codex", Some(me), now - 2 * hour, &[Some(1.0)], 1, 2);
+    add(
+        &mut store,
+        Seen { id: "reused", agent: "codex", pid: Some(me), at: now - 2 * hour },
+        &[Some(1.0)],
+        1,
+        2,
+    );
     store
         .conn()
         .execute("UPDATE sessions SET pid_start = pid_start + 1 WHERE session_id = 'reused'", [])
@@ -148,8 +186,20 @@ fn live_view_draws_the_rows() {
     let t = TempLedger::new("view");
     let mut store = Store::open(&t.path).unwrap();
     let now = ledger::now_ms();
-    add(&mut store, "a", "claude", Some(std::process::id()), now, &[Some(0.31)], 84_000, 200_000);
-    add(&mut store, "b", "codex", None, now - 120_000, &[Some(0.05)], 9_000, 272_000);
+    add(
+        &mut store,
+        Seen { id: "a", agent: "claude", pid: Some(std::process::id()), at: now },
+        &[Some(0.31)],
+        84_000,
+        200_000,
+    );
+    add(
+        &mut store,
+        Seen { id: "b", agent: "codex", pid: None, at: now - 120_000 },
+        &[Some(0.05)],
+        9_000,
+        272_000,
+    );
     // Claude's 5-hour window, observed in session a.
     let reset = (now / 1000 + 3600).to_string();
     let limits = acp_usage_core::limits::from_headers(
@@ -212,7 +262,13 @@ fn a_ledger_of_the_first_schema_reads_without_start_times() {
     let t = TempLedger::new("v1");
     let mut store = Store::open(&t.path).unwrap();
     let now = ledger::now_ms();
-    add(&mut store, "running", "claude", Some(std::process::id()), now, &[Some(0.5)], 1, 2);
+    add(
+        &mut store,
+        Seen { id: "running", agent: "claude", pid: Some(std::process::id()), at: now },
+        &[Some(0.5)],
+        1,
+        2,
+    );
     store
         .conn()
         .execute_batch("ALTER TABLE sessions DROP COLUMN pid_start; PRAGMA user_version = 1")

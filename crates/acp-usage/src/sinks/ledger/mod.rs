@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use acp_usage_core::AccountedCall;
 
-pub use store::{Figures, Origin, SessionInfo, SessionRef, Store, TurnRow};
+pub use store::{Figures, Origin, SessionInfo, SessionRef, Settled, Store, TurnRow};
 
 /// Environment variable naming the ledger file (`off`: no ledger).
 pub const LEDGER_ENV: &str = "ACP_USAGE_LEDGER";
@@ -338,7 +338,17 @@ fn apply(s: &mut Store, w: Write, pid: u32) -> rusqlite::Result<()> {
     match w {
         Write::Session { session, info, at } => s.session(&session, &info, Some(pid), at),
         Write::Calls { session, turn, calls, figures, at } => s
-            .calls(&session, turn.as_ref(), &calls, None, figures.as_ref(), Origin::Relay, at)
+            .calls(
+                &session,
+                Settled {
+                    turn: turn.as_ref(),
+                    calls: &calls,
+                    figures: figures.as_ref(),
+                    ..Default::default()
+                },
+                Origin::Relay,
+                at,
+            )
             .map(|_| ()),
         Write::Provisional { session, calls, at } => {
             s.provisional(&session, &calls, at).map(|_| ())

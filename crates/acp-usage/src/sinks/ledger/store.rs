@@ -67,6 +67,21 @@ pub struct TurnRow {
     pub stop_reason: Option<String>,
 }
 
+/// What [`Store::calls`] records for a session: settled calls, with the turn they end, their
+/// times and the session's figures after them when the writer has them (the relay has a turn
+/// and figures, `import` has times). Named fields, because three of them are optional and
+/// a call site reads better saying which it gives.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Settled<'a> {
+    /// The turn the calls belong to, recorded with them.
+    pub turn: Option<&'a TurnRow>,
+    pub calls: &'a [AccountedCall],
+    /// Each call's own time, in the order of `calls`; else they are stamped with `at`.
+    pub times: Option<&'a [i64]>,
+    /// The session's figures after the calls.
+    pub figures: Option<&'a Figures>,
+}
+
 /// Where a call row came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {
@@ -236,17 +251,14 @@ impl Store {
     /// figures after them, in one transaction. Each call is stamped with its own time when
     /// `times` gives one, else `at`. A call whose key the session already has is not counted
     /// again. Returns how many call rows were added.
-    #[allow(clippy::too_many_arguments)]
     pub fn calls(
         &mut self,
         s: &SessionRef,
-        turn: Option<&TurnRow>,
-        calls: &[AccountedCall],
-        times: Option<&[i64]>,
-        figures: Option<&Figures>,
+        settled: Settled<'_>,
         origin: Origin,
         at: i64,
     ) -> rusqlite::Result<usize> {
+        let Settled { turn, calls, times, figures } = settled;
         let tx = WriteTx::begin(&mut self.conn)?;
         let row = session_row(&tx, s, at)?;
         let turn_id = match turn {
@@ -668,12 +680,26 @@ mod tests {
         // run's provisional rows, keys included; the killed run's row stays.
         let turn = TurnRow { started: 2, ended: 3, stop_reason: Some("end_turn".into()) };
         let settled = [call(200, Some("msg_b")), call(300, None)];
-        store.calls(&s, Some(&turn), &settled, None, None, Origin::Relay, 3).unwrap();
+        store
+            .calls(
+                &s,
+                Settled { turn: Some(&turn), calls: &settled, ..Default::default() },
+                Origin::Relay,
+                3,
+            )
+            .unwrap();
         assert_eq!(inputs(&store), vec![(100, true), (200, false), (300, false)]);
         let spent = store.spent_since(0).unwrap();
         assert!((spent - 600e-6).abs() < 1e-12, "{spent}");
         // Writing the same keyed call again counts it once.
-        store.calls(&s, None, &[call(200, Some("msg_b"))], None, None, Origin::Relay, 4).unwrap();
+        store
+            .calls(
+                &s,
+                Settled { calls: &[call(200, Some("msg_b"))], ..Default::default() },
+                Origin::Relay,
+                4,
+            )
+            .unwrap();
         assert_eq!(inputs(&store).len(), 3);
     }
 
@@ -740,7 +766,12 @@ mod tests {
                     let s = SessionRef { id: format!("S{t}"), agent: "codex".into() };
                     for i in 0..50 {
                         store
-                            .calls(&s, None, &[call(1, None)], None, None, Origin::Relay, i)
+                            .calls(
+                                &s,
+                                Settled { calls: &[call(1, None)], ..Default::default() },
+                                Origin::Relay,
+                                i,
+                            )
                             .unwrap();
                     }
                 });

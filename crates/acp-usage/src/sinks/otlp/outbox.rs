@@ -334,7 +334,7 @@ pub fn running(conn: &Connection) -> rusqlite::Result<Vec<ContextRow>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sinks::ledger::{Origin, SessionRef, Store};
+    use crate::sinks::ledger::{Origin, SessionRef, Settled, Store};
     use acp_usage_core::{AccountedCall, Role, Source, TokenRecord};
 
     fn call(input: u64) -> AccountedCall {
@@ -359,7 +359,7 @@ mod tests {
         let mut store = Store::open(&dir.join("ledger.db")).unwrap();
         let s = SessionRef { id: "S".into(), agent: "claude".into() };
         let batch: Vec<AccountedCall> = (0..calls).map(|k| call(k as u64 + 1)).collect();
-        store.calls(&s, None, &batch, None, None, Origin::Relay, 1).unwrap();
+        store.calls(&s, Settled { calls: &batch, ..Default::default() }, Origin::Relay, 1).unwrap();
         store
     }
 

@@ -36,6 +36,21 @@ pub(super) struct State {
     pub flights: Flights,
 }
 
+/// Where the route table sends a request: what `proxy.rs` reads from its path and hands to the
+/// HTTP forwarding or to `ws.rs`'s tunnel, which both name the route and upstream in log lines
+/// and error bodies.
+#[derive(Debug)]
+pub(super) struct Routed<'a> {
+    /// The route's name, from the path.
+    pub route: &'a str,
+    /// The upstream's base URL: the route's, or an alternate's that a request header selects.
+    pub upstream_base: &'a str,
+    /// The path after the route, with its leading slash.
+    pub rest: String,
+    /// The upstream URL: base, rest and the request's query.
+    pub url: String,
+}
+
 /// The client to the upstreams, made when the first request comes: reading the system's root
 /// certificates takes 5 ms of CPU, which the agent starting beside the relay has a better use
 /// for, and which the first model call (seconds) does not notice. Whether it can be made is told

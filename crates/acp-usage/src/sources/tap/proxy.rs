@@ -22,7 +22,7 @@ use hyper_util::rt::TokioIo;
 
 use super::decode::Decoder;
 use super::http::{
-    Body, BoxError, State, answer_head, forwardable, header_str, own_response, send_failed,
+    Body, BoxError, Routed, State, answer_head, forwardable, header_str, own_response, send_failed,
     session_header,
 };
 use super::watch::Pending;
@@ -84,6 +84,8 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Bo
     })
 }
 
+/// Serves one request: routed, then tunnelled (a WebSocket), declined (another upgrade), or
+/// forwarded over HTTP, as a model call whose usage is read or as anything else passed on.
 async fn forward(
     state: Arc<State>,
     req: Request<Incoming>,
@@ -91,78 +93,37 @@ async fn forward(
     // Under way from the moment its head is read: the relay's last count waits for a model
     // call's report (the rest are let go when their answer is handed on).
     let flight = state.flights.start();
-    // No open proxy: only origin-form targets under the secret are served.
-    if req.method() == Method::CONNECT {
-        return Err(own_response(StatusCode::METHOD_NOT_ALLOWED, "CONNECT is not served"));
-    }
-    if req.uri().scheme().is_some() || req.uri().authority().is_some() {
-        return Err(own_response(StatusCode::BAD_REQUEST, "absolute-form targets are not served"));
-    }
     let path = req.uri().path().to_owned();
-    let Some((route_name, rest)) = split_path(&path, &state.secret) else {
-        tracing::warn!(method = %req.method(), "tap: a request without the secret was refused");
-        return Err(own_response(StatusCode::FORBIDDEN, "not a path this tap serves"));
-    };
-    let Some(route) = state.routes.iter().find(|r| r.name == route_name) else {
-        return Err(own_response(StatusCode::NOT_FOUND, "no such route"));
-    };
-    let upstream_base = state
-        .alternates
-        .iter()
-        .find(|a| a.route == route.name && req.headers().contains_key(a.header.as_str()))
-        .map_or(route.upstream.as_str(), |a| a.upstream.as_str());
-    let rest = rest.to_owned();
-    let query = req.uri().query().map(str::to_owned);
-    let url = match &query {
-        Some(q) => format!("{upstream_base}{rest}?{q}"),
-        None => format!("{upstream_base}{rest}"),
-    };
+    let to = route(&state, &req, &path)?;
     // Codex's built-in provider talks over a WebSocket: tunnelled to the same upstream.
     if ws::is_websocket(req.headers()) {
-        let upstream_base = upstream_base.to_owned();
-        return ws::tunnel(state.clone(), req, route_name, &upstream_base, &rest, &url).await;
+        return ws::tunnel(state.clone(), req, &to).await;
     }
     // Any other protocol upgrade is declined with 426 (the client then stays on HTTP).
     if req.headers().get(header::UPGRADE).is_some() {
-        tracing::debug!(route = route_name, "tap: a protocol upgrade declined (426)");
+        tracing::debug!(route = to.route, "tap: a protocol upgrade declined (426)");
         return Err(own_response(
             StatusCode::UPGRADE_REQUIRED,
             "the tap tunnels WebSockets and plain HTTP only",
         ));
     }
     let method = req.method().clone();
-    let api = api::classify(method.as_str(), &rest);
-    tracing::debug!(%method, route = route_name, path = %rest, model_call = api.is_some(), "tap: request");
+    let api = api::classify(method.as_str(), &to.rest);
+    tracing::debug!(%method, route = to.route, path = %to.rest, model_call = api.is_some(), "tap: request");
 
     let (parts, body) = req.into_parts();
     let session_header = session_header(&state, &parts.headers);
-    // The request body is read whole before it is forwarded: requests are sent at once and are
-    // small next to the response's time, and attribution reads it.
-    let body = match body.collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) => {
-            tracing::debug!("tap: the agent's request body broke off: {e}");
-            return Err(own_response(StatusCode::BAD_REQUEST, "the request body broke off"));
-        }
-    };
+    let body = read_body(body).await?;
     let started_ms = now_ms();
     let Some(client) = state.client.get().await else {
         return Err(own_response(StatusCode::BAD_GATEWAY, "acp-usage's tap has no HTTP client"));
     };
     let outgoing =
-        client.request(method, &url).headers(forwardable(&parts.headers)).body(body.clone());
+        client.request(method, &to.url).headers(forwardable(&parts.headers)).body(body.clone());
     if let Some(api) = api {
         // A compressed request (Codex can send zstd) is read decoded; it goes out as it came.
-        let plain = match header_str(&parts.headers, header::CONTENT_ENCODING) {
-            Some(enc) => {
-                let mut d = Decoder::for_encoding(Some(&enc));
-                let mut plain = d.push(&body);
-                plain.extend(d.finish());
-                Bytes::from(plain)
-            }
-            None => body,
-        };
-        let request = RequestInfo::read(api, &rest, &plain);
+        let plain = decoded(&parts.headers, body);
+        let request = RequestInfo::read(api, &to.rest, &plain);
         let pending = Pending {
             api,
             request,
@@ -181,20 +142,90 @@ async fn forward(
             state: state.clone(),
             request: outgoing,
             pending,
-            route: route_name.to_owned(),
-            upstream_base: upstream_base.to_owned(),
+            route: to.route.to_owned(),
+            upstream_base: to.upstream_base.to_owned(),
             flight,
         })
         .await);
     }
+    pass_on(&state, outgoing, &to, session_header).await
+}
+/// Where a request goes, or the refusal it gets. No open proxy: only origin-form targets under
+/// the secret are served, and the upstream comes from the route table, never from the request.
+#[allow(
+    clippy::result_large_err,
+    reason = "the error is the answer the agent gets, as `forward` returns it"
+)]
+fn route<'a>(
+    state: &'a State,
+    req: &Request<Incoming>,
+    path: &'a str,
+) -> Result<Routed<'a>, Response<Body>> {
+    if req.method() == Method::CONNECT {
+        return Err(own_response(StatusCode::METHOD_NOT_ALLOWED, "CONNECT is not served"));
+    }
+    if req.uri().scheme().is_some() || req.uri().authority().is_some() {
+        return Err(own_response(StatusCode::BAD_REQUEST, "absolute-form targets are not served"));
+    }
+    let Some((route_name, rest)) = split_path(path, &state.secret) else {
+        tracing::warn!(method = %req.method(), "tap: a request without the secret was refused");
+        return Err(own_response(StatusCode::FORBIDDEN, "not a path this tap serves"));
+    };
+    let Some(route) = state.routes.iter().find(|r| r.name == route_name) else {
+        return Err(own_response(StatusCode::NOT_FOUND, "no such route"));
+    };
+    // An alternate upstream of the route, when a header of the request selects it.
+    let upstream_base = state
+        .alternates
+        .iter()
+        .find(|a| a.route == route.name && req.headers().contains_key(a.header.as_str()))
+        .map_or(route.upstream.as_str(), |a| a.upstream.as_str());
+    let url = match req.uri().query() {
+        Some(q) => format!("{upstream_base}{rest}?{q}"),
+        None => format!("{upstream_base}{rest}"),
+    };
+    Ok(Routed { route: route_name, upstream_base, rest: rest.to_owned(), url })
+}
 
-    // Not a model call: nothing is billed, so it stays on the agent's connection.
+/// The request body, read whole before it is forwarded: requests are sent at once and are
+/// small next to the response's time, and attribution reads it.
+async fn read_body(body: Incoming) -> Result<Bytes, Response<Body>> {
+    match body.collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) => {
+            tracing::debug!("tap: the agent's request body broke off: {e}");
+            Err(own_response(StatusCode::BAD_REQUEST, "the request body broke off"))
+        }
+    }
+}
+
+/// The body as the API reads it: decoded when the request says it is compressed.
+fn decoded(headers: &hyper::HeaderMap, body: Bytes) -> Bytes {
+    match header_str(headers, header::CONTENT_ENCODING) {
+        Some(enc) => {
+            let mut d = Decoder::for_encoding(Some(&enc));
+            let mut plain = d.push(&body);
+            plain.extend(d.finish());
+            Bytes::from(plain)
+        }
+        None => body,
+    }
+}
+
+/// Forwards a request that is not a model call: nothing is billed, so it stays on the agent's
+/// connection; only a quota endpoint's answer is read (for the subscription's windows).
+async fn pass_on(
+    state: &State,
+    outgoing: reqwest::RequestBuilder,
+    to: &Routed<'_>,
+    session_header: Option<String>,
+) -> Result<Response<Body>, Response<Body>> {
     let upstream = match outgoing.send().await {
         Ok(resp) => resp,
-        Err(e) => return Err(send_failed(route_name, upstream_base, &e)),
+        Err(e) => return Err(send_failed(to.route, to.upstream_base, &e)),
     };
-    let resp = answer_head(&state, session_header.clone(), &upstream);
-    let quota = limits::is_quota(&rest)
+    let resp = answer_head(state, session_header.clone(), &upstream);
+    let quota = limits::is_quota(&to.rest)
         .then(|| limits::QuotaRead::new(&state.limits, &state.notify, session_header));
     Ok(streamed(resp, Watched::new(upstream.bytes_stream(), quota)))
 }

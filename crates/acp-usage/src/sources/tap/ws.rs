@@ -25,7 +25,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_rustls::rustls;
 
 use super::frames::Deflate;
-use super::http::{self, Body, BoxError, State, own_response};
+use super::http::{self, Body, BoxError, Routed, State, own_response};
 use super::limits;
 use super::ws_usage::Observer;
 
@@ -74,82 +74,28 @@ impl Target {
     }
 }
 
-/// Forwards an upgrade request (see the module documentation). `url` is the upstream URL the
-/// request maps to, as for HTTP.
+/// Forwards an upgrade request (see the module documentation) to the upstream URL the request
+/// maps to, as for HTTP (`to.url`).
 pub(super) async fn tunnel(
     state: Arc<State>,
     mut req: Request<Incoming>,
-    route: &str,
-    upstream_base: &str,
-    rest: &str,
-    url: &str,
+    to: &Routed<'_>,
 ) -> Result<Response<Body>, Response<Body>> {
-    let Some(target) = Target::parse(url) else {
-        return Err(own_response(StatusCode::BAD_GATEWAY, "the route's upstream is not a URL"));
-    };
-    if proxied(target.https, &target.host) {
-        tracing::debug!(route, "tap: a WebSocket upgrade declined (426): a proxy would apply");
-        return Err(own_response(
-            StatusCode::UPGRADE_REQUIRED,
-            "the tap does not tunnel WebSockets through a proxy",
-        ));
-    }
-    tracing::debug!(route, path = %rest, "tap: a WebSocket upgrade");
+    let route = to.route;
+    let target = upgrade_target(to)?;
+    tracing::debug!(route, path = %to.rest, "tap: a WebSocket upgrade");
     let session_header = http::session_header(&state, req.headers());
     let agent_side = hyper::upgrade::on(&mut req);
 
-    let stream = match connect(&target).await {
-        Ok(stream) => stream,
-        Err((cause, status)) => {
-            return Err(http::unreachable(route, upstream_base, &cause, status));
-        }
-    };
+    let mut sender = open(&target, to).await?;
+    let upstream_req = upgrade_request(&req, &target)?;
     let unreachable = |e: hyper::Error| {
-        http::unreachable(route, upstream_base, &e.to_string(), StatusCode::BAD_GATEWAY)
+        http::unreachable(route, to.upstream_base, &e.to_string(), StatusCode::BAD_GATEWAY)
     };
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream))
-            .await
-            .map_err(unreachable)?;
-    tokio::spawn(async move {
-        if let Err(e) = conn.with_upgrades().await {
-            tracing::debug!("tap: a WebSocket's upstream connection ended: {e}");
-        }
-    });
-
-    let mut upstream_req = Request::builder()
-        .method(req.method().clone())
-        .uri(target.path_and_query.as_str())
-        .version(hyper::Version::HTTP_11)
-        .body(Empty::new())
-        .map_err(|_| own_response(StatusCode::BAD_REQUEST, "the upgrade request is malformed"))?;
-    let headers = upstream_req.headers_mut();
-    for (name, value) in req.headers() {
-        if name != header::HOST {
-            headers.append(name.clone(), value.clone());
-        }
-    }
-    let host = HeaderValue::from_str(&target.authority)
-        .map_err(|_| own_response(StatusCode::BAD_GATEWAY, "the route's upstream is not a URL"))?;
-    headers.insert(header::HOST, host);
     let mut upstream = sender.send_request(upstream_req).await.map_err(unreachable)?;
 
     if upstream.status() != StatusCode::SWITCHING_PROTOCOLS {
-        // Refused (401, 426, ...): an HTTP response like any other.
-        tracing::debug!(
-            route,
-            status = upstream.status().as_u16(),
-            "tap: a WebSocket upgrade refused upstream"
-        );
-        let mut resp =
-            Response::builder().status(upstream.status()).version(hyper::Version::HTTP_11);
-        if let Some(h) = resp.headers_mut() {
-            *h = http::forwardable(upstream.headers());
-        }
-        let body = upstream.into_body().map_err(|e| Box::new(e) as BoxError).boxed();
-        return resp.body(body).map_err(|_| {
-            own_response(StatusCode::BAD_GATEWAY, "the upstream's response was malformed")
-        });
+        return Ok(refused(route, upstream));
     }
 
     limits::observe_headers(
@@ -182,6 +128,105 @@ pub(super) async fn tunnel(
         drop(flight);
     });
     Ok(resp)
+}
+
+/// The upstream the upgrade goes to, or the refusal: a URL the tap cannot connect to, or one an
+/// environment proxy would apply to (the tap makes no CONNECT; declined, the agent uses HTTP,
+/// through reqwest, which honours the proxy).
+#[allow(
+    clippy::result_large_err,
+    reason = "the error is the answer the agent gets, as `forward` returns it"
+)]
+fn upgrade_target(to: &Routed<'_>) -> Result<Target, Response<Body>> {
+    let Some(target) = Target::parse(&to.url) else {
+        return Err(own_response(StatusCode::BAD_GATEWAY, "the route's upstream is not a URL"));
+    };
+    if proxied(target.https, &target.host) {
+        let route = to.route;
+        tracing::debug!(route, "tap: a WebSocket upgrade declined (426): a proxy would apply");
+        return Err(own_response(
+            StatusCode::UPGRADE_REQUIRED,
+            "the tap does not tunnel WebSockets through a proxy",
+        ));
+    }
+    Ok(target)
+}
+
+/// An HTTP/1.1 connection to the upstream, its driver spawned (with upgrades, so that the
+/// connection can be taken over after a 101); an unreachable upstream's answer otherwise.
+async fn open(
+    target: &Target,
+    to: &Routed<'_>,
+) -> Result<hyper::client::conn::http1::SendRequest<Empty<Bytes>>, Response<Body>> {
+    let stream = match connect(target).await {
+        Ok(stream) => stream,
+        Err((cause, status)) => {
+            return Err(http::unreachable(to.route, to.upstream_base, &cause, status));
+        }
+    };
+    let (sender, conn) =
+        hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream))
+            .await
+            .map_err(|e| {
+                http::unreachable(
+                    to.route,
+                    to.upstream_base,
+                    &e.to_string(),
+                    StatusCode::BAD_GATEWAY,
+                )
+            })?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.with_upgrades().await {
+            tracing::debug!("tap: a WebSocket's upstream connection ended: {e}");
+        }
+    });
+    Ok(sender)
+}
+
+/// The upgrade request as the upstream gets it: the agent's method and headers, the target's
+/// path and query, and its own `Host` (the agent's names the tap).
+#[allow(
+    clippy::result_large_err,
+    reason = "the error is the answer the agent gets, as `forward` returns it"
+)]
+fn upgrade_request(
+    req: &Request<Incoming>,
+    target: &Target,
+) -> Result<Request<Empty<Bytes>>, Response<Body>> {
+    let mut upstream_req = Request::builder()
+        .method(req.method().clone())
+        .uri(target.path_and_query.as_str())
+        .version(hyper::Version::HTTP_11)
+        .body(Empty::new())
+        .map_err(|_| own_response(StatusCode::BAD_REQUEST, "the upgrade request is malformed"))?;
+    let headers = upstream_req.headers_mut();
+    for (name, value) in req.headers() {
+        if name != header::HOST {
+            headers.append(name.clone(), value.clone());
+        }
+    }
+    let host = HeaderValue::from_str(&target.authority)
+        .map_err(|_| own_response(StatusCode::BAD_GATEWAY, "the route's upstream is not a URL"))?;
+    headers.insert(header::HOST, host);
+    Ok(upstream_req)
+}
+
+/// An upgrade the upstream refused (401, 426, ...): its answer handed on like any other HTTP
+/// response.
+fn refused(route: &str, upstream: Response<Incoming>) -> Response<Body> {
+    tracing::debug!(
+        route,
+        status = upstream.status().as_u16(),
+        "tap: a WebSocket upgrade refused upstream"
+    );
+    let mut resp = Response::builder().status(upstream.status()).version(hyper::Version::HTTP_11);
+    if let Some(h) = resp.headers_mut() {
+        *h = http::forwardable(upstream.headers());
+    }
+    let body = upstream.into_body().map_err(|e| Box::new(e) as BoxError).boxed();
+    resp.body(body).unwrap_or_else(|_| {
+        own_response(StatusCode::BAD_GATEWAY, "the upstream's response was malformed")
+    })
 }
 
 /// Copies both ways until both ends have closed (or either breaks), showing every chunk to

@@ -120,10 +120,10 @@ fn a_relay_row_of_a_grown_call_is_never_touched() {
     store
         .calls(
             &claude,
-            None,
-            &[relay_call(partial, Some("msg_mock_177e9c6ca_0006"))],
-            None,
-            None,
+            Settled {
+                calls: &[relay_call(partial, Some("msg_mock_177e9c6ca_0006"))],
+                ..Default::default()
+            },
             Origin::Relay,
             1,
         )
