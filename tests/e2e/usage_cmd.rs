@@ -51,7 +51,7 @@ fn row<'a>(rows: &'a [(String, String)], label: &str) -> &'a str {
 }
 
 /// Waits until the mock has served nothing for `quiet` (the side calls Claude Code makes after
-/// a result, a prompt suggestion, are over), then for the relay's coalesced update of them.
+/// a result, a prompt suggestion, are over).
 fn settle(mock: &MockLlm, quiet: Duration) {
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut seen = mock.mark();
@@ -131,8 +131,18 @@ fn claude_usage_command() {
     let id = flows::session_id(&client.new_session(&lab.scratch.work()).expect("new")).unwrap();
     run_turn(&client, &lab.mock, &id, flows::PLAIN_PROMPT).expect("turn 1");
     run_turn(&client, &lab.mock, &id, flows::TOOL_PROMPT).expect("turn 2");
+    let (calls_after_turn, lines_after_turn) = (lab.mock.mark(), client.mark());
     settle(&lab.mock, Duration::from_secs(2));
-    std::thread::sleep(Duration::from_millis(300));
+    if lab.mock.mark() > calls_after_turn {
+        // Calls after the result: the relay shows them in a coalesced update of its own; wait
+        // for it (a call it counted in the turn after all gets none, so the wait is bounded).
+        let _ = client.wait_for_line(lines_after_turn, Duration::from_secs(2), |l| {
+            l.session_update().is_some_and(|u| {
+                u["sessionUpdate"] == "usage_update"
+                    && u["_meta"]["acpUsage"]["trigger"] == "between_turns"
+            })
+        });
+    }
     let before = last_update(&client, &id);
 
     let (served, mark) = (lab.mock.mark(), client.mark());

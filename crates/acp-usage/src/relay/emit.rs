@@ -198,6 +198,17 @@ fn round_usd(amount: f64) -> f64 {
     (amount * 1e9).round() / 1e9
 }
 
+/// A complete `session/update` notification line for session `session_id` carrying `update`
+/// (acp-usage's own lines: usage updates, notices, chat lines, its `/usage` answer).
+pub fn session_update(session_id: &str, update: Value) -> Vec<u8> {
+    let msg = json!({
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {"sessionId": session_id, "update": update},
+    });
+    serde_json::to_vec(&msg).expect("notification serialises")
+}
+
 /// A complete `session/update` `usage_update` notification line.
 pub fn usage_update(
     session_id: &str,
@@ -205,13 +216,7 @@ pub fn usage_update(
     label: &AgentLabel,
     trigger: Trigger,
 ) -> Vec<u8> {
-    let update = update_fields(snap, label, trigger, None);
-    let msg = json!({
-        "jsonrpc": "2.0",
-        "method": "session/update",
-        "params": {"sessionId": session_id, "update": Value::Object(update)},
-    });
-    serde_json::to_vec(&msg).expect("notification serialises")
+    session_update(session_id, Value::Object(update_fields(snap, label, trigger, None)))
 }
 
 /// Rewrites the agent's own `usage_update` line in place: `used`, `size` and `cost` become the

@@ -214,21 +214,15 @@ impl Observer {
             return;
         }
         let update = json!({
-            "jsonrpc": "2.0",
-            "method": "session/update",
-            "params": {"sessionId": id, "update": {
-                "sessionUpdate": "notice",
-                "severity": severity,
-                "title": title,
-                "description": description,
-                "_meta": {"acpUsage": meta},
-            }},
+            "sessionUpdate": "notice",
+            "severity": severity,
+            "title": title,
+            "description": description,
+            "_meta": {"acpUsage": meta},
         });
-        self.alerting.notices_out.push(serde_json::to_vec(&update).expect("a notice serialises"));
+        self.alerting.notices_out.push(emit::session_update(id, update));
     }
-}
 
-impl Observer {
     /// Queues a crossing for the chat of session `id`, when its client shows no notices and
     /// `[notices] chat` is on: it waits for a moment of one of the session's turns.
     pub(super) fn chat_warning(&mut self, id: &str, text: &str) {
@@ -252,15 +246,11 @@ impl Observer {
 pub(super) fn chat_line(id: &str, text: &str, after_text: bool) -> Vec<u8> {
     let lead = if after_text { "\n\n" } else { "" };
     let update = json!({
-        "jsonrpc": "2.0",
-        "method": "session/update",
-        "params": {"sessionId": id, "update": {
-            "sessionUpdate": "agent_message_chunk",
-            "content": {"type": "text", "text": format!("{lead}acp-usage: {text}\n\n")},
-            "_meta": {"acpUsage": {"warning": true}},
-        }},
+        "sessionUpdate": "agent_message_chunk",
+        "content": {"type": "text", "text": format!("{lead}acp-usage: {text}\n\n")},
+        "_meta": {"acpUsage": {"warning": true}},
     });
-    serde_json::to_vec(&update).expect("a chat line serialises")
+    emit::session_update(id, update)
 }
 
 /// Where a budget's spending was counted, as messages say it.

@@ -197,14 +197,10 @@ impl Observer {
             Invocation::Show(view) => self.usage_text(id, &name, view, &snap),
         };
         tracing::info!(session = id, "answered /{name} itself");
-        let chunk = json!({
-            "jsonrpc": "2.0",
-            "method": "session/update",
-            "params": {"sessionId": id, "update": {
-                "sessionUpdate": "agent_message_chunk",
-                "content": {"type": "text", "text": text},
-            }},
-        });
+        let chunk = emit::session_update(
+            id,
+            json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}),
+        );
         let zero = json!({
             "stopReason": "end_turn",
             "usage": {"totalTokens": 0, "inputTokens": 0, "outputTokens": 0,
@@ -215,7 +211,6 @@ impl Observer {
             id: serde_json::from_str::<&RawValue>(raw_id).ok(),
             result: zero,
         };
-        let chunk = serde_json::to_vec(&chunk).expect("a chunk serialises");
         let result = serde_json::to_vec(&result).expect("a result serialises");
         Some(vec![update, chunk, result])
     }
