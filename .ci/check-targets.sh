@@ -22,6 +22,10 @@ if ! command -v cargo-zigbuild >/dev/null; then
   export PATH="$tools/bin:$PATH"
 fi
 
+# A target directory of its own: .ci/test.sh runs this beside the tests, whose own cargo runs
+# (the SDK client's build, `cargo xtask dist npm`) would otherwise wait on this build's lock.
+export CARGO_TARGET_DIR="${ACP_USAGE_CROSS_TARGET_DIR:-${CARGO_TARGET_DIR:-target}/cross}"
+
 for target in "${targets[@]}"; do
   echo "+ cargo-zigbuild check -p acp-usage --lib --bins --target $target"
   cargo-zigbuild check --locked -p acp-usage --lib --bins --target "$target"

@@ -20,7 +20,9 @@ export RUSTFLAGS="${RUSTFLAGS:-} --cfg fuzzing -Cpasses=sancov-module \
 -Cllvm-args=-sanitizer-coverage-pc-table \
 -Cllvm-args=-sanitizer-coverage-trace-compares \
 -Cdebug-assertions -Coverflow-checks"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+# A target directory of its own (fuzz/target unless ACP_USAGE_FUZZ_TARGET_DIR says where): the
+# flags differ from the workspace's, and sharing its directory would mean waiting on its lock.
+export CARGO_TARGET_DIR="${ACP_USAGE_FUZZ_TARGET_DIR:-$PWD/target}"
 
 build() {
   cargo build --release --target "$host" --bins
