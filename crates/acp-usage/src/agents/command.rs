@@ -221,7 +221,7 @@ impl Reader<'_> {
             if w == "--" {
                 break;
             }
-            if matches!(w, "-o" | "+o" | "-O" | "+O") {
+            if matches!(w, "-o" | "+o" | "-O" | "+O" | "--rcfile" | "--init-file") {
                 i += 1;
             } else if w.starts_with('-') || w.starts_with('+') {
                 // `-c`, and bundles such as `-lc`, `-ec`, `-xc`.
@@ -346,96 +346,34 @@ const SHELL_KEYWORDS: &[&str] =
     &["(", "{", "!", "if", "then", "else", "elif", "do", "while", "until", "time"];
 
 /// Flags of npm's, pnpm's, yarn's and bun's `exec`/`dlx` that take a value.
+#[rustfmt::skip]
 const NPM_VALUE_FLAGS: &[&str] = &[
-    "--registry",
-    "--cache",
-    "--prefix",
-    "--userconfig",
-    "--globalconfig",
-    "--workspace",
-    "-w",
-    "--loglevel",
-    "--node-options",
-    "--script-shell",
-    "--reporter",
-    "--dir",
-    "-C",
-    "--allow-build",
-    "--filter",
-    "-F",
+    "--registry", "--cache", "--prefix", "--userconfig", "--globalconfig", "--workspace", "-w",
+    "--loglevel", "--node-options", "--script-shell", "--reporter", "--dir", "-C",
+    "--allow-build", "--filter", "-F",
 ];
 
 /// Flags of `uvx`/`uv tool run`/`uv run` that take a value (`--from` is read).
+#[rustfmt::skip]
 const UV_VALUE_FLAGS: &[&str] = &[
-    "--from",
-    "--with",
-    "-w",
-    "--with-editable",
-    "--with-requirements",
-    "--python",
-    "-p",
-    "--index",
-    "--default-index",
-    "--index-url",
-    "-i",
-    "--extra-index-url",
-    "--find-links",
-    "-f",
-    "--cache-dir",
-    "--directory",
-    "--project",
-    "--config-file",
-    "--env-file",
-    "--constraints",
-    "-c",
-    "--overrides",
-    "--build-constraints",
-    "-b",
-    "--index-strategy",
-    "--keyring-provider",
-    "--resolution",
-    "--prerelease",
-    "--exclude-newer",
-    "--exclude-newer-package",
-    "--link-mode",
-    "--refresh-package",
-    "--reinstall-package",
-    "--upgrade-package",
-    "-P",
-    "--color",
-    "--python-preference",
-    "--allow-insecure-host",
-    "--no-binary-package",
-    "--only-binary-package",
-    "--no-build-package",
-    "--no-build-isolation-package",
-    "--config-setting",
-    "-C",
-    "--fork-strategy",
-    "--torch-backend",
-    "--package",
-    "--extra",
-    "--group",
-    "--only-group",
-    "--no-group",
+    "--from", "--with", "-w", "--with-editable", "--with-requirements", "--python", "-p",
+    "--index", "--default-index", "--index-url", "-i", "--extra-index-url", "--find-links",
+    "-f", "--cache-dir", "--directory", "--project", "--config-file", "--env-file",
+    "--constraints", "-c", "--overrides", "--build-constraints", "-b", "--index-strategy",
+    "--keyring-provider", "--resolution", "--prerelease", "--exclude-newer",
+    "--exclude-newer-package", "--link-mode", "--refresh-package", "--reinstall-package",
+    "--upgrade-package", "-P", "--color", "--python-preference", "--allow-insecure-host",
+    "--no-binary-package", "--only-binary-package", "--no-build-package",
+    "--no-build-isolation-package", "--config-setting", "-C", "--fork-strategy",
+    "--torch-backend", "--package", "--extra", "--group", "--only-group", "--no-group",
 ];
 
 /// Flags of `node` (and `bun`, `deno`) that take a value as the next word.
+#[rustfmt::skip]
 const NODE_VALUE_FLAGS: &[&str] = &[
-    "-r",
-    "--require",
-    "--import",
-    "--loader",
-    "--experimental-loader",
-    "-C",
-    "--conditions",
-    "--inspect-port",
-    "--title",
-    "--env-file",
-    "--input-type",
-    "--disable-warning",
-    "--stack-size",
-    "--max-old-space-size",
+    "-r", "--require", "--import", "--loader", "--experimental-loader", "-C", "--conditions",
+    "--inspect-port", "--title", "--env-file", "--input-type", "--disable-warning",
+    "--stack-size", "--max-old-space-size",
 ];
 
 /// `uvx [opts] [--from <pkg>] <cmd>[@ver] [args]`: without `--from`, the command's name is
