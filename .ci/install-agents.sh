@@ -6,6 +6,8 @@
 #                tests put node/bin first on the agents' PATH, so every Node agent and acpx runs on it
 #   node_modules/.bin/   the npm agents and acpx, installed with that Node
 #   venv-vibe/   Mistral Vibe (PyPI mistral-vibe, `vibe-acp`) in a venv of Python 3.12+ (.ci/install-vibe.sh)
+#   venv-uv/, uv-cache/  uv (PyPI uv: `uvx`) and Vibe in uv's cache, for running it through uvx offline
+#                (.ci/install-uv.sh)
 #   pi/node_modules/.bin/  pi (pi-acp and the `pi` it runs), in a prefix of its own (see below)
 #   rotel/       rotel, the OpenTelemetry collector of the OTLP tests (.ci/install-rotel.sh, PyPI)
 #
@@ -102,6 +104,9 @@ done
 
 # Mistral Vibe, a Python agent, into its own venv $dest/venv-vibe (from PyPI).
 ACP_USAGE_AGENTS_CACHE="$dest" "$(dirname "${BASH_SOURCE[0]}")/install-vibe.sh"
+# uv (uvx) in $dest/venv-uv, and Vibe in its cache $dest/uv-cache, for the test that launches Vibe
+# with `uvx --from mistral-vibe vibe-acp` (from PyPI).
+ACP_USAGE_AGENTS_CACHE="$dest" "$(dirname "${BASH_SOURCE[0]}")/install-uv.sh"
 # pi: pi-acp (the ACP adapter) and @earendil-works/pi-coding-agent (the `pi` it runs), in a prefix
 # of their own, $dest/pi. @earendil-works/pi-tui@1.5.2 (a dependency of pi-coding-agent) depends on
 # marked-cjk-friendly@0.1.2, which the registry does not have (404); pi's CLI bundle

@@ -15,6 +15,10 @@
 //! - `logins`: each login the tap points (Claude Code's OAuth token, Codex signed in with
 //!   ChatGPT, Gemini CLI signed in with Google) through `acp-usage --tap`: the credentials reach
 //!   the mock as sent, every call counted from the tap; an unknown agent runs untapped.
+//! - `launchers`: agents as users launch them: Mistral Vibe through `uvx` (recognised before it
+//!   starts, every figure from the tap), an agent recognised only from `initialize` (one warning
+//!   naming `--profile`), and `--tap on` for an agent without a profile (the well-known base-URL
+//!   variables pointed and named, its call counted from the tap).
 //! - `import`: sessions run directly, then `acp-usage import` of their transcripts: totals equal
 //!   what the mock served, a second import adds nothing, nor does one after the relay.
 //! - `otlp_infra`: the OTLP tests' own infrastructure, without acp-usage: requests through rotel
@@ -57,6 +61,7 @@ mod flows;
 mod gemini;
 mod import;
 mod kilo;
+mod launchers;
 mod ledger;
 mod limits;
 mod logins;

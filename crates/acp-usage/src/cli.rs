@@ -49,7 +49,10 @@ pub struct RelayArgs {
     #[arg(long, value_enum, default_value_t = AgentUsage::Normalize)]
     pub agent_usage: AgentUsage,
 
-    /// The agent profile; `auto` recognises it from `initialize` and the command.
+    /// The agent profile; `auto` recognises it from the command (through npx, npm exec, pnpm dlx,
+    /// bunx, uvx, pipx run, env, node, sh -c and symlinks) before the agent starts, else from
+    /// `initialize`'s agentInfo, which is too late to point the tap: name the profile for an agent
+    /// started through a wrapper acp-usage cannot see through (a warning says so).
     #[arg(long, value_name = "PROFILE", default_value = "auto", value_parser = profile_parser())]
     pub profile: ProfileArg,
 
@@ -84,8 +87,11 @@ pub struct RelayArgs {
     /// The LLM-API tap, on by default for every agent acp-usage has a profile for: the agent
     /// is started with its base-URL settings pointed at a proxy on 127.0.0.1 that forwards each
     /// request unchanged to where it would have gone and reads every call's usage (exact, side
-    /// calls included). `--tap off` (or `tap = false` in the config file) turns it off; a bare
-    /// `--tap` is accepted and changes nothing. Never started for an unknown agent.
+    /// calls included). `--tap off` (or `tap = false` in the config file) turns it off. `--tap on`
+    /// (a bare `--tap`, ACP_USAGE_TAP=1) also taps an agent without a profile, through the
+    /// well-known base-URL variables (ANTHROPIC_BASE_URL, OPENAI_BASE_URL, GOOGLE_GEMINI_BASE_URL;
+    /// a value the user set is where the calls go on to), named on stderr; without it an unknown
+    /// agent runs untapped.
     #[arg(long, env = "ACP_USAGE_TAP", value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true")]
     pub tap: Option<bool>,
 

@@ -90,7 +90,8 @@ pub struct Config {
 impl Config {
     /// Whether the LLM-API tap is on: as `--tap` (or `ACP_USAGE_TAP`) says, else the config
     /// file's `tap`, else on. The one rule the relay and `doctor` share; the relay then starts
-    /// it only for a profile that can point the agent (never the generic one).
+    /// it only for a profile that can point the agent (the generic one only when `--tap on` or
+    /// `ACP_USAGE_TAP=1` asked for the tap: `asked` is `Some(true)`).
     pub fn tap_on(&self, asked: Option<bool>) -> bool {
         asked.or(self.tap).unwrap_or(true)
     }

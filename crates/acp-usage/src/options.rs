@@ -35,7 +35,8 @@ pub struct RelayOptions {
     /// `--transcripts`: whether the agents' own transcripts are read.
     pub transcripts: Transcripts,
     /// `--tap on|off`: whether the agent's LLM API calls go through the tap; `None` leaves it to
-    /// the config file's `tap`, and else it is on.
+    /// the config file's `tap`, and else it is on. `Some(true)` (asked for) also taps an agent
+    /// without a profile.
     pub tap: Option<bool>,
     /// `--transcript-wait-ms`: longest a turn's result waits for the transcript to catch up.
     pub transcript_wait: Duration,

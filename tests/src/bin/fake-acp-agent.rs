@@ -12,6 +12,8 @@
 //! few updates, its own `usage_update`, and ends with its own per-turn `usage`), `_fake/ext`
 //! (answered), anything else with an id: -32601.
 //!
+//! `FAKE_AGENT_NAME` is the name it gives in `agentInfo` (default `fake-acp-agent`).
+//!
 //! With `FAKE_AGENT_CALL_AT_EXIT` set, at the end of its stdin it starts one streamed Anthropic
 //! Messages call to `$ANTHROPIC_BASE_URL` (sent as Claude Code's side calls are, naming
 //! `fake-session-1` in `x-claude-code-session-id`), waits for the answer's status line, and
@@ -55,9 +57,12 @@ impl Agent {
         let id = message.get("id").map(Value::to_string);
         let method = message["method"].as_str();
         match (method, id) {
-            (Some("initialize"), Some(id)) => self.write(&format!(
-                r#"{{"jsonrpc":"2.0","id":{id},"result":{{"protocolVersion":1,"agentCapabilities":{{"loadSession":true,"sessionCapabilities":{{"resume":{{}}}}}},"agentInfo":{{"name":"fake-acp-agent","version":"0.0.1"}},"authMethods":[]}}}}"#
-            )),
+            (Some("initialize"), Some(id)) => {
+                let name = serde_json::to_string(&agent_name()).unwrap_or_default();
+                self.write(&format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"result":{{"protocolVersion":1,"agentCapabilities":{{"loadSession":true,"sessionCapabilities":{{"resume":{{}}}}}},"agentInfo":{{"name":{name},"version":"0.0.1"}},"authMethods":[]}}}}"#
+                ));
+            }
             (Some("session/new"), Some(id)) => {
                 self.write(r#"{"jsonrpc":"2.0","method":"_fake/hello", "params":{"b":2,"a":1}}"#);
                 self.write(&format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"sessionId":"fake-session-1"}}}}"#));
@@ -100,6 +105,11 @@ impl Agent {
             r#"{{"jsonrpc":"2.0","id":{id},"result":{{"stopReason":"end_turn","usage":{AGENT_USAGE},"_meta":{{"fake/keep":1}}}}}}"#
         ));
     }
+}
+
+/// The name it gives in `initialize`'s `agentInfo`: `$FAKE_AGENT_NAME`, else `fake-acp-agent`.
+fn agent_name() -> String {
+    std::env::var("FAKE_AGENT_NAME").unwrap_or_else(|_| "fake-acp-agent".to_owned())
 }
 
 fn main() {

@@ -59,8 +59,9 @@ impl Agent for Copilot {
     }
 
     fn recognises(&self, word: &str) -> bool {
-        // agentInfo.name is "Copilot"; the command is `copilot --acp`.
-        word.contains("copilot")
+        // agentInfo.name is "Copilot"; the command is `copilot --acp`. The Copilot language
+        // server (`@github/copilot-language-server --acp`) is another program.
+        word.contains("copilot") && !word.contains("language")
     }
 
     fn on_usage_update(&self, account: &mut Account, update: &AgentUpdate) {

@@ -3,7 +3,8 @@
 //! Its `used` is the agent's figure, its `size` a window it reports, its `cost` the agent's;
 //! per-turn `usage` and `_meta.quota` are read as a turn's complete usage; model option values
 //! in opencode's `provider/model` shape name the model after the slash. The tap is off by
-//! default for it: its base URLs are a guess.
+//! default for it: its base URLs are a guess; `--tap on` points the variables the providers'
+//! SDKs read ([`Agent::point`] below).
 
 use serde_json::Value;
 

@@ -12,6 +12,7 @@
 //! transcript format) its parser in the core.
 
 pub mod acp;
+pub mod command;
 
 use acp_usage_core::TokenRecord;
 use acp_usage_core::account::{Account, Role};
@@ -341,33 +342,55 @@ impl Profile {
         ALL.iter().position(|a| a.name() == self.name()).unwrap_or(usize::MAX)
     }
 
-    /// Recognises the agent from `initialize`'s `agentInfo.name`, else from its command line.
+    /// Recognises the agent from `initialize`'s `agentInfo.name`, else from its command line
+    /// (see [`Profile::detect_before_start`]).
     pub fn detect(agent_name: Option<&str>, command: &[String]) -> Profile {
-        let by_word = |word: &str| {
-            let word = word.to_ascii_lowercase();
-            Profile::all().filter(|p| !p.is_generic()).find(|p| p.recognises(&word))
-        };
-        if let Some(p) = agent_name.and_then(by_word) {
-            return p;
-        }
-        command
+        agent_name
+            .and_then(Profile::by_name)
+            .unwrap_or_else(|| Profile::detect_before_start(command))
+    }
+
+    /// The profile `initialize`'s `agentInfo.name` names, if any.
+    pub fn by_name(agent_name: &str) -> Option<Profile> {
+        let word = agent_name.to_ascii_lowercase();
+        Profile::specific().find(|p| p.recognises(&word))
+    }
+
+    /// The profile the command line names before the agent has said its name (the tap must
+    /// point the agent before it starts), read as its launchers read it (see [`command`]).
+    pub fn detect_before_start(command: &[String]) -> Profile {
+        Profile::detect_launch(command, &|_| None)
+    }
+
+    /// [`Profile::detect_before_start`], with `real_path` saying what a path in the command
+    /// resolves to (a symlink to the agent's program), when it is another file.
+    pub fn detect_launch(command: &[String], real_path: command::RealPath) -> Profile {
+        command::names(command, real_path)
             .iter()
-            .filter_map(|arg| by_word(arg.rsplit('/').next().unwrap_or(arg)))
-            .next()
+            .find_map(Profile::named_by)
             .unwrap_or_else(Profile::generic)
     }
 
-    /// The profile the command line suggests before the agent has said its name (the tap must
-    /// point the agent before it starts): like [`Profile::detect`], then any path segment of
-    /// the command (`node .../codex-acp/dist/index.js`).
-    pub fn detect_before_start(command: &[String]) -> Profile {
-        let p = Profile::detect(None, command);
-        if !p.is_generic() {
-            return p;
-        }
-        let segments: Vec<String> =
-            command.iter().flat_map(|a| a.split('/')).map(str::to_owned).collect();
-        Profile::detect(None, &segments)
+    /// The profile one command's names name: a Zed registry id, a package or a program a
+    /// profile launches, exactly; else a program, then a package's name without its scope,
+    /// that a profile recognises.
+    fn named_by(names: &command::Names) -> Option<Profile> {
+        let launching = |is: &dyn Fn(&Launch) -> bool| {
+            Profile::specific().find(|p| p.launches().iter().any(is))
+        };
+        let recognising = |word: &str| Profile::specific().find(|p| p.recognises(word));
+        let bare = |package: &str| package.rsplit('/').next().unwrap_or(package).to_owned();
+        (names.registry_ids.iter())
+            .find_map(|id| launching(&|l| l.registry_id == Some(id.as_str())))
+            .or_else(|| names.packages.iter().find_map(|n| launching(&|l| l.package.name() == n)))
+            .or_else(|| names.programs.iter().find_map(|n| launching(&|l| l.program == n)))
+            .or_else(|| names.programs.iter().find_map(|n| recognising(n)))
+            .or_else(|| names.packages.iter().find_map(|n| recognising(&bare(n))))
+    }
+
+    /// Every profile but the generic one.
+    fn specific() -> impl Iterator<Item = Profile> {
+        Profile::all().filter(|p| !p.is_generic())
     }
 
     /// Whether a request body is one of the side calls the agent makes for itself while

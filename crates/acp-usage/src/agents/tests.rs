@@ -2,7 +2,9 @@
 use super::*;
 use crate::agents::acp::{AcpUsage, acp_usage_record};
 
-// More of them, by topic: pointing at the tap, and where the transcripts are.
+// More of them, by topic: recognising launch commands, pointing at the tap, and where the
+// transcripts are.
+mod launch;
 mod point;
 mod transcripts;
 

@@ -73,7 +73,6 @@ use jsonrpsee_types::ErrorObjectOwned;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::agents::Profile;
 use crate::options::RelayOptions;
 use crate::record::{Dir, Recorder};
 use crate::sources::transcripts::Worker;
@@ -455,20 +454,18 @@ impl TapStart {
 
 /// Binds the LLM-API tap unless it was turned off, for an agent whose profile knows how to
 /// point it (`opts.settings.tap` says afterwards whether it runs); [`TapStart::serve`] starts
-/// it. The generic profile's base URLs would be a guess: an unknown agent always runs
-/// untapped.
+/// it. The generic profile's base URLs would be a guess: an unknown agent runs untapped unless
+/// `--tap on` asked for it, and then the variables pointed are said on stderr.
 fn prepare_tap(opts: &mut Options) -> TapStart {
     let mut argv = opts.argv.clone();
-    let profile = opts
-        .settings
-        .forced_profile
-        .unwrap_or_else(|| Profile::detect_before_start(&opts.settings.command));
+    let profile = opts.settings.forced_profile.unwrap_or(opts.settings.launched_as);
     let tapped = if !opts.settings.tap {
         tracing::info!("tap: off (--tap off, ACP_USAGE_TAP=0 or `tap = false`)");
         None
-    } else if profile.is_generic() {
+    } else if profile.is_generic() && !opts.tap_asked {
         tracing::info!(
-            "tap: not started for an agent without a profile (its base URLs would be a guess)"
+            "tap: not started for an agent without a profile (its base URLs would be a guess; \
+             `--tap on` points the well-known ones)"
         );
         None
     } else {
@@ -484,6 +481,9 @@ fn prepare_tap(opts: &mut Options) -> TapStart {
             tracing::info!("tap: nothing of this agent's setup can be pointed at it; not started");
             None
         } else {
+            if profile.is_generic() {
+                tracing::warn!("{}", generic_tap_notice(&pointing));
+            }
             crate::sources::tap::bind_for_agent(pointing)
         }
     };
@@ -511,6 +511,18 @@ fn prepare_tap(opts: &mut Options) -> TapStart {
             in_flight: None,
         },
     }
+}
+
+/// What `--tap on` pointed for an agent without a profile: the variables, and where each goes
+/// on to.
+fn generic_tap_notice(pointing: &crate::sources::tap::point::Pointing) -> String {
+    let vars: Vec<&str> = pointing.env.iter().map(|(var, _, _)| var.as_str()).collect();
+    format!(
+        "tap: the agent has no profile; as --tap on asks, {} point at the tap (each goes on to \
+         the value it had, else the provider's public endpoint); calls through other settings \
+         are not tapped",
+        vars.join(", ")
+    )
 }
 
 /// Requests the agent will never answer get an error, so the editor does not hang; then the

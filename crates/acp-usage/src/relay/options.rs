@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::observer::Settings;
+use crate::agents::Profile;
 use crate::options::{AgentUsage, RelayOptions, Transcripts};
 use crate::sinks::ledger::learned::Learned;
 use crate::sources::transcripts::Locations;
@@ -31,6 +32,9 @@ pub struct Options {
     /// The ledger to open, until [`Options::start_ledger`] starts opening it. Until the relay
     /// has it open, `settings` has neither it nor what earlier runs learned.
     pub ledger_to_open: Option<PathBuf>,
+    /// `--tap on` (or `ACP_USAGE_TAP=1`) was given: the tap starts for an agent without a
+    /// profile too, on the well-known base-URL variables.
+    pub tap_asked: bool,
 }
 
 /// The ledger being opened on a thread of its own, so that the agent starts meanwhile: opening
@@ -76,6 +80,21 @@ impl PendingLedger {
     }
 }
 
+/// What a word of the agent's command is on disk through its symlinks (a program found on
+/// `PATH` when it names no directory), when that is another file: for recognising an agent
+/// started through a link to it (`Profile::detect_launch`).
+fn real_path(word: &str) -> Option<String> {
+    let named = Path::new(word);
+    let path = if named.components().count() > 1 {
+        named.to_path_buf()
+    } else {
+        let path = std::env::var_os("PATH")?;
+        std::env::split_paths(&path).map(|dir| dir.join(word)).find(|p| p.is_file())?
+    };
+    let real = std::fs::canonicalize(&path).ok()?;
+    (real != path).then(|| real.display().to_string())
+}
+
 /// Opens the ledger at `path` (made when missing, bringing in an old `learned.json`) and reads
 /// what earlier runs learned; `None` when it cannot be opened, which is logged: the run goes on
 /// without it.
@@ -99,12 +118,14 @@ impl Options {
         let config = args.load_config()?;
         let transcripts = args.transcripts == Transcripts::On;
         let tap = config.tap_on(args.tap);
+        let launched_as = Profile::detect_launch(&args.agent, &real_path);
         Ok(Options {
             argv: args.agent.clone(),
             grace: args.grace,
             max_line: args.max_line_mib.saturating_mul(1024 * 1024).max(1024),
             settings: Settings {
                 forced_profile: args.profile,
+                launched_as,
                 command: args.agent.clone(),
                 keep_agent_usage: args.agent_usage == AgentUsage::Keep,
                 catalog: config.catalog,
@@ -113,6 +134,7 @@ impl Options {
                 ledger: None,
                 transcripts,
                 tap,
+                tap_wanted: tap,
                 budgets: config.budgets.clone(),
                 usage_command: config.usage_command.clone(),
             },
@@ -130,6 +152,7 @@ impl Options {
             transcripts: transcripts.then(Locations::from_process),
             transcript_wait: args.transcript_wait,
             ledger_to_open,
+            tap_asked: args.tap == Some(true),
         })
     }
 
@@ -138,5 +161,29 @@ impl Options {
     /// once the agent is started, so that the open does not delay the agent.
     pub fn start_ledger(&mut self) -> Option<PendingLedger> {
         self.ledger_to_open.take().map(PendingLedger::start)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_to_the_agent_is_followed_to_its_target() {
+        let dir = crate::test_support::scratch("relay-options", "links");
+        let target = dir.join("node_modules/@agentclientprotocol/claude-agent-acp/dist/index.js");
+        crate::test_support::executable(&target);
+        let link = dir.join("bin/my-agent");
+        std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let real = std::fs::canonicalize(&target).unwrap().display().to_string();
+        let link = link.display().to_string();
+        assert_eq!(real_path(&link), Some(real.clone()));
+        // The file itself is no link; a file that is not there resolves to nothing.
+        assert_eq!(real_path(&real), None);
+        assert_eq!(real_path(&dir.join("missing").display().to_string()), None);
+        assert_eq!(Profile::detect_launch(&[link], &real_path).name(), "claude");
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -46,6 +46,9 @@ pub use usage_text::View;
 pub struct Settings {
     /// A profile forced on the command line.
     pub forced_profile: Option<Profile>,
+    /// The profile the agent's command names before it starts (`Profile::detect_launch`,
+    /// symlinks resolved): the one the tap is pointed for, unless a profile is forced.
+    pub launched_as: Profile,
     /// The agent's command line (for recognising it).
     pub command: Vec<String>,
     /// `--agent-usage keep`: leave the agent's own figures untouched.
@@ -64,6 +67,8 @@ pub struct Settings {
     pub transcripts: bool,
     /// The agent's model calls go through the LLM-API tap (`--tap`): every call is seen.
     pub tap: bool,
+    /// The tap was wanted (`--tap`, the config file; on by default), whether or not it started.
+    pub tap_wanted: bool,
     /// Budgets and the lines whose crossing is noticed.
     pub budgets: crate::config::Budgets,
     /// The name of the `/usage` command acp-usage answers itself (`None`: off).
@@ -178,8 +183,7 @@ impl Observer {
     /// A new observer.
     pub fn new(mut settings: Settings) -> Observer {
         let learned = std::mem::take(&mut settings.learned);
-        let profile =
-            settings.forced_profile.unwrap_or_else(|| Profile::detect(None, &settings.command));
+        let profile = settings.forced_profile.unwrap_or(settings.launched_as);
         let limit_lines = settings.budgets.limits_warn_at.clone();
         Observer {
             settings,

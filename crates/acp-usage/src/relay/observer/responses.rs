@@ -69,8 +69,29 @@ impl Observer {
             .map(str::to_string);
         if let (None, Some(r)) = (self.settings.forced_profile, result) {
             let name = r.pointer("/agentInfo/name").and_then(Value::as_str);
-            self.profile = Profile::detect(name, &self.settings.command);
+            let recognised = name.and_then(Profile::by_name).unwrap_or(self.settings.launched_as);
+            if recognised != self.profile && self.profile == self.settings.launched_as {
+                self.recognised_late(name.unwrap_or_default(), recognised);
+            }
+            self.profile = recognised;
             tracing::info!(profile = self.profile.name(), agent = ?name, "agent recognised");
+        }
+    }
+
+    /// The agent named a profile in `initialize` that its command did not name before it
+    /// started: the tap, wanted, was not pointed for it. Said once, at warn level (seen by
+    /// default), with the fix, unless that profile would not start the tap either (nothing of
+    /// its setup, read as the relay reads it before starting an agent, can be pointed).
+    fn recognised_late(&self, name: &str, recognised: Profile) {
+        let settings = &self.settings;
+        let tap = TapAtStart { wanted: settings.tap_wanted, runs: settings.tap };
+        let Some(warning) = late_recognition(name, recognised, settings.launched_as, tap) else {
+            return;
+        };
+        let env = |name: &str| std::env::var(name).ok();
+        let read = |path: &std::path::Path| std::fs::read_to_string(path).ok();
+        if !crate::agents::point(recognised, &env, &read).routes.is_empty() {
+            tracing::warn!("{warning}");
         }
     }
 
@@ -217,5 +238,65 @@ impl Observer {
         } else {
             self.record_closed(id);
         }
+    }
+}
+
+/// Whether the tap was wanted when the agent started, and whether it runs.
+#[derive(Debug, Clone, Copy)]
+struct TapAtStart {
+    wanted: bool,
+    runs: bool,
+}
+
+/// What to tell the user when `initialize` names (`name`) a profile, `recognised`, other than
+/// the one the agent was started as: the tap was not pointed for it. `None` when the tap was
+/// not wanted (nothing is lost) or nothing new was recognised.
+fn late_recognition(
+    name: &str,
+    recognised: Profile,
+    launched: Profile,
+    tap: TapAtStart,
+) -> Option<String> {
+    if !tap.wanted || recognised == launched || recognised.is_generic() {
+        return None;
+    }
+    let what = if !tap.runs {
+        "the LLM-API tap was not started for it".to_owned()
+    } else if launched.is_generic() {
+        "the LLM-API tap points only the base-URL variables of `--tap on`".to_owned()
+    } else {
+        format!("the LLM-API tap was pointed as for `{}`", launched.name())
+    };
+    let profile = recognised.name();
+    Some(format!(
+        "the agent calls itself {name:?} in `initialize`: acp-usage's `{profile}` profile, which \
+         its command did not name before it started, so {what}; put `--profile {profile}` \
+         before `--` to tap its calls from the start"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_agent_recognised_only_from_initialize_is_told_the_profile_to_name() {
+        let p = |name| Profile::named(name).unwrap();
+        let started = TapAtStart { wanted: true, runs: false };
+        let text = late_recognition("Copilot", p("copilot"), Profile::generic(), started).unwrap();
+        assert!(text.contains("--profile copilot"), "{text}");
+        assert!(text.contains("was not started"), "{text}");
+        // `--tap on` tapped it on the generic variables; a profile named wrongly.
+        let runs = TapAtStart { wanted: true, runs: true };
+        let text = late_recognition("x", p("claude"), Profile::generic(), runs).unwrap();
+        assert!(text.contains("only the base-URL variables"), "{text}");
+        let text = late_recognition("x", p("claude"), p("codex"), runs).unwrap();
+        assert!(text.contains("as for `codex`") && text.contains("--profile claude"), "{text}");
+        // Nothing to say: the tap was turned off, the command said it already, or the agent's
+        // name names no profile.
+        let off = TapAtStart { wanted: false, runs: false };
+        assert_eq!(late_recognition("x", p("claude"), Profile::generic(), off), None);
+        assert_eq!(late_recognition("x", p("claude"), p("claude"), runs), None);
+        assert_eq!(late_recognition("x", Profile::generic(), Profile::generic(), started), None);
     }
 }

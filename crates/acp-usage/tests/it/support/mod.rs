@@ -33,9 +33,11 @@ pub const DEFAULT_WINDOW: u64 = 200_000;
 
 /// Observer settings: empty catalog, 200k default window, profile from `command`.
 pub fn settings(command: &[&str]) -> Settings {
+    let command: Vec<String> = command.iter().map(|s| s.to_string()).collect();
     Settings {
         forced_profile: None,
-        command: command.iter().map(|s| s.to_string()).collect(),
+        launched_as: Profile::detect_before_start(&command),
+        command,
         keep_agent_usage: false,
         catalog: Catalog::default(),
         default_window: DEFAULT_WINDOW,
@@ -48,6 +50,7 @@ pub fn settings(command: &[&str]) -> Settings {
         // Transcripts are followed by the relay's worker; in-process tests feed none.
         transcripts: false,
         tap: false,
+        tap_wanted: false,
     }
 }
 
@@ -69,6 +72,7 @@ pub fn options<S: AsRef<str>>(argv: &[S]) -> Options {
         transcripts: None,
         transcript_wait: Duration::from_millis(500),
         ledger_to_open: None,
+        tap_asked: false,
     }
 }
 
