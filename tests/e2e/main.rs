@@ -46,6 +46,7 @@
 //! its tests.
 
 mod acpx;
+mod auggie;
 mod chat;
 mod claude;
 mod cline;
@@ -53,6 +54,7 @@ mod codex;
 mod codex_ts;
 mod copilot;
 mod doctor;
+mod droid;
 mod flows;
 mod gemini;
 mod import;
@@ -66,6 +68,7 @@ mod otlp;
 mod otlp_infra;
 mod pi;
 mod process_tree;
+mod qoder;
 mod qwen;
 mod relay_fake;
 mod report_html;
