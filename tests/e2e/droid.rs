@@ -82,6 +82,8 @@ fn droid_direct() {
         format!("droid's side calls: {aux:#?}")
     });
     crate::support::save_fixture("droid-direct.jsonl", &history.transcript);
+    let calls = crate::support::calls_jsonl(&lab.mock.calls());
+    crate::support::save_fixture("droid-direct.mock.jsonl", &calls);
     checks.finish();
 }
 
