@@ -17,8 +17,11 @@
 # Anything already there at the pinned version is left alone, so a warm cache costs nothing.
 # Pins: tests/src/agents.rs (Agent::package) must name the same versions.
 # Never install with --omit=optional: the agents' native binaries are optional dependencies
-# (opencode-ai's is opencode-linux-x64, cline's and kilo's are their platform packages; npm 11 skips some
-# postinstall scripts, the bin links still work).
+# (opencode-ai's is opencode-linux-x64, cline's and kilo's are their platform packages, droid's is
+# @factory/cli-linux-x64; npm 11 skips some postinstall scripts, the bin links still work).
+# Factory Droid is npm `droid` (the newest `@factory/cli`, 0.225.1, names a platform package the
+# registry lacks); Auggie and Qoder CLI are installed only for the tests that show acp-usage
+# passes their `initialize` and `session/new` through unchanged (both need a vendor login).
 set -euo pipefail
 
 node_version="22.23.3"
@@ -32,9 +35,12 @@ packages=(
   "@github/copilot@1.0.102"
   "cline@3.0.65"
   "@kilocode/cli@7.7.7"
+  "droid@0.215.0"
+  "@augmentcode/auggie@0.36.0"
+  "@qoder-ai/qodercli@1.1.52"
   "acpx@0.19.1"
 )
-bins=(claude-agent-acp codex-acp gemini opencode qwen copilot cline kilo acpx)
+bins=(claude-agent-acp codex-acp gemini opencode qwen copilot cline kilo droid auggie qodercli acpx)
 dest="${ACP_USAGE_AGENTS_CACHE:-$HOME/.cache/acp-usage/agents}"
 mkdir -p "$dest"
 
@@ -108,30 +114,29 @@ ACP_USAGE_AGENTS_CACHE="$dest" "$(dirname "${BASH_SOURCE[0]}")/install-vibe.sh"
 # with `uvx --from mistral-vibe vibe-acp` (from PyPI).
 ACP_USAGE_AGENTS_CACHE="$dest" "$(dirname "${BASH_SOURCE[0]}")/install-uv.sh"
 # pi: pi-acp (the ACP adapter) and @earendil-works/pi-coding-agent (the `pi` it runs), in a prefix
-# of their own, $dest/pi. @earendil-works/pi-tui@1.5.2 (a dependency of pi-coding-agent) depends on
-# marked-cjk-friendly@0.1.2, which the registry does not have (404); pi's CLI bundle
-# (dist/bundle/cli.js, the `pi` bin) inlines pi-tui and marked-cjk-friendly and never loads
-# node_modules/@earendil-works/pi-tui, so a local stub satisfies npm through an `overrides` entry.
-# The override lives in pi's own package.json, so it cannot change how the other agents resolve.
-# Idempotent: the stub and package.json are rewritten identically, an up-to-date tree is left alone.
+# of their own, $dest/pi. pi 1.5.2 needed a local stub for marked-cjk-friendly (then missing from
+# the registry) through an `overrides` entry in pi/package.json; the registry serves it now, so a
+# cache that still has the stub and the override loses both here (idempotent: nothing changes on a
+# clean one), and the next install resolves the real package.
 pi_dest="$dest/pi"
-pi_packages=("pi-acp@0.0.34" "@earendil-works/pi-coding-agent@1.5.2")
-pi_stub="$pi_dest/stubs/marked-cjk-friendly"
-mkdir -p "$pi_stub"
-cat >"$pi_stub/package.json" <<'JSON'
-{"name": "marked-cjk-friendly", "version": "0.1.2", "type": "module", "main": "index.js", "exports": {".": "./index.js"}}
-JSON
-cat >"$pi_stub/index.js" <<'JS'
-// Stub for npm: pi's CLI bundle inlines the real marked-cjk-friendly and never loads this file.
-export default function markedCjkFriendly() { return {}; }
-JS
+pi_packages=("pi-acp@0.0.34" "@earendil-works/pi-coding-agent@1.6.0")
+mkdir -p "$pi_dest"
+rm -rf "$pi_dest/stubs"
 [[ -f "$pi_dest/package.json" ]] || echo '{"private": true}' >"$pi_dest/package.json"
-node -e '
+dropped="$(node -e '
   const fs = require("fs"), file = process.argv[1];
   const pkg = JSON.parse(fs.readFileSync(file, "utf8"));
-  pkg.overrides = { ...(pkg.overrides || {}), "marked-cjk-friendly": "file:./stubs/marked-cjk-friendly" };
-  const text = JSON.stringify(pkg, null, 2) + "\n";
-  if (fs.readFileSync(file, "utf8") !== text) fs.writeFileSync(file, text);' "$pi_dest/package.json"
+  if (pkg.overrides && "marked-cjk-friendly" in pkg.overrides) {
+    delete pkg.overrides["marked-cjk-friendly"];
+    if (Object.keys(pkg.overrides).length === 0) delete pkg.overrides;
+    fs.writeFileSync(file, JSON.stringify(pkg, null, 2) + "\n");
+    console.log("dropped");
+  }' "$pi_dest/package.json")"
+if [[ "$dropped" == "dropped" ]]; then
+  # The lockfile and the link still name the stub: npm resolves the package afresh without them.
+  echo "install-agents: dropping the marked-cjk-friendly stub from $pi_dest"
+  rm -rf "$pi_dest/package-lock.json" "$pi_dest/node_modules/marked-cjk-friendly"
+fi
 pi_missing=()
 for spec in "${pi_packages[@]}"; do
   name="${spec%@*}"

@@ -738,3 +738,48 @@ pub fn relay_clear(expect: Expect) {
     checks.transcript_waits("results held", lab.scratch.root());
     checks.finish();
 }
+
+/// For an agent whose `session/new` needs its vendor's login (Auggie, Qoder CLI): `initialize`
+/// and the `session/new` refusal, directly and through the relay (tap on, as by default), are
+/// the same bytes: acp-usage adds nothing to either (it adds a `usage_update` only after a
+/// `session/new` that succeeds). Returns the direct `initialize` result and `session/new`
+/// error, for the caller's own checks.
+pub fn relay_passes_login_refusal(agent: Agent) -> (Value, Value) {
+    let lab = Lab::new(agent, Script::default()).expect("lab");
+    // The responses to initialize (id 1) and session/new (id 2), as the client read them.
+    let exchange = |client: &AcpClient| -> (Vec<u8>, Vec<u8>, Vec<Value>) {
+        let mark = client.mark();
+        client.initialize().expect("initialize");
+        let new = client
+            .request_response("session/new", json!({"cwd": lab.scratch.work(), "mcpServers": []}))
+            .expect("session/new");
+        assert!(new.get("error").is_some(), "{agent:?}: session/new without a login: {new}");
+        // Anything the agent or acp-usage sends right after the refusal is in the record.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let lines = client.lines_since(mark);
+        let response = |method: &str| {
+            let request = lines.iter().find(|l| l.method() == Some(method)).expect("request");
+            let id = request.json.as_ref().map(|json| json["id"].clone()).unwrap_or_default();
+            let line = lines.iter().find(|l| l.is_response_to(&id)).expect("response");
+            line.bytes.clone()
+        };
+        let updates = client.notifications_since(mark);
+        (response("initialize"), response("session/new"), updates)
+    };
+    let direct = lab.direct().expect("start the agent");
+    let (init, new, direct_updates) = exchange(&direct);
+    drop(direct);
+    let relayed = lab.relayed().expect("start the relay");
+    let (relay_init, relay_new, relay_updates) = exchange(&relayed);
+    drop(relayed);
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    assert_eq!(text(&relay_init), text(&init), "{agent:?}: initialize through the relay");
+    assert_eq!(text(&relay_new), text(&new), "{agent:?}: session/new's error through the relay");
+    assert!(
+        direct_updates.is_empty() && relay_updates.is_empty(),
+        "{agent:?}: session/updates around a refused session/new: {direct_updates:?} / \
+         {relay_updates:?}"
+    );
+    let json = |bytes: &[u8]| serde_json::from_slice::<Value>(bytes).unwrap_or_default();
+    (json(&init)["result"].clone(), json(&new)["error"].clone())
+}

@@ -50,6 +50,7 @@
 //! its tests.
 
 mod acpx;
+mod auggie;
 mod chat;
 mod claude;
 mod cline;
@@ -57,6 +58,7 @@ mod codex;
 mod codex_ts;
 mod copilot;
 mod doctor;
+mod droid;
 mod flows;
 mod gemini;
 mod import;
@@ -71,6 +73,7 @@ mod otlp;
 mod otlp_infra;
 mod pi;
 mod process_tree;
+mod qoder;
 mod qwen;
 mod relay_fake;
 mod report_html;

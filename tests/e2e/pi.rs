@@ -1,4 +1,4 @@
-//! pi through pi-acp 0.0.34 (npm `pi-acp`, running `pi` 1.5.2 of
+//! pi through pi-acp 0.0.34 (npm `pi-acp`, running `pi` 1.6.0 of
 //! `@earendil-works/pi-coding-agent`) against the Anthropic Messages mock: pi's own Anthropic
 //! provider, its base URL set in `~/.pi/agent/models.json`, model `anthropic/claude-sonnet-4-5`.
 //!

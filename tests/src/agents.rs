@@ -48,10 +48,20 @@ pub enum Agent {
     /// `pi-acp` (pi's ACP adapter, running `pi` of `@earendil-works/pi-coding-agent`), pi's
     /// Anthropic provider (Messages API) with the mock's base URL in its `models.json`.
     Pi,
+    /// Factory Droid (npm `droid`, `droid exec --output-format acp-daemon`): a custom model on
+    /// the Anthropic provider with the mock's base URL (`~/.factory/settings.json`), in air-gap
+    /// mode (`FACTORY_AIRGAP_ENABLED`): no Factory login.
+    Droid,
+    /// Auggie (`@augmentcode/auggie`, `auggie --acp`): only its `initialize` and `session/new`
+    /// (which needs an Augment login) run here.
+    Auggie,
+    /// Qoder CLI (`@qoder-ai/qodercli`, `qodercli --acp`): only its `initialize` and
+    /// `session/new` (which needs a Qoder login) run here.
+    Qoder,
 }
 
 impl Agent {
-    pub const ALL: [Agent; 11] = [
+    pub const ALL: [Agent; 14] = [
         Agent::Claude,
         Agent::Codex,
         Agent::CodexTs,
@@ -63,6 +73,9 @@ impl Agent {
         Agent::Kilo,
         Agent::Vibe,
         Agent::Pi,
+        Agent::Droid,
+        Agent::Auggie,
+        Agent::Qoder,
     ];
 
     pub fn name(self) -> &'static str {
@@ -78,6 +91,9 @@ impl Agent {
             Agent::Kilo => "kilo",
             Agent::Vibe => "vibe",
             Agent::Pi => "pi",
+            Agent::Droid => "droid",
+            Agent::Auggie => "auggie",
+            Agent::Qoder => "qoder",
         }
     }
 
@@ -96,6 +112,10 @@ impl Agent {
             Agent::Kilo => ("@kilocode/cli", "7.7.7"),
             Agent::Vibe => ("mistral-vibe", "3.0.3"),
             Agent::Pi => ("pi-acp", "0.0.34"),
+            // The newest `@factory/cli` (0.225.1) names a platform package the registry lacks.
+            Agent::Droid => ("droid", "0.215.0"),
+            Agent::Auggie => ("@augmentcode/auggie", "0.36.0"),
+            Agent::Qoder => ("@qoder-ai/qodercli", "1.1.52"),
         }
     }
 
@@ -112,13 +132,16 @@ impl Agent {
             Agent::Kilo => "kilo",
             Agent::Vibe => "vibe-acp",
             Agent::Pi => "pi-acp",
+            Agent::Droid => "droid",
+            Agent::Auggie => "auggie",
+            Agent::Qoder => "qodercli",
         }
     }
 
     /// The npm prefix `.ci/install-agents.sh` installs the agent into (its `node_modules/`).
     pub fn npm_prefix(self) -> PathBuf {
         match self {
-            // With an `overrides` entry of its own (a stub for a package the registry lacks).
+            // A prefix of its own (pi-acp and the `pi` it runs from PATH, [`PI_AGENT`]).
             Agent::Pi => agents_cache().join("pi"),
             _ => agents_cache(),
         }
@@ -129,7 +152,8 @@ impl Agent {
             // A fixed model: the default `auto` router makes classifier calls and may switch models.
             Agent::Gemini => vec!["--acp".into(), "-m".into(), GEMINI_MODEL.into()],
             Agent::Opencode | Agent::Kilo => vec!["acp".into()],
-            Agent::Qwen | Agent::Cline => vec!["--acp".into()],
+            Agent::Qwen | Agent::Cline | Agent::Auggie | Agent::Qoder => vec!["--acp".into()],
+            Agent::Droid => vec!["exec".into(), "--output-format".into(), "acp-daemon".into()],
             Agent::Copilot => vec!["--acp".into(), "--disable-client-telemetry".into()],
             Agent::Claude | Agent::Codex | Agent::CodexTs | Agent::Vibe | Agent::Pi => Vec::new(),
         }
@@ -151,6 +175,12 @@ pub const CLINE_MODEL: &str = "claude-sonnet-4-5";
 /// (the catalog's `mistral/mistral-vibe-cli-latest`, a window of 262,144).
 pub const VIBE_MODEL_ALIAS: &str = "mistral-medium-3.5";
 pub const VIBE_MODEL: &str = "mistral-vibe-cli-latest";
+/// Droid's model option value: its custom model (`custom:<display name>-<n>`), the mock's
+/// claude-sonnet-4-5 on the Anthropic provider.
+pub const DROID_MODEL: &str = "custom:Mock-Sonnet-0";
+/// The `pi` that pi-acp runs: npm package and the version `.ci/install-agents.sh` pins beside
+/// pi-acp in the same prefix.
+pub const PI_AGENT: (&str, &str) = ("@earendil-works/pi-coding-agent", "1.6.0");
 /// pi's model option value (`provider/model`): its Anthropic provider, pointed at the mock.
 pub const PI_MODEL: &str = "anthropic/claude-sonnet-4-5";
 
@@ -257,6 +287,18 @@ pub fn agent_program(agent: Agent) -> anyhow::Result<PathBuf> {
             "warning: {package} {installed} is installed, the tests are written for {version} (.ci/install-agents.sh)"
         ),
         _ => {}
+    }
+    if agent == Agent::Pi {
+        let (pi, want) = PI_AGENT;
+        let manifest = agent.npm_prefix().join("node_modules").join(pi).join("package.json");
+        let text = std::fs::read_to_string(manifest).unwrap_or_default();
+        let installed = serde_json::from_str::<serde_json::Value>(&text).ok();
+        match installed.as_ref().and_then(|m| m["version"].as_str()) {
+            Some(installed) if installed != want => eprintln!(
+                "warning: {pi} {installed} is installed, the tests are written for {want} (.ci/install-agents.sh)"
+            ),
+            _ => {}
+        }
     }
     Ok(program)
 }
@@ -441,6 +483,20 @@ pub fn agent_command(
             }
             env.push(("PI_TELEMETRY".into(), "0".into()));
         }
+        Agent::Droid => {
+            // Air-gap mode starts sessions without a Factory login and offers the custom
+            // models only; no update checks.
+            let dir = home.join(".factory");
+            std::fs::create_dir_all(&dir)?;
+            std::fs::write(dir.join("settings.json"), droid_settings(mock_url))?;
+            set("FACTORY_AIRGAP_ENABLED", "true".into());
+            set("FACTORY_DROID_AUTO_UPDATE_ENABLED", "false".into());
+        }
+        Agent::Auggie => {
+            // No login: nothing points it anywhere (its calls go to Augment's API only).
+            set("AUGMENT_DISABLE_AUTO_UPDATE", "1".into());
+        }
+        Agent::Qoder => {}
     }
     if agent == Agent::Vibe {
         // The venv's bin first, as an activated venv has it.
@@ -603,6 +659,22 @@ pub fn pi_models(mock_url: &str, overrides: Option<serde_json::Value>) -> String
         provider["modelOverrides"] = json!({ model: overrides });
     }
     serde_json::to_string_pretty(&json!({"providers": {"anthropic": provider}})).unwrap_or_default()
+}
+
+/// `~/.factory/settings.json`: one custom model, Anthropic's provider at the mock (no `/v1`: the
+/// SDK appends `/v1/messages`), as the session's default model.
+pub fn droid_settings(mock_url: &str) -> String {
+    let settings = json!({
+        "customModels": [{
+            "model": "claude-sonnet-4-5",
+            "displayName": "Mock Sonnet",
+            "provider": "anthropic",
+            "baseUrl": mock_url,
+            "apiKey": "sk-ant-mock-key",
+        }],
+        "sessionDefaultSettings": {"model": DROID_MODEL},
+    });
+    serde_json::to_string_pretty(&settings).unwrap_or_default()
 }
 
 /// `$GEMINI_CLI_HOME/.gemini/settings.json`: API-key auth (0.61 asks to authenticate without a

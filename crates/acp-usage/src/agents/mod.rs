@@ -30,15 +30,18 @@ use crate::sources::transcripts::Format;
 
 // Each agent's file. Declared here rather than by the list's macro, so that `cargo fmt` sees
 // them (it does not follow modules a macro declares).
+mod auggie;
 mod claude;
 mod cline;
 mod codex;
 mod copilot;
+mod droid;
 mod gemini;
 mod generic;
 mod kilo;
 mod opencode;
 mod pi;
+mod qoder;
 mod qwen;
 mod vibe;
 
@@ -63,6 +66,9 @@ agents! {
     kilo::Kilo,
     vibe::Vibe,
     pi::Pi,
+    droid::Droid,
+    auggie::Auggie,
+    qoder::Qoder,
     generic::Generic,
 }
 
