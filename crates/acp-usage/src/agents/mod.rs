@@ -378,8 +378,8 @@ impl Profile {
     }
 
     /// The profile one command's names name: a Zed registry id, a package or a program a
-    /// profile launches, exactly; else a program, then a package's name without its scope,
-    /// that a profile recognises.
+    /// profile launches, exactly; else a program, then a package's whole name (`@factory/cli`,
+    /// a second package of Droid's), then its name without its scope, that a profile recognises.
     fn named_by(names: &command::Names) -> Option<Profile> {
         let launching = |is: &dyn Fn(&Launch) -> bool| {
             Profile::specific().find(|p| p.launches().iter().any(is))
@@ -391,6 +391,7 @@ impl Profile {
             .or_else(|| names.packages.iter().find_map(|n| launching(&|l| l.package.name() == n)))
             .or_else(|| names.programs.iter().find_map(|n| launching(&|l| l.program == n)))
             .or_else(|| names.programs.iter().find_map(|n| recognising(n)))
+            .or_else(|| names.packages.iter().find_map(|n| recognising(n)))
             .or_else(|| names.packages.iter().find_map(|n| recognising(&bare(n))))
     }
 

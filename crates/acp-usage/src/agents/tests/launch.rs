@@ -65,6 +65,14 @@ const TABLE: &[(&[&str], &str)] = &[
     (&["/z/external_agents/registry/kilo/v_7.8.8_a_b/kilo", "acp"], "kilo"),
     (&["/z/external_agents/registry/opencode/v_1.18.35_a_b/opencode", "acp"], "opencode"),
     (&["npx", "-y", "opencode-ai@1.18.33", "acp"], "opencode"),
+    // Factory Droid, Auggie and Qoder CLI: the registry's npx forms and Zed's extracted binaries.
+    (&["npx", "-y", "droid@0.238.0", "exec", "--output-format", "acp-daemon"], "droid"),
+    (&["npx", "-y", "@factory/cli", "exec", "--output-format", "acp-daemon"], "droid"),
+    (&["/z/external_agents/registry/factory-droid/v_0.238.0/droid", "exec", "--output-format", "acp-daemon"], "droid"),
+    (&["npx", "-y", "@augmentcode/auggie@0.36.0", "--acp"], "auggie"),
+    (&["pnpm", "dlx", "@augmentcode/auggie", "--acp"], "auggie"),
+    (&["npx", "-y", "@qoder-ai/qodercli@1.1.68", "--acp"], "qoder"),
+    (&["env", "QODER_X=1", "qodercli", "--acp"], "qoder"),
     (&["npx", "-y", "pi-acp@0.0.34"], "pi"),
     (&["/x/pi/node_modules/pi-acp/dist/index.js"], "pi"),
     // Mistral Vibe, a Python agent: uvx, uv, pipx, an interpreter, Zed's binary, links.
