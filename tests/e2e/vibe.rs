@@ -374,7 +374,8 @@ fn probed_session(lab: &Lab, relayed: bool) -> (Vec<Call>, f64) {
     let session = flows::session_id(&new).expect("session id");
     run_turn(&client, &lab.mock, &session, flows::PLAIN_PROMPT).expect("turn");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let titled = |calls: &[Call]| calls.iter().any(|c| c.kind == CallKind::Auxiliary && !is_probe(c));
+    let titled =
+        |calls: &[Call]| calls.iter().any(|c| c.kind == CallKind::Auxiliary && !is_probe(c));
     let last_cost = || {
         let updates = client.updates_since(0, "usage_update");
         updates.last().and_then(|u| u["cost"]["amount"].as_f64()).unwrap_or(f64::NAN)

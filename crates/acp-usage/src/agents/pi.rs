@@ -100,7 +100,8 @@ fn session_dir(
         return Some(dir);
     }
     let home = set("HOME");
-    let agent = set("PI_CODING_AGENT_DIR").or_else(|| home.as_ref().map(|h| h.join(".pi/agent")))?;
+    let agent =
+        set("PI_CODING_AGENT_DIR").or_else(|| home.as_ref().map(|h| h.join(".pi/agent")))?;
     // Strict JSON, as pi parses it (a file it cannot parse gives it no settings).
     let text = read_file(&agent.join("settings.json"));
     let settings = text.and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
@@ -239,14 +240,19 @@ mod tests {
             _ => None,
         };
         let settings = |text: &'static str| {
-            move |path: &Path| (path == Path::new("/h/.pi/agent/settings.json")).then(|| text.into())
+            move |path: &Path| {
+                (path == Path::new("/h/.pi/agent/settings.json")).then(|| text.into())
+            }
         };
         let at = |text: &'static str| session_dir(&env, &settings(text));
         assert_eq!(at("{}"), Some(PathBuf::from("/h/.pi/agent/sessions")));
         assert_eq!(at(r#"{"sessionDir": "/s"}"#), Some(PathBuf::from("/s")));
         assert_eq!(at(r#"{"sessionDir": "~/pi-sessions"}"#), Some(PathBuf::from("/h/pi-sessions")));
         // A file pi cannot parse gives it no settings.
-        assert_eq!(at("{\"sessionDir\": \"/s\", // mine\n}"), Some(PathBuf::from("/h/.pi/agent/sessions")));
+        assert_eq!(
+            at("{\"sessionDir\": \"/s\", // mine\n}"),
+            Some(PathBuf::from("/h/.pi/agent/sessions"))
+        );
         assert_eq!(at(r#"{"sessionDir": "logs"}"#), Some(PathBuf::from("/h/.pi/agent/logs")));
         assert_eq!(at(r#"{"sessionDir": " "}"#), Some(PathBuf::from("/h/.pi/agent/sessions")));
         // The variable wins over the setting.
