@@ -73,6 +73,11 @@ fn kilo_relay_turns_tapped() {
 }
 
 #[test]
+fn kilo_relay_turns_tapped_config_file() {
+    opencode::relay_turns_config_file(EXPECT.tapped(), "kilo.jsonc");
+}
+
+#[test]
 fn kilo_relay_load_and_resume_tapped() {
     flows::relay_load_resume(EXPECT.tapped(), Some(WINDOW), Some(WINDOW));
 }
