@@ -364,8 +364,9 @@ fn is_probe(call: &Call) -> bool {
 
 /// One session with the smart-approve agent (its classifier is a utility feature, so Vibe
 /// probes whether its fast model is served at session open), one turn, and the title call that
-/// follows. The mock's calls of that session, and the last `usage_update`'s cost once it
-/// covers every billed call (relayed: the tap sees them all), or after 20 s.
+/// follows. The mock's calls of that session, and the last `usage_update`'s cost: direct, once
+/// Vibe announced the title (`session_info_update`, after the title call); relayed, once an
+/// update's cost covers every billed call the mock served (the tap sees them all).
 fn probed_session(lab: &Lab, relayed: bool) -> (Vec<Call>, f64) {
     let mark = lab.mock.mark();
     let client = if relayed { lab.relayed() } else { lab.direct() }.expect("vibe");
@@ -373,24 +374,28 @@ fn probed_session(lab: &Lab, relayed: bool) -> (Vec<Call>, f64) {
     let new = client.new_session(&lab.scratch.work()).expect("session/new");
     let session = flows::session_id(&new).expect("session id");
     run_turn(&client, &lab.mock, &session, flows::PLAIN_PROMPT).expect("turn");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let cost = |line: &acp_usage_tests::client::Line| {
+        let update = line.session_update()?;
+        (update["sessionUpdate"] == "usage_update").then(|| update["cost"]["amount"].as_f64())?
+    };
     let titled =
         |calls: &[Call]| calls.iter().any(|c| c.kind == CallKind::Auxiliary && !is_probe(c));
-    let last_cost = || {
-        let updates = client.updates_since(0, "usage_update");
-        updates.last().and_then(|u| u["cost"]["amount"].as_f64()).unwrap_or(f64::NAN)
-    };
-    loop {
+    let waited = client.wait_for_line(0, std::time::Duration::from_secs(30), |line| {
         let calls = lab.mock.calls_since(mark);
-        let billed = calls.iter().filter(|c| c.kind.is_billed());
-        let want = support::catalog_cost(billed).unwrap_or(f64::NAN);
-        let done = titled(&calls) && (!relayed || support::close(last_cost(), want));
-        if done || std::time::Instant::now() > deadline {
-            return (calls, last_cost());
+        if !relayed {
+            let update = line.session_update();
+            return update.is_some_and(|u| u["sessionUpdate"] == "session_info_update")
+                && titled(&calls);
         }
-        // The mock's record and the client's lines grow as the agent works: poll both.
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        let want = support::catalog_cost(calls.iter().filter(|c| c.kind.is_billed()));
+        titled(&calls) && cost(line).zip(want).is_some_and(|(got, want)| support::close(got, want))
+    });
+    let updates = client.updates_since(0, "usage_update");
+    let last = updates.last().and_then(|u| u["cost"]["amount"].as_f64()).unwrap_or(f64::NAN);
+    if let Err(err) = waited {
+        eprintln!("vibe: {err:#}");
     }
+    (lab.mock.calls_since(mark), last)
 }
 
 #[test]
