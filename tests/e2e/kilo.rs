@@ -10,6 +10,11 @@
 //! with a tool or a second prompt. Its store is `$XDG_DATA_HOME/kilo/kilo.db`, opencode's schema.
 //! kilo 7.8.1, the newest release, cannot be installed: its platform packages are not on the
 //! registry.
+//!
+//! Its Kilo Gateway provider (`kilo/<model>`) works without a login (an `anonymous` key) against
+//! the mock's OpenRouter flavour at `KILO_API_URL` (`/api/openrouter/chat/completions`; the
+//! model list and `/api/defaults` lookups get 404s and kilo uses its bundled catalogue). It asks
+//! for usage with OpenRouter's `usage: {include: true}`, never `stream_options`.
 
 use acp_usage_tests::agents::Agent;
 use acp_usage_tests::lab::{Lab, Turn, run_turn};
