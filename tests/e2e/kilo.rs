@@ -10,12 +10,19 @@
 //! with a tool or a second prompt. Its store is `$XDG_DATA_HOME/kilo/kilo.db`, opencode's schema.
 //! kilo 7.8.1, the newest release, cannot be installed: its platform packages are not on the
 //! registry.
+//!
+//! Its Kilo Gateway provider (`kilo/<model>`) works without a login (an `anonymous` key) against
+//! the mock's OpenRouter flavour at `KILO_API_URL` (`/api/openrouter/chat/completions`; the
+//! model list and `/api/defaults` lookups get 404s and kilo uses its bundled catalogue). It asks
+//! for usage with OpenRouter's `usage: {include: true}`, never `stream_options`.
 
 use acp_usage_tests::agents::Agent;
+use acp_usage_tests::lab::{Lab, Turn, run_turn};
+use serde_json::json;
 
 use crate::flows::{self, Expect};
 use crate::opencode;
-use crate::support::Known;
+use crate::support::{self, Checks, Known};
 
 const AGENT: Agent = Agent::Kilo;
 /// claude-sonnet-4-5's window in the catalog, which the API enforces without the 1M beta.
@@ -73,6 +80,11 @@ fn kilo_relay_turns_tapped() {
 }
 
 #[test]
+fn kilo_relay_turns_tapped_config_file() {
+    opencode::relay_turns_config_file(EXPECT.tapped(), "kilo.jsonc");
+}
+
+#[test]
 fn kilo_relay_load_and_resume_tapped() {
     flows::relay_load_resume(EXPECT.tapped(), Some(WINDOW), Some(WINDOW));
 }
@@ -82,4 +94,70 @@ fn kilo_relay_load_and_resume_tapped() {
 #[test]
 fn kilo_relay_fork() {
     flows::relay_fork(EXPECT);
+}
+
+/// One tapped turn of kilo on its Kilo Gateway provider (`kilo/...`, anonymous: no login), the
+/// gateway's root (`KILO_API_URL`) at `root` under the mock; the turn and the mock's calls of it.
+fn gateway_turn(root: &str) -> (Lab, Turn) {
+    let mut lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
+    let model = json!({"model": format!("kilo/{GATEWAY_MODEL}")});
+    lab.spec.set_env("KILO_CONFIG_CONTENT", model.to_string());
+    lab.spec.set_env("KILO_API_URL", format!("{}{root}", lab.mock.url()));
+    let turn = {
+        let client = lab.relayed().expect("relay");
+        client.initialize().expect("initialize");
+        let new = client.new_session(&lab.scratch.work()).expect("session/new");
+        let session = flows::session_id(&new).expect("session id");
+        run_turn(&client, &lab.mock, &session, flows::PLAIN_PROMPT).expect("turn")
+    };
+    (lab, turn)
+}
+
+/// A gateway model in kilo's bundled catalogue (anonymous use reads no model list).
+const GATEWAY_MODEL: &str = "anthropic/claude-sonnet-4.5";
+
+#[test]
+fn kilo_gateway_tapped_exact_or_estimated() {
+    // The gateway's calls (OpenAI Chat Completions to `<root>/api/openrouter/`) ask for usage
+    // OpenRouter's way (`usage: {include: true}`, no `stream_options`). Where the gateway
+    // honours it the usage is on the wire and the tap counts each call exactly; where not, the
+    // tap counts from the content and the turn is labelled an estimate.
+    let mut checks = Checks::new(AGENT);
+    let (lab, turn) = gateway_turn("");
+    let billed = turn.billed_calls();
+    checks.check(
+        !billed.is_empty()
+            && billed.iter().all(|c| {
+                c.target == "/api/openrouter/chat/completions"
+                    && c.request_body["usage"]["include"] == true
+                    && c.native_usage.is_some()
+            }),
+        || format!("gateway calls with usage on the wire: {billed:?}"),
+    );
+    checks.check(billed.iter().any(|c| c.model.as_deref() == Some(GATEWAY_MODEL)), || {
+        format!("the gateway model's calls: {billed:?}")
+    });
+    let usage = &turn.result["usage"];
+    checks.turn_usage("usage on the wire", usage, support::sum(&billed), Known::Everything);
+    let meta = &usage["_meta"]["acpUsage"];
+    checks.check(meta["source"] == "tap" && meta["exact"] == true, || {
+        format!("usage on the wire: the tap's, exact: {}", turn.result)
+    });
+    drop(lab);
+
+    let (lab, turn) = gateway_turn("/plain");
+    let billed = turn.billed_calls();
+    checks.check(!billed.is_empty() && billed.iter().all(|c| c.native_usage.is_none()), || {
+        format!("a gateway that ignores usage.include: {billed:?}")
+    });
+    let meta = &turn.result["usage"]["_meta"]["acpUsage"];
+    checks.check(meta["source"] == "estimate" && meta["exact"] == false, || {
+        format!("no usage on the wire: labelled an estimate: {}", turn.result)
+    });
+    checks.check(
+        support::u64_at(&turn.result["usage"], "totalTokens").is_some_and(|t| t > 0),
+        || format!("no usage on the wire: still counted: {}", turn.result),
+    );
+    drop(lab);
+    checks.finish();
 }

@@ -268,3 +268,32 @@ fn opencode_relay_load_and_resume_tapped() {
 fn opencode_relay_fork() {
     flows::relay_fork(EXPECT);
 }
+
+/// The provider's `baseURL` in a config file of the project (`file`, JSONC) instead of the
+/// config variable: acp-usage points it through the variable, which the agent merges last, so
+/// every call goes through the tap (each turn's source is the tap) and the user's file is left
+/// as it was.
+pub(crate) fn relay_turns_config_file(expect: Expect, file: &str) {
+    let mut lab = Lab::new(expect.agent, support::script(expect.agent)).expect("lab");
+    // With its `$schema`, which kilo adds to a file that lacks it.
+    let (var, schema) = match expect.agent {
+        Agent::Kilo => ("KILO_CONFIG_CONTENT", "https://app.kilo.ai/config.json"),
+        _ => ("OPENCODE_CONFIG_CONTENT", "https://opencode.ai/config.json"),
+    };
+    lab.spec.env.retain(|(name, _)| name != var);
+    let config = json!({
+        "$schema": schema,
+        "model": OPENCODE_MODEL,
+        "provider": {"anthropic": {"options": {"baseURL": format!("{}/v1", lab.mock.url()), "apiKey": "x"}}},
+    });
+    let text = format!("// the project's own\n{config:#}\n");
+    let path = lab.scratch.work().join(file);
+    std::fs::write(&path, &text).expect("config file");
+    flows::relay_turns_in(expect, &lab, &[]);
+    assert_eq!(std::fs::read_to_string(&path).ok().as_deref(), Some(text.as_str()));
+}
+
+#[test]
+fn opencode_relay_turns_tapped_config_file() {
+    relay_turns_config_file(EXPECT.tapped(), "opencode.jsonc");
+}

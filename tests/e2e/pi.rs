@@ -173,6 +173,26 @@ fn pi_relay_turns() {
 }
 
 #[test]
+fn pi_relay_turns_session_dir() {
+    // `sessionDir` in pi's settings moves its session files (flat, no per-cwd directory): the
+    // relay finds them there, so every figure stays exact (without them pi-acp gives none).
+    let lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
+    let dir = lab.scratch.path("pi-sessions");
+    let settings_path = lab.scratch.home().join(".pi/agent/settings.json");
+    let text = std::fs::read_to_string(&settings_path).expect("pi settings");
+    let mut settings: Value = serde_json::from_str(&text).expect("pi settings json");
+    settings["sessionDir"] = json!(dir.display().to_string());
+    std::fs::write(&settings_path, settings.to_string()).expect("pi settings");
+    flows::relay_turns_in(EXPECT, &lab, &[]);
+    let files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|entries| entries.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(files.iter().any(|f| f.extension().is_some_and(|e| e == "jsonl")), "{files:?}");
+    let default = lab.scratch.home().join(".pi/agent/sessions");
+    assert!(!default.exists() || std::fs::read_dir(&default).is_ok_and(|mut d| d.next().is_none()));
+}
+
+#[test]
 fn pi_relay_load() {
     // No session/resume: the relay must pass pi-acp's refusal through.
     flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));

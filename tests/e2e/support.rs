@@ -124,6 +124,15 @@ pub fn price(model: &str) -> Option<Price> {
             cache_write_5m: 0.0,
             cache_write_1h: 0.0,
         },
+        // Vibe's fast model, which it probes for (a one-token call) when a utility feature may
+        // use it.
+        "mistral-vibe-cli-fast" => Price {
+            input: 0.15e-6,
+            output: 0.6e-6,
+            cache_read: 0.015e-6,
+            cache_write_5m: 0.0,
+            cache_write_1h: 0.0,
+        },
         // Below the 200k long-context tier, which the tests never reach.
         "gemini-2.5-pro" => Price {
             input: 1.25e-6,

@@ -356,3 +356,88 @@ fn vibe_relay_load_and_resume_tapped() {
     // turns are the tap's, the history's cost (the title included) carried from the ledger.
     flows::relay_load_resume(EXPECT.tapped(), Some(WINDOW), Some(WINDOW));
 }
+
+/// Whether a call is Vibe's probe of a model: one token, asked of `ping`.
+fn is_probe(call: &Call) -> bool {
+    call.request_body["max_tokens"] == 1 && call.declared_tools.is_empty()
+}
+
+/// One session with the smart-approve agent (its classifier is a utility feature, so Vibe
+/// probes whether its fast model is served at session open), one turn, and the title call that
+/// follows. The mock's calls of that session, and the last `usage_update`'s cost: direct, once
+/// Vibe announced the title (`session_info_update`, after the title call); relayed, once an
+/// update's cost covers every billed call the mock served (the tap sees them all).
+fn probed_session(lab: &Lab, relayed: bool) -> (Vec<Call>, f64) {
+    let mark = lab.mock.mark();
+    let client = if relayed { lab.relayed() } else { lab.direct() }.expect("vibe");
+    client.initialize().expect("initialize");
+    let new = client.new_session(&lab.scratch.work()).expect("session/new");
+    let session = flows::session_id(&new).expect("session id");
+    run_turn(&client, &lab.mock, &session, flows::PLAIN_PROMPT).expect("turn");
+    let cost = |line: &acp_usage_tests::client::Line| {
+        let update = line.session_update()?;
+        (update["sessionUpdate"] == "usage_update").then(|| update["cost"]["amount"].as_f64())?
+    };
+    let titled =
+        |calls: &[Call]| calls.iter().any(|c| c.kind == CallKind::Auxiliary && !is_probe(c));
+    let waited = client.wait_for_line(0, std::time::Duration::from_secs(30), |line| {
+        let calls = lab.mock.calls_since(mark);
+        if !relayed {
+            let update = line.session_update();
+            return update.is_some_and(|u| u["sessionUpdate"] == "session_info_update")
+                && titled(&calls);
+        }
+        let want = support::catalog_cost(calls.iter().filter(|c| c.kind.is_billed()));
+        titled(&calls) && cost(line).zip(want).is_some_and(|(got, want)| support::close(got, want))
+    });
+    let updates = client.updates_since(0, "usage_update");
+    let last = updates.last().and_then(|u| u["cost"]["amount"].as_f64()).unwrap_or(f64::NAN);
+    if let Err(err) = waited {
+        eprintln!("vibe: {err:#}");
+    }
+    (lab.mock.calls_since(mark), last)
+}
+
+#[test]
+fn vibe_probe_and_title_same_through_the_tap() {
+    // Vibe 3.0.3 titles on its active model (or `[utility_models] title`), never on the probed
+    // fast model: that one serves the smart-approve classifier and worktree names. The probe is
+    // a one-token completion at session open, cached by `api_base`: the tap's URL is new every
+    // run, so a tapped session probes every time (through the tap, counted) where an untapped
+    // one would reuse the verdict.
+    let lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
+    let config = lab.scratch.home().join(".vibe/config.toml");
+    let text = std::fs::read_to_string(&config).expect("vibe config");
+    std::fs::write(&config, format!("smart_approve_default = true\n{text}")).expect("config");
+    let mut checks = Checks::new(AGENT);
+    let (direct, _) = probed_session(&lab, false);
+    // The direct run cached its verdict for the mock's URL; the tapped run asks anew either way.
+    let (tapped, cost) = probed_session(&lab, true);
+    let probes = |calls: &[Call]| -> Vec<Call> {
+        calls.iter().filter(|c| c.kind == CallKind::Auxiliary && is_probe(c)).cloned().collect()
+    };
+    let titles = |calls: &[Call]| -> Vec<Option<String>> {
+        let titles = calls.iter().filter(|c| c.kind == CallKind::Auxiliary && !is_probe(c));
+        titles.map(|c| c.model.clone()).collect()
+    };
+    let (d, t) = (probes(&direct), probes(&tapped));
+    checks.check(
+        d.len() == 1 && t.len() == 1 && d[0].model.as_deref() == Some("mistral-vibe-cli-fast"),
+        || format!("one probe of the fast model each: {d:?} / {t:?}"),
+    );
+    if let (Some(d), Some(t)) = (d.first(), t.first()) {
+        checks.check(d.target == t.target && d.request_bytes == t.request_bytes, || {
+            format!("the probe changed through the tap: {} / {}", d.target, t.target)
+        });
+    }
+    checks.check(
+        titles(&direct) == [Some(VIBE_MODEL.to_owned())] && titles(&tapped) == titles(&direct),
+        || format!("the title's model: {:?} direct, {:?} tapped", titles(&direct), titles(&tapped)),
+    );
+    // Every billed call of the tapped session (probe, main calls, title) is in the cost.
+    let want = support::catalog_cost(tapped.iter().filter(|c| c.kind.is_billed()));
+    checks.check(want.is_some_and(|want| support::close(cost, want)), || {
+        format!("tapped cost {cost} should be the served calls' {want:?}")
+    });
+    checks.finish();
+}

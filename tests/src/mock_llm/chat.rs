@@ -13,6 +13,12 @@
 //! tool call whole in one delta (id, name and the complete arguments), which the SDK requires.
 //! Mistral Vibe talks to it.
 //!
+//! An OpenRouter flavour answers requests under `/api/openrouter/` (the Kilo Gateway's path under
+//! its root, `KILO_API_URL`): there the request's own `usage: {"include": true}` asks for the
+//! usage chunk as well, as OpenRouter honours it. The same request under any other path (a
+//! gateway that ignores that flag) gets no usage. Its usage states cache writes
+//! (`prompt_tokens_details.cache_write_tokens`), as OpenRouter does for Anthropic's models.
+//!
 //! qwen-code's `generateJson` (next-speaker checks and the like) is a side query that declares a
 //! single `respond_in_schema` tool and forces it; it counts as auxiliary and is answered with a
 //! call of that tool whose arguments fit the schema.
@@ -97,6 +103,11 @@ fn is_mistral(request: &Request) -> bool {
     request.path().starts_with(MISTRAL_PREFIX)
 }
 
+/// Whether the request is for the OpenRouter flavour.
+fn is_openrouter(request: &Request) -> bool {
+    request.path().starts_with("/api/openrouter/")
+}
+
 pub(crate) fn respond(
     route: &Route,
     request: &Request,
@@ -114,7 +125,11 @@ pub(crate) fn respond(
     };
     let mistral = is_mistral(request);
     let model = route.model.clone().unwrap_or_else(|| "gpt-mock".to_owned());
-    let usage = step.usage.chat_json();
+    let mut usage = step.usage.chat_json();
+    if is_openrouter(request) {
+        // OpenRouter states an Anthropic model's cache writes beside its cache reads.
+        usage["prompt_tokens_details"]["cache_write_tokens"] = step.usage.cache_write().into();
+    }
     let (text, tool_call) = content(route, body, step);
     let finish_reason = if tool_call.is_some() { "tool_calls" } else { "stop" };
     let completion_id = format!("chatcmpl-mock_{id}");
@@ -168,7 +183,8 @@ pub(crate) fn respond(
     // OpenAI names the role in the first delta only.
     deltas[0]["role"] = json!("assistant");
 
-    let include_usage = body["stream_options"]["include_usage"] == true;
+    let include_usage = body["stream_options"]["include_usage"] == true
+        || (is_openrouter(request) && body["usage"]["include"] == true);
     let chunk = |choices: Value| {
         let mut chunk = json!({"id": completion_id, "object": "chat.completion.chunk",
             "created": CREATED, "model": model, "choices": choices});

@@ -347,6 +347,7 @@ fn answer(
         response_id: response_id.clone(),
         websocket,
         request_body: body,
+        request_bytes: request.body.clone(),
     };
 
     // Record before answering: once the agent has the response, a test may look for the call.

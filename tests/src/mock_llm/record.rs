@@ -90,6 +90,10 @@ pub struct Call {
     /// The request body (JSON when it parsed); kept in memory only.
     #[serde(skip)]
     pub request_body: Value,
+    /// The request body's bytes as they arrived (a test compares what reached the mock with and
+    /// without the tap); kept in memory only.
+    #[serde(skip)]
+    pub request_bytes: Vec<u8>,
 }
 
 /// Sums the usage of the billed calls among `calls`.

@@ -461,16 +461,40 @@ impl Account {
     /// the tap can tell. During a turn it joins the turn's calls (merged with the transcript's
     /// at the turn's end); between turns it counts at once.
     pub fn tap_call(&mut self, rec: TokenRecord, id: Option<String>, role: Role, cx: &Context<'_>) {
+        self.tapped_call(rec, id, role, Source::Tap, cx);
+    }
+
+    /// Like [`Account::tap_call`], for a call whose response carried no usage (a Chat
+    /// Completions stream that did not ask for it in a way the server honours): the tap counted
+    /// it from the content, so its figures, and a turn that holds it, are estimated.
+    pub fn tap_estimated_call(
+        &mut self,
+        rec: TokenRecord,
+        id: Option<String>,
+        role: Role,
+        cx: &Context<'_>,
+    ) {
+        self.tapped_call(rec, id, role, Source::Estimate, cx);
+    }
+
+    fn tapped_call(
+        &mut self,
+        rec: TokenRecord,
+        id: Option<String>,
+        role: Role,
+        source: Source,
+        cx: &Context<'_>,
+    ) {
         if !self.tap {
             self.tap = true;
             self.stated_cost = None;
         }
         match &mut self.turn {
             Some(turn) => {
-                turn.tap_calls.push((rec.clone(), id.clone(), role));
-                self.provisionally(rec, Source::Tap, role, id, cx);
+                turn.tap_calls.push((rec.clone(), id.clone(), role, source));
+                self.provisionally(rec, source, role, id, cx);
             }
-            None => self.record_outside_turn(rec, Source::Tap, role == Role::Main, cx),
+            None => self.record_outside_turn(rec, source, role == Role::Main, cx),
         }
     }
 

@@ -12,9 +12,9 @@
 use super::Role;
 use crate::tokens::{Modifiers, Source, TokenRecord};
 
-/// One call the tap saw: its record, the provider's id, and the role the tap's attribution
-/// gave it.
-pub(super) type TapCall = (TokenRecord, Option<String>, Role);
+/// One call the tap saw: its record, the provider's id, the role the tap's attribution gave
+/// it, and its source (the tap's, or an estimate where the response carried no usage).
+pub(super) type TapCall = (TokenRecord, Option<String>, Role, Source);
 
 /// A turn's exact calls, with the key of each (the provider's id, else the other source's).
 pub(super) type Merged = (Vec<(TokenRecord, Source, Role)>, Vec<Option<String>>);
@@ -58,20 +58,20 @@ pub(super) fn merge(
         }
     }
     let mut out_keys: Vec<Option<String>> =
-        tap.iter().zip(other_keys).map(|((_, id, _), other)| id.clone().or(other)).collect();
+        tap.iter().zip(other_keys).map(|((_, id, _, _), other)| id.clone().or(other)).collect();
     out_keys.extend(only_keys);
     let mut out: Vec<(TokenRecord, Source, Role)> = tap
         .into_iter()
         .zip(roles)
         .zip(other_modifiers)
-        .map(|(((mut rec, _, guessed), known), modifiers)| {
+        .map(|(((mut rec, _, guessed, source), known), modifiers)| {
             let role = match known {
                 Some(role) => role,
                 None if covered => Role::Side,
                 None => guessed,
             };
             rec.modifiers = rec.modifiers.union(modifiers);
-            (rec, Source::Tap, role)
+            (rec, source, role)
         })
         .collect();
     out.extend(only_others);
@@ -89,9 +89,9 @@ mod tests {
     #[test]
     fn a_call_both_saw_counts_once_with_the_other_sources_role() {
         let tap = vec![
-            (rec(100, 10), None, Role::Main),
-            (rec(50, 5), None, Role::Main),
-            (rec(9, 1), None, Role::Side),
+            (rec(100, 10), None, Role::Main, Source::Tap),
+            (rec(50, 5), None, Role::Main, Source::Tap),
+            (rec(9, 1), None, Role::Side, Source::Tap),
         ];
         let transcript = vec![
             (rec(100, 10), Source::Transcript, Role::Main),
@@ -114,18 +114,22 @@ mod tests {
     fn calls_only_the_tap_saw_are_side_calls_when_another_source_covered_the_turn() {
         // Claude Code's prompt suggestion declares the main loop's tools: the tap alone would
         // call it main; the transcript, which records every main call, does not have it.
-        let tap = vec![(rec(100, 10), None, Role::Main), (rec(120, 4), None, Role::Main)];
+        let tap = vec![
+            (rec(100, 10), None, Role::Main, Source::Tap),
+            (rec(120, 4), None, Role::Main, Source::Tap),
+        ];
         let transcript = vec![(rec(100, 10), Source::Transcript, Role::Main)];
         let (merged, _) = merge(tap, transcript, &[]);
         assert_eq!(merged[1].2, Role::Side);
         // Without another source the tap's own attribution stands.
-        let (merged, _) = merge(vec![(rec(120, 4), None, Role::Main)], Vec::new(), &[]);
+        let (merged, _) =
+            merge(vec![(rec(120, 4), None, Role::Main, Source::Tap)], Vec::new(), &[]);
         assert_eq!(merged[0].2, Role::Main);
     }
 
     #[test]
     fn a_modifier_either_source_stated_stays_on_the_merged_call() {
-        let tap = vec![(rec(100, 10), Some("msg_a".to_owned()), Role::Main)];
+        let tap = vec![(rec(100, 10), Some("msg_a".to_owned()), Role::Main, Source::Tap)];
         let mut fast = rec(100, 10);
         fast.modifiers.fast = true;
         let (merged, _) =
@@ -137,8 +141,8 @@ mod tests {
     fn the_message_id_decides_before_the_counts() {
         // Two calls with equal counts: the ids say which is which.
         let tap = vec![
-            (rec(100, 10), Some("msg_a".to_owned()), Role::Main),
-            (rec(100, 10), Some("msg_b".to_owned()), Role::Main),
+            (rec(100, 10), Some("msg_a".to_owned()), Role::Main, Source::Tap),
+            (rec(100, 10), Some("msg_b".to_owned()), Role::Main, Source::Tap),
         ];
         let transcript = vec![(rec(100, 10), Source::Transcript, Role::Subagent)];
         let (merged, keys) = merge(tap, transcript, &[Some("msg_b".to_owned())]);
@@ -149,7 +153,7 @@ mod tests {
     #[test]
     fn calls_the_tap_missed_are_kept_with_their_source() {
         let (merged, keys) = merge(
-            vec![(rec(100, 10), None, Role::Main)],
+            vec![(rec(100, 10), None, Role::Main, Source::Tap)],
             vec![
                 (rec(100, 10), Source::Transcript, Role::Main),
                 (rec(7, 7), Source::Transcript, Role::Subagent),

@@ -144,3 +144,28 @@ fn a_fast_mode_call_costs_its_multiple_and_stays_exact() {
     assert!(f.exact());
     assert_eq!(fast.snapshot(&cx).cost_source, Source::Catalog);
 }
+
+#[test]
+fn a_tap_call_without_usage_on_the_wire_makes_the_turn_an_estimate() {
+    // A Chat Completions stream that carried no usage: the tap counted it from the content.
+    let catalog = Catalog::embedded().clone();
+    let cx = cx(&catalog);
+    let mut l = Account::new();
+    l.begin_turn();
+    l.tap_call(rec(1000, 50), Some("a".into()), Role::Main, &cx);
+    l.tap_estimated_call(rec(400, 20), Some("b".into()), Role::Main, &cx);
+    let turn = l.end_turn(&cx).expect("a turn");
+    assert_eq!(turn.source, Source::Estimate);
+    assert_eq!(turn.totals.input, 1400);
+    // The turn's calls are settled under the turn's source.
+    let sources: Vec<Source> = l.take_accounted().iter().map(|c| c.source).collect();
+    assert_eq!(sources, vec![Source::Estimate, Source::Estimate]);
+    // Between turns it counts at once, as an estimate too.
+    l.tap_estimated_call(rec(100, 5), None, Role::Side, &cx);
+    let between: Vec<Source> = l.take_accounted().iter().map(|c| c.source).collect();
+    assert_eq!(between, vec![Source::Estimate]);
+    // With usage on the wire every call is the tap's, exact.
+    l.begin_turn();
+    l.tap_call(rec(1000, 50), None, Role::Main, &cx);
+    assert_eq!(l.end_turn(&cx).expect("a turn").source, Source::Tap);
+}

@@ -9,8 +9,12 @@
 //! SQLite database with opencode's schema (`$KILO_DB`, a relative name under
 //! `<data>/kilo/`; else `<data>/kilo/kilo.db`), read by opencode's reader. Its title call
 //! (`claude-haiku-4-5` by default) is in no record. The tap is pointed through the base-URL
-//! variables its AI-SDK providers read and `KILO_CONFIG_CONTENT`; the Kilo Gateway provider
-//! (`kilo`, OpenAI Chat Completions to `api.kilo.ai`) is not pointed.
+//! variables its AI-SDK providers read, `KILO_CONFIG_CONTENT` for every provider whose `baseURL`
+//! its configs set (files included: see `opencode::config`), and `KILO_API_URL`, the root of the
+//! Kilo Gateway provider (`kilo`: OpenAI Chat Completions to `<root>/api/openrouter/`, anonymous
+//! for its free models without a login) and of kilo's other calls to its own service, which the
+//! tap forwards as they are. The gateway's calls are exact when its stream carries usage, and
+//! counted from the content (estimated) when not.
 
 use std::path::PathBuf;
 
@@ -20,10 +24,15 @@ use serde_json::Value;
 use super::acp::{AgentUpdate, split_bracket};
 use super::opencode;
 use super::{Agent, Launch, Package};
-use crate::sources::tap::point::{ANTHROPIC_V1, Env, OPENAI, Pointing};
+use crate::sources::tap::point::{ANTHROPIC_V1, Env, OPENAI, Pointing, Var};
 use crate::sources::transcripts::{Format, Store};
 
 pub struct Kilo;
+
+/// The root of kilo's own service (`KILO_API_URL`): its gateway provider's calls go to
+/// `<root>/api/openrouter/`, its login and account calls under the same root.
+pub const KILO_API: Var =
+    Var { var: "KILO_API_URL", route: "kilo-api", default: "https://api.kilo.ai" };
 
 /// kilo's SQLite store (opencode's schema).
 pub static FORMAT: Format = Format {
@@ -81,7 +90,8 @@ impl Agent for Kilo {
         // Read only when no config names a base URL for the provider.
         p.var(&ANTHROPIC_V1, env);
         p.var(&OPENAI, env);
-        opencode::point_config(p, env, "KILO_CONFIG_CONTENT", "kilo");
+        p.var(&KILO_API, env);
+        opencode::point_config(p, env, &opencode::config::KILO);
     }
 
     fn session_headers(&self) -> &'static [&'static str] {
@@ -100,5 +110,31 @@ impl Agent for Kilo {
             package: Package::Npm("@kilocode/cli"),
             registry_id: Some("kilo"),
         }]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::agents::{Profile, point};
+
+    #[test]
+    fn the_gateway_root_is_pointed() {
+        let none = |_: &std::path::Path| None;
+        let resolve = |vars: &'static [(&'static str, &'static str)]| {
+            let env = move |name: &str| {
+                vars.iter().find(|(k, _)| *k == name).map(|(_, v)| (*v).to_owned())
+            };
+            let p = point(Profile::named("kilo").unwrap(), &env, &none);
+            let upstream = p.routes.iter().find(|r| r.name == "kilo-api").unwrap().upstream.clone();
+            let resolved = p.resolve(|route| format!("http://tap/{route}"));
+            let url = resolved.env.iter().find(|(k, _)| k == "KILO_API_URL").unwrap().1.clone();
+            (upstream, url)
+        };
+        // The gateway's calls go to `<root>/api/openrouter/...`: the root is the tap's route.
+        assert_eq!(resolve(&[]), ("https://api.kilo.ai".into(), "http://tap/kilo-api".into()));
+        assert_eq!(
+            resolve(&[("KILO_API_URL", "http://127.0.0.1:9/")]),
+            ("http://127.0.0.1:9".into(), "http://tap/kilo-api".into())
+        );
     }
 }

@@ -6,23 +6,24 @@
 //! (subagents and title calls left out); its per-turn `usage` is the last model call's, not the
 //! turn's sum. Its SQLite store (`$OPENCODE_DB`, else `<data>/opencode/opencode.db`) records
 //! every call, subagent sessions included, but not the title call. The tap is pointed through
-//! the base-URL variables its providers read and `OPENCODE_CONFIG_CONTENT`.
+//! the base-URL variables its providers read and, for every provider whose `baseURL` one of its
+//! configs sets (its files or the variable), `OPENCODE_CONFIG_CONTENT` (see [`config`]).
 //!
 //! A fork (kilo) keeps the same schema and ACP behaviour in its own place: the readings here
 //! are `pub(super)` for it.
 
-use std::ffi::OsString;
-use std::path::PathBuf;
-use std::sync::Arc;
-
 use acp_usage_core::TokenRecord;
 use acp_usage_core::account::{Account, TurnReport};
 use serde_json::Value;
+use std::ffi::OsString;
+use std::path::PathBuf;
 
 use super::acp::{AcpUsage, AgentUpdate, split_bracket};
 use super::{Agent, Launch, Package};
-use crate::sources::tap::point::{ANTHROPIC_V1, Env, OPENAI, Pointing, sanitize};
+use crate::sources::tap::point::{ANTHROPIC_V1, Env, OPENAI, Pointing};
 use crate::sources::transcripts::{Format, Store};
+
+pub(super) mod config;
 
 pub struct Opencode;
 
@@ -70,7 +71,7 @@ impl Agent for Opencode {
         // Read only when the config names no base URL for the provider.
         p.var(&ANTHROPIC_V1, env);
         p.var(&OPENAI, env);
-        point_config(p, env, "OPENCODE_CONFIG_CONTENT", "opencode");
+        point_config(p, env, &config::OPENCODE);
     }
 
     fn session_headers(&self) -> &'static [&'static str] {
@@ -122,40 +123,11 @@ pub(super) fn usage_update(account: &mut Account, update: &AgentUpdate) {
     }
 }
 
-/// opencode reads its providers' base URLs from a config in a variable (`var`), and its config
-/// files, which acp-usage does not rewrite: each provider with a `baseURL` gets a route
-/// (`<prefix>-<provider>`).
-pub(super) fn point_config(p: &mut Pointing, env: &Env, var: &'static str, prefix: &str) {
-    let Some(mut config) = (env.var)(var).and_then(|c| serde_json::from_str::<Value>(&c).ok())
-    else {
-        return;
-    };
-    let mut changed = false;
-    if let Some(providers) = config.get_mut("provider").and_then(|v| v.as_object_mut()) {
-        for (name, provider) in providers.iter_mut() {
-            let Some(url) = provider.pointer_mut("/options/baseURL") else { continue };
-            let Some(upstream) = url.as_str().map(str::to_owned) else { continue };
-            let route = p.route(&format!("{prefix}-{}", sanitize(name)), &upstream);
-            *url = Value::String(route);
-            changed = true;
-        }
-    }
-    if !changed {
-        return;
-    }
-    p.finish.push(Arc::new(move |base_url, out| {
-        let mut config = config.clone();
-        if let Some(providers) = config.get_mut("provider").and_then(|p| p.as_object_mut()) {
-            for (_, provider) in providers.iter_mut() {
-                if let Some(url) = provider.pointer_mut("/options/baseURL")
-                    && let Some(route) = url.as_str().map(str::to_owned)
-                {
-                    *url = Value::String(base_url(&route));
-                }
-            }
-        }
-        out.env.push((var.to_owned(), config.to_string()));
-    }));
+/// Points the providers whose base URL the agent's configs set (see [`config`]), for a project
+/// in acp-usage's own directory (the agent's, which an editor starts in the project).
+pub(super) fn point_config(p: &mut Pointing, env: &Env, layout: &'static config::Layout) {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    config::point(p, env, layout, &cwd, &|path| path.exists());
 }
 
 /// opencode's model option value `providerID/modelID[/variant]` as a model id: what follows the

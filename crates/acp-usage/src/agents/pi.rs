@@ -6,7 +6,8 @@
 //! catalog's window for the model: a report), never a cost nor a per-turn `usage`. Its model
 //! option values are `provider/model`. pi's session files (`<agent dir>/sessions/--<cwd>--/
 //! <timestamp>_<session id>.jsonl`, the agent dir `$PI_CODING_AGENT_DIR` or `~/.pi/agent`;
-//! `$PI_CODING_AGENT_SESSION_DIR` holds them without the per-cwd directories) record every
+//! `$PI_CODING_AGENT_SESSION_DIR`, else the `sessionDir` of `<agent dir>/settings.json`, holds
+//! them without the per-cwd directories) record every
 //! billed call with pi's price of it: the main calls, and its cache-warming calls as side calls.
 //! pi passes its catalog's base URL to its SDKs, so no variable points it at the tap: not
 //! tapped (see `docs/tap.md`); its files miss no billed call.
@@ -25,14 +26,7 @@ pub struct Pi;
 /// pi's session files.
 pub static FORMAT: Format = Format {
     name: "pi",
-    location: |env| {
-        let set = |name: &str| env(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-        set("PI_CODING_AGENT_SESSION_DIR").or_else(|| {
-            let agent =
-                set("PI_CODING_AGENT_DIR").or_else(|| set("HOME").map(|h| h.join(".pi/agent")));
-            agent.map(|dir| dir.join("sessions"))
-        })
-    },
+    location: |env| session_dir(env, &|path| std::fs::read_to_string(path).ok()),
     store: Store::Files(Files {
         parser: || Box::new(PiParser::default()),
         parser_per_file: false,
@@ -93,6 +87,36 @@ impl Agent for Pi {
 }
 
 /// The session id a file is named after: `<timestamp>_<id>.jsonl`.
+/// Where pi writes its session files, as pi 1.5 decides it: `$PI_CODING_AGENT_SESSION_DIR`,
+/// else the `sessionDir` of its global settings (`<agent dir>/settings.json`: `~` expanded, a
+/// relative path taken from the agent dir as pi-acp takes it to list sessions), else
+/// `<agent dir>/sessions`; the agent dir is `$PI_CODING_AGENT_DIR`, else `~/.pi/agent`.
+fn session_dir(
+    env: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+    read_file: &dyn Fn(&Path) -> Option<String>,
+) -> Option<PathBuf> {
+    let set = |name: &str| env(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(dir) = set("PI_CODING_AGENT_SESSION_DIR") {
+        return Some(dir);
+    }
+    let home = set("HOME");
+    let agent =
+        set("PI_CODING_AGENT_DIR").or_else(|| home.as_ref().map(|h| h.join(".pi/agent")))?;
+    // Strict JSON, as pi parses it (a file it cannot parse gives it no settings).
+    let text = read_file(&agent.join("settings.json"));
+    let settings = text.and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+    let configured = settings.as_ref().and_then(|s| s.get("sessionDir")?.as_str());
+    let Some(configured) = configured.map(str::trim).filter(|d| !d.is_empty()) else {
+        return Some(agent.join("sessions"));
+    };
+    let expanded = match (configured.strip_prefix("~/"), &home) {
+        (Some(rest), Some(home)) => home.join(rest),
+        _ if configured == "~" => home.clone().unwrap_or_default(),
+        _ => PathBuf::from(configured),
+    };
+    Some(if expanded.is_absolute() { expanded } else { agent.join(expanded) })
+}
+
 fn session_of(path: &Path) -> Option<&str> {
     let stem = path.file_stem()?.to_str()?;
     let (_, id) = stem.rsplit_once('_')?;
@@ -207,6 +231,37 @@ mod tests {
             ]),
             Some(PathBuf::from("/s"))
         );
+    }
+
+    #[test]
+    fn location_follows_the_session_dir_setting() {
+        let env = |name: &str| match name {
+            "HOME" => Some(OsString::from("/h")),
+            _ => None,
+        };
+        let settings = |text: &'static str| {
+            move |path: &Path| {
+                (path == Path::new("/h/.pi/agent/settings.json")).then(|| text.into())
+            }
+        };
+        let at = |text: &'static str| session_dir(&env, &settings(text));
+        assert_eq!(at("{}"), Some(PathBuf::from("/h/.pi/agent/sessions")));
+        assert_eq!(at(r#"{"sessionDir": "/s"}"#), Some(PathBuf::from("/s")));
+        assert_eq!(at(r#"{"sessionDir": "~/pi-sessions"}"#), Some(PathBuf::from("/h/pi-sessions")));
+        // A file pi cannot parse gives it no settings.
+        assert_eq!(
+            at("{\"sessionDir\": \"/s\", // mine\n}"),
+            Some(PathBuf::from("/h/.pi/agent/sessions"))
+        );
+        assert_eq!(at(r#"{"sessionDir": "logs"}"#), Some(PathBuf::from("/h/.pi/agent/logs")));
+        assert_eq!(at(r#"{"sessionDir": " "}"#), Some(PathBuf::from("/h/.pi/agent/sessions")));
+        // The variable wins over the setting.
+        let with_var = |name: &str| match name {
+            "PI_CODING_AGENT_SESSION_DIR" => Some(OsString::from("/v")),
+            _ => env(name),
+        };
+        let read = settings(r#"{"sessionDir": "/s"}"#);
+        assert_eq!(session_dir(&with_var, &read), Some(PathBuf::from("/v")));
     }
 
     #[test]

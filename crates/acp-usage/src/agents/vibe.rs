@@ -10,8 +10,13 @@
 //! is what it grew by since the counters before the turn. Its model option's value is an alias
 //! (`mistral-medium-3.5`); the option's description is the API id its requests carry
 //! (`mistral-vibe-cli-latest`), which the catalog keys as `mistral/…`. It titles each new
-//! session with a call of its own (no tools) that no figure and no file records: only the tap
-//! sees it.
+//! session with a call of its own (no tools, on the active model or `[utility_models] title`,
+//! never the fast model) that no figure and no file records: only the tap sees it. With the
+//! smart-approve agent it also probes, at session open, whether its fast model
+//! (`mistral-vibe-cli-fast`) is served: a one-token completion, cached by `api_base`. The tap's
+//! URL is new every run, so a tapped session probes every time (the tap counts it); the verdict,
+//! hence the classifier's model, is the same as without the tap whenever the probe answers within
+//! Vibe's 2 s budget.
 //!
 //! Its session store (`$VIBE_HOME/logs/session/unified/<id>/`) keeps only cumulative counters;
 //! per-call usage lives in a recovery journal rotated at every turn's end. The relay does not
@@ -32,7 +37,8 @@ use crate::sources::tap::point::{Env, Pointing, sanitize};
 pub struct Vibe;
 
 /// Vibe's model aliases as API ids (its built-in models): the default `mistral-medium-3.5` and
-/// the fast model it titles with against Mistral's API.
+/// the fast model its utility features (smart-approve's classifier, worktree names) use once a
+/// probe says the provider serves it.
 const ALIASES: &[(&str, &str)] = &[
     ("mistral-medium-3.5", "mistral-vibe-cli-latest"),
     ("mistral-small", "mistral-vibe-cli-fast"),

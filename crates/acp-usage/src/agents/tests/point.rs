@@ -102,9 +102,11 @@ fn opencode_providers_and_codex_providers_are_rewritten() {
     let resolved = p.resolve(|route| format!("http://tap/{route}"));
     let (_, content) = resolved.env.iter().find(|(k, _)| k == "OPENCODE_CONFIG_CONTENT").unwrap();
     let v: serde_json::Value = serde_json::from_str(content).unwrap();
-    assert_eq!(v["provider"]["anthropic"]["options"]["baseURL"], "http://tap/opencode-anthropic");
+    // The route's upstream is the origin; the path follows the tap's URL.
+    let url = &v["provider"]["anthropic"]["options"]["baseURL"];
+    assert_eq!(url, "http://tap/opencode-anthropic/v1");
     assert_eq!(v["provider"]["anthropic"]["options"]["apiKey"], "x");
-    assert!(p.routes.iter().any(|r| r.upstream == "http://127.0.0.1:7/v1"));
+    assert!(p.routes.iter().any(|r| r.upstream == "http://127.0.0.1:7"));
 
     let env = env_of(&[("CODEX_HOME", "/h")]);
     let read = |path: &std::path::Path| {
@@ -133,7 +135,7 @@ fn kilo_reads_its_own_config_variable() {
     let resolved = p.resolve(|route| format!("http://tap/{route}"));
     let (_, content) = resolved.env.iter().find(|(k, _)| k == "KILO_CONFIG_CONTENT").unwrap();
     let v: serde_json::Value = serde_json::from_str(content).unwrap();
-    assert_eq!(v["provider"]["anthropic"]["options"]["baseURL"], "http://tap/kilo-anthropic");
+    assert_eq!(v["provider"]["anthropic"]["options"]["baseURL"], "http://tap/kilo-anthropic/v1");
     // opencode's variable is not kilo's: left alone.
     assert!(!resolved.env.iter().any(|(k, _)| k == "OPENCODE_CONFIG_CONTENT"));
     assert!(

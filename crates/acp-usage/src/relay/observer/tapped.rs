@@ -142,8 +142,13 @@ impl Observer {
         {
             s.account.model_seen(model);
         }
+        // A call whose response carried no usage was counted from its content: an estimate.
+        let source = match call.estimated {
+            true => acp_usage_core::Source::Estimate,
+            false => acp_usage_core::Source::Tap,
+        };
         if early {
-            s.account.record_outside_turn(call.record, acp_usage_core::Source::Tap, false, &cx);
+            s.account.record_outside_turn(call.record, source, false, &cx);
             self.counted_between_turns(id);
             return;
         }
@@ -151,7 +156,10 @@ impl Observer {
         // after each batch): a reload must not lose a call made after the last result (a
         // title, a memory extraction).
         let between = !s.account.in_turn();
-        s.account.tap_call(call.record, call.id, role, &cx);
+        match call.estimated {
+            true => s.account.tap_estimated_call(call.record, call.id, role, &cx),
+            false => s.account.tap_call(call.record, call.id, role, &cx),
+        }
         if between {
             self.counted_between_turns(id);
         }
