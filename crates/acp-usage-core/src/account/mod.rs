@@ -479,6 +479,28 @@ impl Account {
         self.tap
     }
 
+    /// Whether the LLM-API tap has reported, in the turn in progress, every call `transcript`
+    /// holds of it (the turn's calls as the transcript has them: record, main-agent flag, key),
+    /// matched as the turn's end will match them. When it has not, the transcript would give
+    /// those calls at the turn's end; the relay waits a moment for the tap's reports still under
+    /// way, so that the tap wins whichever source reports first. True with no turn open.
+    pub fn tap_covers(&self, transcript: &[(TokenRecord, bool, String)]) -> bool {
+        let Some(turn) = &self.turn else { return true };
+        if transcript.is_empty() {
+            return true;
+        }
+        let others = transcript
+            .iter()
+            .map(|(rec, main, _)| {
+                (rec.clone(), Source::Transcript, if *main { Role::Main } else { Role::Subagent })
+            })
+            .collect();
+        let keys: Vec<Option<String>> =
+            transcript.iter().map(|(_, _, k)| Some(k.clone())).collect();
+        let (merged, _) = tapped::merge(turn.tap_calls.clone(), others, &keys);
+        merged.iter().all(|(_, source, _)| *source == Source::Tap)
+    }
+
     /// The session is followed through its transcript from now on: the agent's stated cost no
     /// longer counts.
     pub fn follow_transcript(&mut self) {
