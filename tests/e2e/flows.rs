@@ -63,8 +63,9 @@ impl Expect {
 
     /// With [`Expect::auxiliary_in_part`]: the turn's and the session's calls without the
     /// auxiliary ones, which become the checks' slack. With [`Expect::tap`]: the same for the
-    /// auxiliary calls the agent started after the turn's last main call (qwen's prompt
-    /// suggestion as it writes its result), or before its first (the previous turn's, late).
+    /// auxiliary calls and warm-ups the agent started after the turn's last main call (qwen's
+    /// prompt suggestion as it writes its result, codex-acp's title thread), or auxiliary calls
+    /// before its first (the previous turn's, late).
     /// Such a call may finish before or after the result passes the relay, so the relay counts
     /// it in the turn or at once after it, while the mock saw it before the client read the
     /// result. Otherwise the calls as they are.
@@ -80,10 +81,15 @@ impl Expect {
             // Leading too: a side call the agent started after the previous result (Claude's
             // prompt suggestion) that reached the mock after the client sent this prompt may
             // have ended before or after the relay saw the prompt.
-            let trailing = |c: &Call| {
-                c.kind == CallKind::Auxiliary
-                    && (last_main.is_some_and(|last| c.seq > last)
-                        || first_main.is_some_and(|first| c.seq < first))
+            // And a warm-up after the last main call: codex-acp's title thread starts with one
+            // as the turn ends.
+            let after_last = |c: &Call| last_main.is_some_and(|last| c.seq > last);
+            let trailing = |c: &Call| match c.kind {
+                CallKind::Auxiliary => {
+                    after_last(c) || first_main.is_some_and(|first| c.seq < first)
+                }
+                CallKind::Warmup => after_last(c),
+                _ => false,
             };
             let late: Vec<&Call> = turn.iter().copied().filter(|c| trailing(c)).collect();
             let late_seqs: Vec<usize> = late.iter().map(|c| c.seq).collect();

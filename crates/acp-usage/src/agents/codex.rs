@@ -187,12 +187,13 @@ impl Settings {
 
     /// Whether the provider in use is Codex's built-in `openai` one.
     fn builtin(&self) -> bool {
+        // A `base_url` the user gave the `openai` provider makes it theirs.
         self.provider == "openai"
-            && !self
+            && self
                 .config
                 .get("model_providers")
                 .and_then(|v| v.as_table())
-                .is_some_and(|t| t.get("openai").and_then(|p| p.get("base_url")).is_some())
+                .is_none_or(|t| t.get("openai").and_then(|p| p.get("base_url")).is_none())
     }
 }
 
