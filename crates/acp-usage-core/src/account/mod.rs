@@ -461,16 +461,27 @@ impl Account {
     /// the tap can tell. During a turn it joins the turn's calls (merged with the transcript's
     /// at the turn's end); between turns it counts at once.
     pub fn tap_call(&mut self, rec: TokenRecord, id: Option<String>, role: Role, cx: &Context<'_>) {
-        if !self.tap {
-            self.tap = true;
-            self.stated_cost = None;
-        }
+        self.tapped_now();
         match &mut self.turn {
             Some(turn) => {
                 turn.tap_calls.push((rec.clone(), id.clone(), role));
                 self.provisionally(rec, Source::Tap, role, id, cx);
             }
             None => self.record_outside_turn(rec, Source::Tap, role == Role::Main, cx),
+        }
+    }
+
+    /// [`Account::tap_call`] for a call that ended before the turn in progress began (its
+    /// report was read late): it happened between turns, and counts at once.
+    pub fn tap_call_before_turn(&mut self, rec: TokenRecord, role: Role, cx: &Context<'_>) {
+        self.tapped_now();
+        self.record_outside_turn(rec, Source::Tap, role == Role::Main, cx);
+    }
+
+    fn tapped_now(&mut self) {
+        if !self.tap {
+            self.tap = true;
+            self.stated_cost = None;
         }
     }
 

@@ -225,8 +225,8 @@ fn tap_call(rec: &TokenRecord, id: &str) -> acp_usage::sources::tap::TapCall {
         id: Some(id.into()),
         complete: true,
         estimated: false,
-        started_ms: 0,
-        ended_ms: 0,
+        started_ms: now_ms(),
+        ended_ms: now_ms(),
         warmup: false,
     }
 }
