@@ -64,8 +64,8 @@ impl Expect {
     /// With [`Expect::auxiliary_in_part`]: the turn's and the session's calls without the
     /// auxiliary ones, which become the checks' slack. With [`Expect::tap`]: the same for the
     /// auxiliary calls and warm-ups the agent started after the turn's last main call (qwen's
-    /// prompt suggestion as it writes its result, codex-acp's title thread), or auxiliary calls
-    /// before its first (the previous turn's, late).
+    /// prompt suggestion as it writes its result, codex-acp's title thread), or before its first
+    /// (the previous turn's, late; Codex's session warm-up).
     /// Such a call may finish before or after the result passes the relay, so the relay counts
     /// it in the turn or at once after it, while the mock saw it before the client read the
     /// result. Otherwise the calls as they are.
@@ -81,15 +81,12 @@ impl Expect {
             // Leading too: a side call the agent started after the previous result (Claude's
             // prompt suggestion) that reached the mock after the client sent this prompt may
             // have ended before or after the relay saw the prompt.
-            // And a warm-up after the last main call: codex-acp's title thread starts with one
-            // as the turn ends.
-            let after_last = |c: &Call| last_main.is_some_and(|last| c.seq > last);
-            let trailing = |c: &Call| match c.kind {
-                CallKind::Auxiliary => {
-                    after_last(c) || first_main.is_some_and(|first| c.seq < first)
-                }
-                CallKind::Warmup => after_last(c),
-                _ => false,
+            // Warm-ups alike: Codex's session warm-up may end as the first prompt goes out, and
+            // codex-acp's title thread starts with one as the turn ends.
+            let trailing = |c: &Call| {
+                matches!(c.kind, CallKind::Auxiliary | CallKind::Warmup)
+                    && (last_main.is_some_and(|last| c.seq > last)
+                        || first_main.is_some_and(|first| c.seq < first))
             };
             let late: Vec<&Call> = turn.iter().copied().filter(|c| trailing(c)).collect();
             let late_seqs: Vec<usize> = late.iter().map(|c| c.seq).collect();
