@@ -207,8 +207,10 @@ fn codex_ts_relay_turns_tapped() {
 /// go over the Responses WebSocket, through the tap's tunnel: every turn's usage and the cost
 /// equal what the mock billed, the session's warm-up (`generate: false`) included; the mock
 /// saw the model calls over the WebSocket, so the tap declined no upgrade; after the last
-/// result the editor's last figures cover every billed call. (The adapter's title thread goes
-/// past the tap with this provider, see `use_codex_builtin_openai`: it bills nothing here.)
+/// result the editor's last figures cover every billed call. (The base URL is in `CODEX_CONFIG`
+/// only, see `use_codex_builtin_openai`: the title thread, on the app server's own settings,
+/// goes through the tap to OpenAI's public endpoint, which the tests cannot reach; it bills
+/// nothing here. `codex_ts_title_thread_through_the_tap` has it billed.)
 #[test]
 fn codex_ts_relay_turns_tapped_over_websocket() {
     let mut lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
@@ -230,12 +232,121 @@ fn codex_ts_relay_turns_tapped_over_websocket() {
             if call.websocket { "the WebSocket" } else { "HTTP" }
         );
     }
-    // The tap logs a declined upgrade at debug level (the tests' relay log level).
+    // The tap logs a declined upgrade at debug level (the tests' relay log level), with its
+    // route. The title thread's route goes to OpenAI's public endpoint, through the tests' dead
+    // proxy: that upgrade is declined, as it must be.
     for entry in std::fs::read_dir(lab.scratch.root()).expect("the scratch directory").flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if name.contains("-relay-") && name.ends_with(".stderr") {
             let log = std::fs::read_to_string(entry.path()).unwrap_or_default();
-            assert!(!log.contains("(426)"), "the tap declined an upgrade: {name}");
+            let declined = log
+                .lines()
+                .filter(|l| l.contains("(426)") && !l.contains("codex-openai-server"))
+                .collect::<Vec<_>>();
+            assert!(declined.is_empty(), "the tap declined an upgrade: {name}: {declined:?}");
         }
     }
 }
+
+/// Codex's built-in provider with `openai_base_url` in `config.toml`, where the adapter's title
+/// thread (an ephemeral thread on the app server's own settings, not the adapter's
+/// `CODEX_CONFIG`) reads it: acp-usage points the app server itself, so the title thread's
+/// warm-up and title call (`gpt-5.6-luna`) go through the tap too. Every call the mock served is
+/// in the editor's last figures and in the ledger (`report --json`), with the mock's figures.
+#[test]
+fn codex_ts_title_thread_through_the_tap() {
+    let mut lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
+    lab.mock.enable_websocket();
+    let url = lab.mock.url();
+    let home = lab.scratch.home().join(".codex");
+    let config = format!("model = \"{}\"\nopenai_base_url = \"{url}/v1\"\n", agents::CODEX_MODEL);
+    std::fs::write(home.join("config.toml"), config).expect("write config.toml");
+    let auth = serde_json::json!({"auth_mode": "apikey", "OPENAI_API_KEY": "sk-mock-key"});
+    std::fs::write(home.join("auth.json"), auth.to_string()).expect("write auth.json");
+    let ledger = lab.scratch.path("ledger.db");
+    lab.spec.set_env("ACP_USAGE_LEDGER", ledger.display().to_string());
+
+    // Two turns, every figure checked against the mock's; the title call comes after the
+    // first result and is counted between turns.
+    flows::relay_turns_in(EXPECT.tapped(), &lab, &[]);
+
+    let calls = lab.mock.calls();
+    let billed: Vec<&Call> = calls.iter().filter(|c| c.kind.is_billed()).collect();
+    let title: Vec<&Call> =
+        billed.iter().copied().filter(|c| c.model.as_deref() == Some(TITLE_MODEL)).collect();
+    assert!(
+        title.iter().any(|c| c.kind == CallKind::Auxiliary),
+        "the title thread's call did not reach the mock: {calls:#?}"
+    );
+    // The relay has ended (the client is gone): the ledger holds the session's final figures.
+    let report = support::on_ledger(&ledger, &["report", "--json", "--no-import"]);
+    let report: Value = serde_json::from_str(&report).expect("report --json");
+    let totals = &report["totals"];
+    let want = support::sum(&billed);
+    let got = (
+        totals["calls"].as_u64(),
+        totals["inputTokens"].as_u64(),
+        totals["cachedReadTokens"].as_u64(),
+        totals["outputTokens"].as_u64(),
+    );
+    assert_eq!(
+        got,
+        (Some(billed.len() as u64), Some(want.input), Some(want.cache_read), Some(want.output)),
+        "the ledger's totals {totals} should be every billed call the mock served ({} calls, \
+         {} of them the title thread's): {want:?}",
+        billed.len(),
+        title.len()
+    );
+    // The title thread's calls one by one, with the mock's figures.
+    let store = acp_usage::sinks::ledger::Store::open_read(&ledger).expect("the ledger");
+    let rows: Vec<(u64, u64, u64, String)> = store
+        .conn()
+        .prepare("SELECT input, cache_read, output, source FROM calls WHERE model = ?1 ORDER BY id")
+        .and_then(|mut q| {
+            q.query_map([TITLE_MODEL], |r| {
+                Ok((
+                    r.get::<_, i64>(0)? as u64,
+                    r.get::<_, i64>(1)? as u64,
+                    r.get::<_, i64>(2)? as u64,
+                    r.get(3)?,
+                ))
+            })?
+            .collect()
+        })
+        .expect("the title thread's calls");
+    let mut want_rows: Vec<(u64, u64, u64, String)> = title
+        .iter()
+        .filter_map(|c| c.usage)
+        .map(|u| (u.input, u.cache_read, u.output, "tap".to_owned()))
+        .collect();
+    let mut got_rows = rows.clone();
+    want_rows.sort();
+    got_rows.sort();
+    assert_eq!(got_rows, want_rows, "the ledger's {TITLE_MODEL} calls vs the mock's");
+    // The session's final cost: every call the catalog prices (the title thread's warm-up, on
+    // the main model, among them) at the catalog's prices, plus what acp-usage's catalog makes
+    // of the title model's calls (the tests' price table does not have it).
+    let priced: Vec<&Call> = billed
+        .iter()
+        .copied()
+        .filter(|c| support::price(c.model.as_deref().unwrap_or("")).is_some())
+        .collect();
+    let want_cost = support::catalog_cost(priced.iter().copied()).expect("priced");
+    let cost_of = |sql: &str| -> f64 {
+        store.conn().query_row(sql, [TITLE_MODEL], |r| r.get(0)).expect("a cost")
+    };
+    let priced_cost = cost_of("SELECT COALESCE(SUM(cost), 0) FROM calls WHERE model != ?1");
+    assert!(
+        support::close(priced_cost, want_cost),
+        "the ledger's cost of the priced calls {priced_cost} vs the catalog's {want_cost}"
+    );
+    let title_cost = cost_of("SELECT COALESCE(SUM(cost), 0) FROM calls WHERE model = ?1");
+    let total = totals["cost"].as_f64().unwrap_or(f64::NAN);
+    assert!(
+        support::close(total, want_cost + title_cost),
+        "the final cost {total} vs {want_cost} + the title model's {title_cost}: {totals}"
+    );
+}
+
+/// The model codex-acp 2.6 titles sessions with.
+const TITLE_MODEL: &str = "gpt-5.6-luna";

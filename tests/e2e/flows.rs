@@ -2,9 +2,10 @@
 //! (`claude.rs`, `codex.rs`, `gemini.rs`) call these with what to expect of their agent.
 
 use std::path::Path;
+use std::time::Duration;
 
 use acp_usage_tests::agents::Agent;
-use acp_usage_tests::client::AcpClient;
+use acp_usage_tests::client::{AcpClient, Dir, Line};
 use acp_usage_tests::lab::{Lab, Turn, run_turn, run_turn_from};
 use acp_usage_tests::mock_llm::{Call, CallKind, Script};
 use serde_json::{Value, json};
@@ -62,8 +63,9 @@ impl Expect {
 
     /// With [`Expect::auxiliary_in_part`]: the turn's and the session's calls without the
     /// auxiliary ones, which become the checks' slack. With [`Expect::tap`]: the same for the
-    /// auxiliary calls the agent started after the turn's last main call (qwen's prompt
-    /// suggestion as it writes its result), or before its first (the previous turn's, late).
+    /// auxiliary calls and warm-ups the agent started after the turn's last main call (qwen's
+    /// prompt suggestion as it writes its result, codex-acp's title thread), or before its first
+    /// (the previous turn's, late; Codex's session warm-up).
     /// Such a call may finish before or after the result passes the relay, so the relay counts
     /// it in the turn or at once after it, while the mock saw it before the client read the
     /// result. Otherwise the calls as they are.
@@ -79,8 +81,10 @@ impl Expect {
             // Leading too: a side call the agent started after the previous result (Claude's
             // prompt suggestion) that reached the mock after the client sent this prompt may
             // have ended before or after the relay saw the prompt.
+            // Warm-ups alike: Codex's session warm-up may end as the first prompt goes out, and
+            // codex-acp's title thread starts with one as the turn ends.
             let trailing = |c: &Call| {
-                c.kind == CallKind::Auxiliary
+                matches!(c.kind, CallKind::Auxiliary | CallKind::Warmup)
                     && (last_main.is_some_and(|last| c.seq > last)
                         || first_main.is_some_and(|first| c.seq < first))
             };
@@ -165,12 +169,19 @@ fn history(agent: Agent, relay_args: Option<&[&str]>) -> anyhow::Result<History>
         None => lab.direct()?,
     };
     let init = client.initialize()?;
+    let before_new = client.mark();
     let new_result = client.new_session(&lab.scratch.work())?;
     let session_id = session_id(&new_result)?;
     let mark = client.mark();
-    // Agents send their command lists and the like right after session/new; give them a moment
-    // so the record shows what (if anything) comes before the first prompt.
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // Agents send their command lists and the like around session/new (Copilot before its
+    // answer too): the record shows what comes before the first prompt once the command list
+    // is in (waited for up to 10 s; a run without one goes on and its checks say what is amiss).
+    if agent.announces_commands() {
+        let commands = |l: &Line| {
+            l.session_update().is_some_and(|u| u["sessionUpdate"] == "available_commands_update")
+        };
+        let _ = client.wait_for_line(before_new, Duration::from_secs(10), commands);
+    }
     let updates_after_new = client
         .notifications_since(mark)
         .into_iter()
@@ -222,8 +233,8 @@ pub fn reopen(
 }
 
 /// Reopens the session directly (no relay) in a fresh process, checks that the agent answers
-/// and sends no `usage_update` of its own on reopening, then runs a plain turn. Returns the turn
-/// and the process's transcript.
+/// and sends no `usage_update` of its own on reopening (before the turn's prompt), then runs a
+/// plain turn. Returns the turn and the process's transcript.
 pub fn reopen_direct(
     checks: &mut Checks,
     lab: &Lab,
@@ -231,13 +242,14 @@ pub fn reopen_direct(
     method: &str,
 ) -> (Turn, String) {
     let agent = lab.agent;
-    reopen_direct_with(checks, lab, session_id, method, |checks, updates| {
+    reopen_direct_then(checks, lab, session_id, method, false, |checks, updates| {
         checks.check(updates.is_empty(), || format!("{agent:?} sent a usage_update on {method}"));
     })
 }
 
-/// [`reopen_direct`] for an agent that reports on reopening: `on_reopen` checks the
-/// `usage_update`s it sent before the turn.
+/// [`reopen_direct`] for an agent that reports on reopening: the turn starts once its first
+/// `usage_update` is in (waited for up to 10 s), and `on_reopen` checks the `usage_update`s it
+/// sent before the turn.
 pub fn reopen_direct_with(
     checks: &mut Checks,
     lab: &Lab,
@@ -245,15 +257,39 @@ pub fn reopen_direct_with(
     method: &str,
     on_reopen: impl FnOnce(&mut Checks, &[Value]),
 ) -> (Turn, String) {
+    reopen_direct_then(checks, lab, session_id, method, true, on_reopen)
+}
+
+fn reopen_direct_then(
+    checks: &mut Checks,
+    lab: &Lab,
+    session_id: &str,
+    method: &str,
+    reports: bool,
+    on_reopen: impl FnOnce(&mut Checks, &[Value]),
+) -> (Turn, String) {
     let client = lab.direct().expect("start the agent");
     let mark = client.mark();
     let response = reopen(&client, method, session_id, &lab.scratch.work()).expect(method);
     checks.check(response.get("result").is_some(), || format!("{method} failed: {response}"));
-    // Give the agent a moment: anything it sends on reopening must be in the record.
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    on_reopen(checks, &client.updates_since(mark, "usage_update"));
+    if reports {
+        let usage_update =
+            |l: &Line| l.session_update().is_some_and(|u| u["sessionUpdate"] == "usage_update");
+        if let Err(err) = client.wait_for_line(mark, Duration::from_secs(10), usage_update) {
+            checks.fail(format!("{method}: no usage_update on reopening: {err:#}"));
+        }
+    }
     let turn =
         run_turn(&client, &lab.mock, session_id, PLAIN_PROMPT).expect("turn after reopening");
+    // What the agent sent on reopening: its updates before the turn's prompt went out.
+    let updates: Vec<Value> = client
+        .lines_since(mark)
+        .into_iter()
+        .take_while(|l| !(l.dir == Dir::Out && l.method() == Some("session/prompt")))
+        .filter_map(|l| l.session_update().cloned())
+        .filter(|u| u["sessionUpdate"] == "usage_update")
+        .collect();
+    on_reopen(checks, &updates);
     (turn, client.transcript_jsonl())
 }
 
@@ -378,9 +414,10 @@ pub fn relay_turns_then(expect: Expect, lab: &Lab, relay_args: &[&str], more: us
     checks.finish();
 }
 
-/// With the tap, 1.5 s after the last result the last `usage_update` the editor holds covers
-/// every billed call, those that ended after the result (a title, a prompt suggestion, a memory
-/// extraction) included: acp-usage sends an update for calls counted between turns.
+/// With the tap, after the last result the last `usage_update` the editor holds comes to cover
+/// every billed call the mock served, those that ended after the result (a title, a prompt
+/// suggestion, a memory extraction) included: acp-usage sends an update for calls counted
+/// between turns. Waited for (up to 10 s), the mock's record read again at each step.
 fn last_update_covers_every_call(
     checks: &mut Checks,
     client: &AcpClient,
@@ -388,24 +425,33 @@ fn last_update_covers_every_call(
     session_calls: &mut Vec<Call>,
     expect: Expect,
 ) {
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    add_between_turns(session_calls, lab, expect, lab.mock.mark());
-    let updates = client.updates_since(0, "usage_update");
-    let Some(last) = updates.last() else {
+    let mut want = None;
+    let last = support::wait_for_last_update(client, Duration::from_secs(10), |last| {
+        add_between_turns(session_calls, lab, expect, lab.mock.mark());
+        want = support::catalog_cost(session_calls.iter());
+        let got = last.and_then(|l| l["cost"]["amount"].as_f64());
+        match (got, want) {
+            (Some(got), Some(want)) => support::close(got, want),
+            // Nothing to compare with: checked below as it is.
+            (_, None) => true,
+            (None, Some(_)) => false,
+        }
+    });
+    let Some(last) = last else {
         checks.fail("after the last turn: no usage_update at all".to_owned());
         return;
     };
     let got = last["cost"]["amount"].as_f64();
     // A call to a model the catalog cannot price (codex-acp 2.6's title model) has no cost to
     // check against, as in the per-turn checks.
-    let Some(want) = support::catalog_cost(session_calls.iter()) else {
+    let Some(want) = want else {
         eprintln!("after the last turn: a billed call the catalog cannot price; cost not checked");
         return;
     };
     checks.row("after the last turn", "cost (USD)", got, want, Some(true));
     checks.check(got.is_some_and(|got| support::close(got, want)), || {
         format!(
-            "1.5 s after the last result the editor's cost {got:?} should cover all {} billed calls ({want:?}): {last}",
+            "10 s after the last result the editor's cost {got:?} should cover all {} billed calls ({want:?}): {last}",
             session_calls.len()
         )
     });

@@ -204,13 +204,12 @@ fn codex_chatgpt_login_through_the_tap() {
     );
     std::fs::write(codex_home.join("config.toml"), config).expect("config.toml");
     lab.spec.env.retain(|(name, _)| name != "MOCK_API_KEY");
-    // Known gap: codex-acp 2.6 gives `CODEX_CONFIG` (where the tap's `openai_base_url` is) to
-    // the session's threads only; its app server runs on `config.toml` alone, so the session
-    // title (an ephemeral thread on another model) and the model listing go to the user's
-    // `openai_base_url` (here the mock; without one, chatgpt.com) untapped. The title call is
-    // left out of what the checks expect; every call of the session itself must be exact.
-    let expect = Expect { unrecorded_auxiliary: true, ..CODEX_EXPECT.tapped() };
-    flows::relay_turns_in(expect, &lab, TAP);
+    // codex-acp 2.6 gives `CODEX_CONFIG` (where the tap's `openai_base_url` is) to the
+    // session's threads only; its app server runs on `config.toml`, so the session title (an
+    // ephemeral thread on another model) and the model listing go to `config.toml`'s
+    // `openai_base_url` (here the mock): through the tap too, which points the app server
+    // itself. Every call the mock bills is expected, the title call included.
+    flows::relay_turns_in(CODEX_EXPECT.tapped(), &lab, TAP);
 
     let received = lab.mock.received();
     print_received("codex (ChatGPT login)", &received);

@@ -563,6 +563,28 @@ pub fn last_request_id(client: &AcpClient, method: &str) -> Value {
     line.and_then(|line| line.json.as_ref()).map(|json| json["id"].clone()).unwrap_or_default()
 }
 
+/// Waits until the last `usage_update` the client holds satisfies `done` (given `None` while
+/// there is none), for at most `timeout`: each new line from the relay is a new chance, and a
+/// quiet relay is looked at again every 200 ms (what `done` reads, the mock's record, may grow
+/// meanwhile). The last `usage_update` then, if any.
+pub fn wait_for_last_update(
+    client: &AcpClient,
+    timeout: Duration,
+    mut done: impl FnMut(Option<&Value>) -> bool,
+) -> Option<Value> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let mark = client.mark();
+        let last = client.updates_since(0, "usage_update").pop();
+        let now = std::time::Instant::now();
+        if done(last.as_ref()) || now >= deadline {
+            return last;
+        }
+        let _ =
+            client.wait_for_line(mark, (deadline - now).min(Duration::from_millis(200)), |_| true);
+    }
+}
+
 /// The `session/update` lines between the last `session/prompt` request and its result, and
 /// whether the last of them (right before the result) is a `usage_update`.
 pub fn usage_update_before_result(client: &AcpClient) -> Option<Value> {

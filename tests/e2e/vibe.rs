@@ -262,7 +262,16 @@ fn vibe_relay_names_the_title_it_cannot_see() {
         {
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
-        std::thread::sleep(std::time::Duration::from_millis(1500));
+        // Through the tap the title is counted once it ends, and an update says so: waited
+        // for (up to 10 s). Without the tap no source sees it, and nothing follows.
+        if tap {
+            let billed = lab.mock.billed_since(mark);
+            let want = support::catalog_cost(billed.iter()).unwrap_or(f64::NAN);
+            support::wait_for_last_update(&client, std::time::Duration::from_secs(10), |last| {
+                let got = last.and_then(|l| l["cost"]["amount"].as_f64());
+                got.is_some_and(|got| support::close(got, want))
+            });
+        }
         let before = support::usage_update_before_result(&client).unwrap_or_default();
         let unrecorded = &before["_meta"]["acpUsage"]["cost"]["unrecordedSideCalls"];
         let phase = if tap { "tapped" } else { "untapped" };

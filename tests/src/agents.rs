@@ -147,6 +147,13 @@ impl Agent {
         }
     }
 
+    /// Whether the agent sends its command list (`available_commands_update`) after answering
+    /// `session/new`, as all but cline do: what a test waits for before it reads what the
+    /// agent sent between the answer and the first prompt.
+    pub fn announces_commands(self) -> bool {
+        !matches!(self, Agent::Cline)
+    }
+
     pub fn args(self) -> Vec<String> {
         match self {
             // A fixed model: the default `auto` router makes classifier calls and may switch models.
@@ -565,9 +572,9 @@ stream_max_retries = 0
 ///
 /// The base URL goes in `CODEX_CONFIG` (the TypeScript adapter's per-thread overrides), not
 /// `config.toml`: the adapter starts its title thread without those overrides, so that thread
-/// goes where `config.toml` says, past any tap. With no base URL there, it goes to OpenAI's
-/// public endpoint, which the offline tests cannot reach: the mock bills only what the tap can
-/// see.
+/// goes where `config.toml` says (through the tap, which points the app server itself). With no
+/// base URL there, that is OpenAI's public endpoint, which the offline tests cannot reach: the
+/// title call bills nothing.
 pub fn use_codex_builtin_openai(
     scratch: &Scratch,
     spec: &mut CommandSpec,

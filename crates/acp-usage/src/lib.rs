@@ -25,6 +25,11 @@ mod test_support;
 
 /// Entry point shared by `main.rs`.
 pub fn main() -> std::process::ExitCode {
+    // Started by codex-acp as its Codex (the tap points its app server so): Codex replaces
+    // this process at once.
+    if let Some(spec) = std::env::var_os(agents::codex_app_server::VAR) {
+        return agents::codex_app_server::run(&spec);
+    }
     // First, while the process has one thread, and so that it is ready before the relay knows
     // the agent's command (see relay::guard).
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();

@@ -187,7 +187,9 @@ impl Account {
         {
             // What the first call carried beyond the visible prompt is the agent's hidden
             // context (system prompt, tool definitions): the baseline of its next sessions.
-            let visible = turn.est_calls[0].input.saturating_sub(self.baseline);
+            // A turn always opens with one estimated call; none says nothing visible.
+            let visible =
+                turn.est_calls.first().map_or(0, |c| c.input).saturating_sub(self.baseline);
             if let Some(first) = first_input.filter(|f| *f > visible) {
                 self.learned_baseline = Some(first - visible);
             }
@@ -269,7 +271,7 @@ fn by_agent_call_totals(turn: &Turn) -> Resolved {
         thought: est_thought.min(output),
         ..TokenRecord::default()
     };
-    let first_input = Some(totals[0].saturating_sub(est[0].output));
+    let first_input = totals.first().map(|t| t.saturating_sub(est.first().map_or(0, |c| c.output)));
     Resolved {
         calls: Some(n),
         first_input,
@@ -312,5 +314,41 @@ fn estimated_used(last: &TokenRecord) -> Used {
         output: last.output - last.thought,
         source: Source::Estimate,
         exact: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Catalog;
+
+    fn cx() -> Context<'static> {
+        Context {
+            catalog: Catalog::embedded(),
+            default_window: 200_000,
+            window_percent: 100,
+            remembered_size: None,
+        }
+    }
+
+    #[test]
+    fn a_turn_without_estimated_calls_ends_without_a_panic() {
+        // Every turn opens with one estimated call (`begin_turn`, `user_message_in_turn`); a
+        // turn without one must still end, whatever source resolves it.
+        let rec = TokenRecord { input: 900, output: 40, ..TokenRecord::default() };
+        let sources: [&dyn Fn(&mut Turn); 4] = [
+            &|_| (),
+            &|t| t.agent_call_totals = vec![940, 1000],
+            &|t| t.agent_report = Some((rec.clone(), TurnReport::WithoutCacheAndThoughts, None)),
+            &|t| t.exact_calls = vec![(rec.clone(), Source::Transcript, Role::Main)],
+        ];
+        for fill in sources {
+            let mut account = Account::new();
+            let mut turn = Turn::default();
+            fill(&mut turn);
+            account.turn = Some(turn);
+            let ended = account.end_turn(&cx()).expect("the turn ends");
+            assert!(ended.totals.total() > 0 || ended.source == Source::Estimate);
+        }
     }
 }

@@ -485,10 +485,7 @@ impl Account {
         source: Source,
         cx: &Context<'_>,
     ) {
-        if !self.tap {
-            self.tap = true;
-            self.stated_cost = None;
-        }
+        self.tapped_now();
         match &mut self.turn {
             Some(turn) => {
                 turn.tap_calls.push((rec.clone(), id.clone(), role, source));
@@ -498,9 +495,47 @@ impl Account {
         }
     }
 
+    /// [`Account::tap_call`] for a call that ended before the turn in progress began (its
+    /// report was read late): it happened between turns, and counts at once.
+    pub fn tap_call_before_turn(&mut self, rec: TokenRecord, role: Role, cx: &Context<'_>) {
+        self.tapped_now();
+        self.record_outside_turn(rec, Source::Tap, role == Role::Main, cx);
+    }
+
+    fn tapped_now(&mut self) {
+        if !self.tap {
+            self.tap = true;
+            self.stated_cost = None;
+        }
+    }
+
     /// Whether the LLM-API tap has seen this session's calls.
     pub fn tapped(&self) -> bool {
         self.tap
+    }
+
+    /// Whether the LLM-API tap has reported, in the turn in progress, every call `transcript`
+    /// holds of it (the turn's calls as the transcript has them: record, main-agent flag, key),
+    /// matched as the turn's end will match them. When it has not, the transcript would give
+    /// those calls at the turn's end; the relay waits a moment for the tap's reports still under
+    /// way, so that the tap wins whichever source reports first. True with no turn open.
+    pub fn tap_covers(&self, transcript: &[(TokenRecord, bool, String)]) -> bool {
+        let Some(turn) = &self.turn else { return true };
+        if transcript.is_empty() {
+            return true;
+        }
+        let others = transcript
+            .iter()
+            .map(|(rec, main, _)| {
+                (rec.clone(), Source::Transcript, if *main { Role::Main } else { Role::Subagent })
+            })
+            .collect();
+        let keys: Vec<Option<String>> =
+            transcript.iter().map(|(_, _, k)| Some(k.clone())).collect();
+        let (merged, _) = tapped::merge(turn.tap_calls.clone(), others, &keys);
+        // A call the tap saw comes back with the tap's source: `Tap`, or `Estimate` for one
+        // whose response carried no usage; only the transcript's own calls keep `Transcript`.
+        merged.iter().all(|(_, source, _)| *source != Source::Transcript)
     }
 
     /// The session is followed through its transcript from now on: the agent's stated cost no

@@ -39,6 +39,11 @@ fn usd(c: Option<f64>) -> String {
 
 #[track_caller]
 fn check(window_percent: u64, script: &str, expect: Expect) {
+    expect.assert_eq(&run(window_percent, script));
+}
+
+/// What `script` prints (see the module's documentation).
+fn run(window_percent: u64, script: &str) -> String {
     let catalog = Catalog::embedded();
     let cx = Context { catalog, default_window: 200_000, window_percent, remembered_size: None };
     let mut account = Account::new();
@@ -156,7 +161,7 @@ fn check(window_percent: u64, script: &str, expect: Expect) {
             other => panic!("unknown command {other}"),
         }
     }
-    expect.assert_eq(&out);
+    out
 }
 
 #[test]
@@ -631,4 +636,29 @@ fn a_tapped_session_whose_history_no_run_saw_keeps_the_agents_cost_as_a_floor() 
             snap: used=12019 (tap) split=Some((12012, 7)) size=200000 (catalog) cost=0.029000 (agent partial floor=0.029) model=Some("claude-sonnet-4-5") total=12019 exact=true
         "#]],
     );
+}
+
+#[test]
+fn the_tap_wins_over_the_transcript_whichever_reports_the_turn_first() {
+    // Codex: the tap and the rollout both saw the turn's two calls; the transcript worker may
+    // read the rollout before or after the tap's reports reach the relay. Either way the turn
+    // is the tap's, with the same figures, each call counted once.
+    let tap = "tap main openai 9000 3000 120 40 gpt-5.2-codex
+               tap main openai 9400 9000 80 0 gpt-5.2-codex";
+    let transcript = "tcall main openai 9000 3000 120 40 gpt-5.2-codex
+                      tcall main openai 9400 9000 80 0 gpt-5.2-codex
+                      tturn";
+    let script = |first: &str, second: &str| {
+        format!("select gpt-5.2-codex\nfollow\nturn\nprompt 5\n{first}\n{second}\nend\nsnap")
+    };
+    let tap_first = run(95, &script(tap, transcript));
+    let transcript_first = run(95, &script(transcript, tap));
+    assert_eq!(tap_first, transcript_first);
+    expect![[r#"
+        learned baseline=8995
+          main: in=18400 out=200
+        turn: in=18400 cr=12000 cw=0 out=200 th=40 total=18600 calls=Some(2) src=tap cache=true cost=0.016100
+        snap: used=9480 (tap) split=Some((9400, 80)) size=258400 (catalog) cost=0.016100 (catalog) model=Some("gpt-5.2-codex") total=18600 exact=true
+    "#]]
+    .assert_eq(&tap_first);
 }

@@ -7,7 +7,10 @@
 //! with another model, a call no record shows. Rollouts
 //! (`<home>/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl[.zst]`) record every call; a
 //! subagent's rollout is another thread whose `session_meta` names the session as its parent.
-//! The tap is pointed through Codex's own configuration (see [`point_codex`]).
+//! The tap is pointed through Codex's own configuration (see [`point_codex`]), and the
+//! TypeScript adapter's app server through the program it starts ([`app_server`]).
+
+pub(crate) mod app_server;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -107,6 +110,10 @@ impl Agent for Codex {
         point_codex(p, env);
     }
 
+    fn point_command(&self, p: &mut Pointing, command: &[String], env: &Env) {
+        app_server::point(p, &Settings::read(env), command, env);
+    }
+
     fn session_headers(&self) -> &'static [&'static str] {
         &["session-id", "thread-id"]
     }
@@ -136,31 +143,87 @@ impl Agent for Codex {
     }
 }
 
+/// What of Codex's configuration decides where its calls go: `$CODEX_HOME/config.toml`, the
+/// TypeScript adapter's `CODEX_CONFIG` (its per-thread overrides) and `MODEL_PROVIDER`.
+struct Settings {
+    /// `config.toml`.
+    config: toml::Table,
+    /// The user's own `CODEX_CONFIG`.
+    overrides: Option<Map<String, Value>>,
+    /// The provider in use (`openai`, Codex's built-in one, unless something names another).
+    provider: String,
+}
+
+impl Settings {
+    fn read(env: &Env) -> Settings {
+        let home = (env.var)("CODEX_HOME")
+            .map(PathBuf::from)
+            .or_else(|| (env.var)("HOME").map(|h| Path::new(&h).join(".codex")));
+        let config: toml::Table = home
+            .and_then(|h| (env.read_file)(&h.join("config.toml")))
+            .and_then(|text| toml::from_str(&text).ok())
+            .unwrap_or_default();
+        let overrides: Option<Map<String, Value>> = (env.var)("CODEX_CONFIG")
+            .and_then(|c| serde_json::from_str::<Value>(&c).ok())
+            .and_then(|v| v.as_object().cloned());
+        let mut settings = Settings { config, overrides, provider: String::new() };
+        settings.provider = (env.var)("MODEL_PROVIDER")
+            .or_else(|| settings.user("model_provider"))
+            .unwrap_or_else(|| "openai".to_owned());
+        settings
+    }
+
+    /// A string setting: `CODEX_CONFIG`'s, else `config.toml`'s.
+    fn user(&self, key: &str) -> Option<String> {
+        let from_env =
+            self.overrides.as_ref().and_then(|c| c.get(key)?.as_str().map(str::to_owned));
+        from_env.or_else(|| self.file(key))
+    }
+
+    /// A string setting of `config.toml` alone.
+    fn file(&self, key: &str) -> Option<String> {
+        self.config.get(key).and_then(|v| v.as_str()).map(str::to_owned)
+    }
+
+    /// Whether the provider in use is Codex's built-in `openai` one.
+    fn builtin(&self) -> bool {
+        // A `base_url` the user gave the `openai` provider makes it theirs.
+        self.provider == "openai"
+            && self
+                .config
+                .get("model_providers")
+                .and_then(|v| v.as_table())
+                .is_none_or(|t| t.get("openai").and_then(|p| p.get("base_url")).is_none())
+    }
+}
+
+/// The route of Codex's built-in `openai` provider to `base` (an `openai_base_url`), else to
+/// OpenAI's public endpoint, with a ChatGPT login's calls going to ChatGPT's backend: a
+/// ChatGPT login goes there only when no `openai_base_url` was set; with one, Codex sends those
+/// calls (header and all) to the user's URL, and so must the tap.
+fn openai_route(p: &mut Pointing, name: &str, base: Option<&str>) -> String {
+    let route = p.route(name, base.unwrap_or(OPENAI.default));
+    if base.is_none() && !p.alternates.iter().any(|a| a.route == route) {
+        p.alternates.push(Alternate {
+            route: route.clone(),
+            header: CHATGPT_HEADER.to_owned(),
+            upstream: CHATGPT_CODEX.to_owned(),
+        });
+    }
+    route
+}
+
 /// Codex: its model providers from `$CODEX_HOME/config.toml`, overridden for both adapters
 /// (the zed adapter takes `-c` on its command line; the TypeScript one passes `CODEX_CONFIG` to
 /// its threads and starts its app server with the provider that names), and its built-in
 /// `openai` provider through `openai_base_url` (Codex no longer reads `OPENAI_BASE_URL`), whose
-/// ChatGPT-login calls go to ChatGPT's backend instead.
+/// ChatGPT-login calls go to ChatGPT's backend instead. (The TypeScript adapter's app server
+/// itself, which its title thread uses, is pointed in [`point_app_server`].)
 fn point_codex(p: &mut Pointing, env: &Env) {
-    let home = (env.var)("CODEX_HOME")
-        .map(std::path::PathBuf::from)
-        .or_else(|| (env.var)("HOME").map(|h| std::path::Path::new(&h).join(".codex")));
-    let config: toml::Table = home
-        .and_then(|h| (env.read_file)(&h.join("config.toml")))
-        .and_then(|text| toml::from_str(&text).ok())
-        .unwrap_or_default();
-    let user_overrides: Option<Map<String, Value>> = (env.var)("CODEX_CONFIG")
-        .and_then(|c| serde_json::from_str::<Value>(&c).ok())
-        .and_then(|v| v.as_object().cloned());
-    let user_config = |key: &str| {
-        let from_env =
-            user_overrides.as_ref().and_then(|c| c.get(key)?.as_str().map(str::to_owned));
-        from_env.or_else(|| config.get(key).and_then(|v| v.as_str()).map(str::to_owned))
-    };
-    let effective_id = (env.var)("MODEL_PROVIDER")
-        .or_else(|| user_config("model_provider"))
-        .unwrap_or_else(|| "openai".to_owned());
-    let openai_base = user_config("openai_base_url");
+    let settings = Settings::read(env);
+    let Settings { config, overrides: user_overrides, provider: effective_id } = &settings;
+    let user_overrides = user_overrides.clone();
+    let openai_base = settings.user("openai_base_url");
     // Providers whose `base_url` is overridden (on the command line for the zed adapter, in
     // `CODEX_CONFIG` for the TypeScript one): provider id and route.
     let mut providers = Vec::new();
@@ -172,7 +235,7 @@ fn point_codex(p: &mut Pointing, env: &Env) {
             let Some(url) = provider.get("base_url").and_then(|v| v.as_str()) else { continue };
             let route = p.route(&format!("codex-{}", sanitize(id)), url);
             providers.push((id.clone(), route.clone()));
-            if effective_id == *id
+            if effective_id == id
                 && let Ok(definition) = serde_json::to_value(provider)
             {
                 effective = Some((id.clone(), definition, route));
@@ -182,18 +245,7 @@ fn point_codex(p: &mut Pointing, env: &Env) {
     // The route of Codex's built-in `openai` provider, when it is the one in use.
     let mut openai = None;
     if effective_id == "openai" && effective.is_none() {
-        let upstream = openai_base.as_deref().unwrap_or(OPENAI.default);
-        let route = p.route("codex-openai", upstream);
-        // A ChatGPT login goes to ChatGPT's backend only when no `openai_base_url` was set: with
-        // one, Codex sends those calls (header and all) to the user's URL, and so must the tap.
-        if openai_base.is_none() {
-            p.alternates.push(Alternate {
-                route: route.clone(),
-                header: CHATGPT_HEADER.to_owned(),
-                upstream: CHATGPT_CODEX.to_owned(),
-            });
-        }
-        openai = Some(route);
+        openai = Some(openai_route(p, "codex-openai", openai_base.as_deref()));
     }
     p.finish.push(Arc::new(move |base_url, out: &mut Resolved| {
         for (provider, route) in &providers {

@@ -23,6 +23,8 @@ pub use acp::{AgentUpdate, CostView, UpdateMeta};
 
 mod found;
 pub mod installed;
+/// acp-usage as codex-acp's Codex app server (see `codex::app_server`).
+pub(crate) use codex::app_server as codex_app_server;
 pub mod zed_registry;
 
 use crate::sources::tap::point::{Env, Pointing};
@@ -171,6 +173,13 @@ pub trait Agent: Sync + 'static {
     /// profile does not know the agent's settings.
     fn point(&self, p: &mut Pointing, env: &Env) {
         let _ = (p, env);
+    }
+
+    /// Points at the tap what the agent's command line decides (`command`: the whole of it),
+    /// after [`Agent::point`]: the program an adapter runs underneath, found from the adapter's
+    /// own files (codex-acp's Codex app server). Nothing by default.
+    fn point_command(&self, p: &mut Pointing, command: &[String], env: &Env) {
+        let _ = (p, command, env);
     }
 
     /// What of the agent's calls the tap cannot see however it is pointed, for `doctor`: a
@@ -421,9 +430,21 @@ pub fn point(
     env: &dyn Fn(&str) -> Option<String>,
     read_file: &dyn Fn(&std::path::Path) -> Option<String>,
 ) -> Pointing {
+    point_command(profile, &[], env, read_file)
+}
+
+/// [`point`] for the agent started by `command` (its program and arguments), which can decide
+/// more of it ([`Agent::point_command`]).
+pub fn point_command(
+    profile: Profile,
+    command: &[String],
+    env: &dyn Fn(&str) -> Option<String>,
+    read_file: &dyn Fn(&std::path::Path) -> Option<String>,
+) -> Pointing {
     let env = Env { var: env, read_file };
     let mut p = Pointing::default();
     profile.point(&mut p, &env);
+    profile.point_command(&mut p, command, &env);
     p.session_headers = profile.session_headers().iter().map(|h| (*h).to_owned()).collect();
     p.finish_common(&env);
     p

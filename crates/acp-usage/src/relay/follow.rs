@@ -322,14 +322,23 @@ impl Follow {
             self.fallback_until_ms = Some(now_ms);
             return None;
         }
-        let calls: Vec<(TokenRecord, bool, String)> = self
-            .order
+        let calls = self.calls_of_turn(turn.number);
+        (!calls.is_empty()).then_some(calls)
+    }
+
+    /// The open turn's calls read so far, in order, with each one's main-agent flag and key;
+    /// the turn stays open.
+    pub fn turn_calls(&self) -> Vec<(TokenRecord, bool, String)> {
+        self.turn.as_ref().map_or_else(Vec::new, |t| self.calls_of_turn(t.number))
+    }
+
+    fn calls_of_turn(&self, number: u64) -> Vec<(TokenRecord, bool, String)> {
+        self.order
             .iter()
             .filter_map(|k| self.calls.get(k).map(|c| (k, c)))
-            .filter(|(_, (_, b))| *b == Bucket::Turn(turn.number))
+            .filter(|(_, (_, b))| *b == Bucket::Turn(number))
             .map(|(k, (c, _))| (c.record.clone(), c.main, k.clone()))
-            .collect();
-        (!calls.is_empty()).then_some(calls)
+            .collect()
     }
 
     /// The history's calls, when the transcript was found; closes the history.

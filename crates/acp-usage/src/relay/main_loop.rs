@@ -67,6 +67,10 @@ pub(super) struct MainLoop {
 /// How long an update for a call counted between turns waits for more such calls.
 const BETWEEN_TURNS_COALESCE: Duration = Duration::from_millis(100);
 
+/// The longest a result whose transcript is in waits for the tap's report of a call the
+/// transcript has, while the tap is still reading one (see [`MainLoop::hold_or_release`]).
+const TAP_GRACE: Duration = Duration::from_millis(500);
+
 impl MainLoop {
     pub(super) fn new(core: Shared, agent: Agent, grace: Duration, channels: Channels) -> MainLoop {
         let Channels { events, transcripts, tap_notify, answers } = channels;
@@ -108,6 +112,9 @@ impl MainLoop {
                 _ = sleep_until(deadline), if deadline.is_some() => self.on_deadline().await?,
                 _ = self.tap_notify.notified() => {
                     lock(&self.core).drain_tap();
+                    if let Some(h) = self.held.take() {
+                        self.hold_or_release(h);
+                    }
                     self.schedule_between_turns();
                 }
                 Some(update) = self.transcripts.recv() => {
@@ -119,7 +126,10 @@ impl MainLoop {
                 }
                 _ = sleep_until(self.held.as_ref().map(|h| h.deadline)), if self.held.is_some() => {
                     let h = self.held.take().expect("guarded");
-                    release(h, true, &mut lock(&self.core), &mut self.holds);
+                    let mut c = lock(&self.core);
+                    // The wait ran out: for the transcript, or (it is in) for the tap.
+                    let timed_out = !c.observer.hold_ready(&h.session);
+                    release(h, timed_out, &mut c, &mut self.holds);
                 }
                 signal = signals.recv() => self.agent.signal_group(signal),
             }
@@ -171,16 +181,30 @@ impl MainLoop {
                 self.editor_closed_at = Some(tokio::time::Instant::now());
             }
             Event::AgentClosed => self.agent_stdout_open = false,
-            Event::Held(h) => {
-                let mut c = lock(&self.core);
-                // The transcript may have caught up while the line was on its way here.
-                if c.observer.hold_ready(&h.session) {
-                    release(h, false, &mut c, &mut self.holds);
-                } else {
-                    self.held = Some(h);
-                }
-            }
+            // The transcript may have caught up while the line was on its way here.
+            Event::Held(h) => self.hold_or_release(h),
         }
+    }
+
+    /// Lets a held line go once its session's transcript is in, and the tap has reported the
+    /// turn's calls the transcript has: while the tap is still reading a call, a report it owes
+    /// is on its way (it reports a call before the agent has its last bytes, but a response it
+    /// can read only to its end reports later), and the turn waits for it up to [`TAP_GRACE`],
+    /// so that the tap wins whichever source reports first. Otherwise the line waits on.
+    fn hold_or_release(&mut self, mut h: Held) {
+        let mut c = lock(&self.core);
+        if !c.observer.hold_ready(&h.session) {
+            self.held = Some(h);
+            return;
+        }
+        c.drain_tap();
+        let reading = c.tap_in_flight.as_ref().is_some_and(|n| *n.borrow() > 0);
+        if reading && c.observer.tap_missing(&h.session) {
+            h.deadline = h.deadline.min(tokio::time::Instant::now() + TAP_GRACE);
+            self.held = Some(h);
+            return;
+        }
+        release(h, false, &mut c, &mut self.holds);
     }
 
     /// The editor's grace or the agent's drain ran out.
@@ -202,12 +226,11 @@ impl MainLoop {
     }
 
     fn on_transcript(&mut self, update: Update) {
-        let mut c = lock(&self.core);
-        c.observer.transcript_update(update);
-        if let Some(h) = self.held.take_if(|h| c.observer.hold_ready(&h.session)) {
-            release(h, false, &mut c, &mut self.holds);
+        lock(&self.core).observer.transcript_update(update);
+        if let Some(h) = self.held.take() {
+            self.hold_or_release(h);
         }
-        c.send_commands();
+        lock(&self.core).send_commands();
     }
 }
 
@@ -303,6 +326,10 @@ fn release(h: Held, timed_out: bool, core: &mut Core, stats: &mut HoldStats) {
         timed_out,
         "held result released"
     );
+    // The tap's calls first, as before any agent line is observed: every call of the turn it
+    // read is in the turn when it ends, whether the transcript or the tap's last report came
+    // first (the tap reports a call before the agent has its last bytes).
+    core.drain_tap();
     core.observer.release(&h.session, timed_out);
     let out = core.observer.from_agent_released(&h.line);
     core.save_learned();

@@ -476,7 +476,7 @@ fn prepare_tap(opts: &mut Options) -> TapStart {
         for untapped in profile.untapped(&point_env) {
             tracing::info!("tap: cannot see this agent's calls: {}", untapped.why);
         }
-        let pointing = crate::agents::point(profile, &env, &read);
+        let pointing = crate::agents::point_command(profile, &opts.settings.command, &env, &read);
         if pointing.routes.is_empty() {
             tracing::info!("tap: nothing of this agent's setup can be pointed at it; not started");
             None

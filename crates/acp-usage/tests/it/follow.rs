@@ -208,3 +208,66 @@ fn a_failed_transcript_releases_at_once() {
     o.transcript_update(Update { session: "S".into(), kind: UpdateKind::Failed("gone".into()) });
     assert!(o.hold_ready("S"));
 }
+
+/// A main call of Claude Code as the tap reports it: its provider id is the transcript's key.
+fn tap_call(rec: &TokenRecord, id: &str) -> acp_usage::sources::tap::TapCall {
+    acp_usage::sources::tap::TapCall {
+        api: acp_usage_core::api::Api::AnthropicMessages,
+        request: acp_usage_core::api::RequestInfo {
+            model: rec.model.clone(),
+            has_tools: true,
+            system_fingerprint: Some(7),
+            ..Default::default()
+        },
+        body: bytes::Bytes::from_static(b"{}"),
+        session_header: Some("S".into()),
+        record: rec.clone(),
+        id: Some(id.into()),
+        complete: true,
+        estimated: false,
+        started_ms: now_ms(),
+        ended_ms: now_ms(),
+        warmup: false,
+    }
+}
+
+#[test]
+fn the_tap_wins_the_turn_whether_its_report_or_the_transcript_comes_first() {
+    let rec = sonnet(12, 9000, 3000, 61);
+    let mut results = Vec::new();
+    for tap_first in [true, false] {
+        let mut o = Observer::new(Settings {
+            tap: true,
+            transcripts: true,
+            catalog: Catalog::embedded().clone(),
+            ..settings(&["claude-agent-acp"])
+        });
+        start(&mut o, "S");
+        o.from_editor(&line(json!({"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"S","prompt":[{"type":"text","text":"Read it."}]}})));
+        if tap_first {
+            o.tap_call(tap_call(&rec, "m1"));
+        }
+        let result = line(json!({"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}));
+        assert_eq!(o.from_agent(&result).hold.as_deref(), Some("S"));
+        o.transcript_update(events(
+            "S",
+            vec![call("m1", rec.clone(), true), Event::TurnEnd { at_ms: Some(now_ms()) }],
+        ));
+        assert!(o.hold_ready("S"), "the transcript is in");
+        // The transcript has a call the tap has not reported yet: the main loop waits for the
+        // report (while the tap is still reading a call) before the turn ends.
+        assert_eq!(o.tap_missing("S"), !tap_first, "tap first: {tap_first}");
+        if !tap_first {
+            o.tap_call(tap_call(&rec, "m1"));
+            assert!(!o.tap_missing("S"));
+        }
+        o.release("S", false);
+        let out = o.from_agent_released(&result);
+        let r: Value = serde_json::from_slice(out.replace.as_ref().expect("usage")).unwrap();
+        let usage = r["result"]["usage"].clone();
+        assert_eq!(usage["_meta"]["acpUsage"]["source"], "tap", "tap first: {tap_first}: {usage}");
+        assert_eq!(usage["totalTokens"], rec.total(), "counted once: {usage}");
+        results.push(usage);
+    }
+    assert_eq!(results[0], results[1], "the same turn either way");
+}

@@ -64,10 +64,15 @@ fn call(
         id: None,
         complete: true,
         estimated: false,
-        started_ms: 0,
-        ended_ms: 0,
+        // Read as it ends: during the turn it belongs to.
+        started_ms: now_ms(),
+        ended_ms: now_ms(),
         warmup: false,
     }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
 }
 
 fn role_inputs(usage: &Value) -> Vec<(String, u64)> {
@@ -169,4 +174,20 @@ fn a_call_after_the_result_gets_an_update_of_its_own_and_one_in_a_turn_does_not(
     o.tap_call(call(30, 1, false, 9, r#"{"messages":"memory"}"#, None));
     prompt(&mut o, 3, "A", "Say hello again");
     assert!(o.between_turn_updates().is_empty());
+}
+
+#[test]
+fn a_call_read_late_counts_when_it_ended_not_when_it_was_read() {
+    // A warm-up made while the session opened, read only once the first turn had begun (the
+    // ledger was still opening): it happened between turns, and the turn is its main call.
+    let mut o = observer();
+    open(&mut o, 1, "A");
+    let mut early = call(900, 0, true, 7, r#"{"m":"warm"}"#, Some("A"));
+    early.ended_ms = 0;
+    prompt(&mut o, 2, "A", "Refactor the tokenizer module now");
+    o.tap_call(early);
+    o.tap_call(call(1000, 50, true, 7, r#"{"m":"Refactor the tokenizer module now"}"#, Some("A")));
+    let usage = result(&mut o, 2);
+    assert_eq!(usage["inputTokens"], 1000, "{usage}");
+    assert_eq!(usage["_meta"]["acpUsage"]["source"], "tap");
 }

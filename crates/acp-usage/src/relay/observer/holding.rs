@@ -93,12 +93,26 @@ impl Observer {
         }
     }
 
-    /// Whether the result held for `session` may go on.
+    /// Whether the result held for `session` may go on, as far as its transcript goes.
     pub fn hold_ready(&self, session: &str) -> bool {
         let Some(f) = self.sessions.get(session).and_then(|s| s.follow.as_ref()) else {
             return true;
         };
         f.awaiting().is_none_or(|what| f.ready(what))
+    }
+
+    /// Whether the transcript holds calls of `session`'s turn in progress that the LLM-API tap
+    /// has not reported (yet): the tap, when it runs, reports a call before the agent has its
+    /// last bytes, so such a call's report is on its way only while the tap is still reading a
+    /// call; the relay then waits a moment for it before the turn ends (see
+    /// `relay::main_loop`), and the turn is the tap's whichever source reported first.
+    pub fn tap_missing(&self, session: &str) -> bool {
+        if !self.settings.tap {
+            return false;
+        }
+        let Some(s) = self.sessions.get(session) else { return false };
+        let Some(f) = s.follow.as_ref().filter(|f| !f.failed) else { return false };
+        !s.account.tap_covers(&f.turn_calls())
     }
 
     /// The result held for `session` goes on: `timed_out` when the wait ran out. Hand the held
@@ -182,8 +196,11 @@ impl Observer {
             }
             _ => return None,
         };
+        // A turn the transcript has whole but whose calls the tap has not all reported goes
+        // by the main loop too, which waits a moment for the tap's reports under way.
+        let tap_missing = what == Awaiting::TurnEnd && self.tap_missing(&id);
         let f = self.sessions.get_mut(&id)?.follow.as_mut().filter(|f| !f.failed)?;
-        if f.ready(what) {
+        if f.ready(what) && !tap_missing {
             return None;
         }
         f.await_(what);

@@ -152,6 +152,13 @@ impl Observer {
             self.counted_between_turns(id);
             return;
         }
+        // A call that ended before the turn in progress began was read late (while the ledger
+        // was opening, say): it happened between turns, whenever its report is read.
+        if s.turn_started.is_some_and(|started| call.ended_ms < started) {
+            s.account.tap_call_before_turn(call.record, role, &cx);
+            self.counted_between_turns(id);
+            return;
+        }
         // Between turns it is counted at once, and kept at once (the ledger's writes are taken
         // after each batch): a reload must not lose a call made after the last result (a
         // title, a memory extraction).
