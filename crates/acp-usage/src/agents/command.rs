@@ -380,30 +380,7 @@ const NODE_VALUE_FLAGS: &[&str] = &[
 /// its package's.
 fn uv_run(rest: &[&str]) -> Names {
     let mut names = Names::default();
-    let mut from = None;
-    let mut i = 0;
-    while let Some(&w) = rest.get(i) {
-        i += 1;
-        if w == "--" {
-            break;
-        }
-        let (flag, inline) = match w.split_once('=') {
-            Some((flag, value)) if w.starts_with("--") => (flag, Some(value)),
-            _ => (w, None),
-        };
-        let value = if UV_VALUE_FLAGS.contains(&flag) && inline.is_none() {
-            i += 1;
-            rest.get(i - 1).copied()
-        } else {
-            inline
-        };
-        if flag == "--from" {
-            from = value;
-        } else if !w.starts_with('-') {
-            i -= 1;
-            break;
-        }
-    }
+    let (i, from) = options_then_command(rest, UV_VALUE_FLAGS, "--from");
     if let Some(cmd) = rest.get(i) {
         let program = python_requirement(cmd);
         names.programs.extend(program.clone());
@@ -420,7 +397,24 @@ fn pipx(rest: &[&str]) -> Names {
     let Some(("run", rest)) = rest.split_first().map(|(a, r)| (*a, r)) else {
         return Names::default();
     };
-    let mut spec = None;
+    let takes = ["--spec", "--python", "--index-url", "-i", "--pip-args", "--backend"];
+    let (i, spec) = options_then_command(rest, &takes, "--spec");
+    let mut names = Names::default();
+    let app = rest.get(i).and_then(|a| python_requirement(a));
+    names.programs.extend(app.clone());
+    names.packages.extend(spec.and_then(python_requirement).or(app));
+    names
+}
+
+/// A Python tool runner's options up to its command: the command's index in `rest` (past the
+/// end when there is none) and the value of the option `wanted` (`--from pkg`, `--spec=pkg`).
+/// `takes` are the options whose value is the next word unless given with `=`.
+fn options_then_command<'a>(
+    rest: &[&'a str],
+    takes: &[&str],
+    wanted: &str,
+) -> (usize, Option<&'a str>) {
+    let mut found = None;
     let mut i = 0;
     while let Some(&w) = rest.get(i) {
         i += 1;
@@ -431,25 +425,20 @@ fn pipx(rest: &[&str]) -> Names {
             Some((flag, value)) if w.starts_with("--") => (flag, Some(value)),
             _ => (w, None),
         };
-        let takes = ["--spec", "--python", "--index-url", "-i", "--pip-args", "--backend"];
         let value = if takes.contains(&flag) && inline.is_none() {
             i += 1;
             rest.get(i - 1).copied()
         } else {
             inline
         };
-        if flag == "--spec" {
-            spec = value;
+        if flag == wanted {
+            found = value;
         } else if !w.starts_with('-') {
             i -= 1;
             break;
         }
     }
-    let mut names = Names::default();
-    let app = rest.get(i).and_then(|a| python_requirement(a));
-    names.programs.extend(app.clone());
-    names.packages.extend(spec.and_then(python_requirement).or(app));
-    names
+    (i, found)
 }
 
 /// The command after a prefix command's own options (`nice -n 5 cmd`, `timeout 10m cmd`,
