@@ -67,6 +67,9 @@ fuzz_target!(|data: &[u8]| {
 
     let settings = Settings {
         forced_profile: profile,
+        // What the command named before the agent started: nothing here ("fuzz-agent"), so
+        // a profile comes from the header or from `initialize`'s agentInfo in the lines.
+        launched_as: Profile::generic(),
         command: vec!["fuzz-agent".to_string()],
         keep_agent_usage,
         catalog: Default::default(),
@@ -80,6 +83,8 @@ fuzz_target!(|data: &[u8]| {
         transcripts: false,
         // The tap's calls come from HTTP, not from ACP lines.
         tap: false,
+        // Not wanted either: the late-recognition warning is a log line, nothing on the wire.
+        tap_wanted: false,
     };
     let mut observer = Observer::new(settings);
     // The editor requests not answered yet, by id key.
