@@ -800,8 +800,10 @@ pub fn relay_passes_login_refusal(agent: Agent) -> (Value, Value) {
             .request_response("session/new", json!({"cwd": lab.scratch.work(), "mcpServers": []}))
             .expect("session/new");
         assert!(new.get("error").is_some(), "{agent:?}: session/new without a login: {new}");
-        // Anything the agent or acp-usage sends right after the refusal is in the record.
-        std::thread::sleep(std::time::Duration::from_millis(500));
+        // A second `initialize` as a barrier: anything the agent or acp-usage sends in answer
+        // to the refusal goes out before this answer, so it is in the record (the lookups
+        // below take each method's first request).
+        client.initialize().expect("initialize again, as a barrier");
         let lines = client.lines_since(mark);
         let response = |method: &str| {
             let request = lines.iter().find(|l| l.method() == Some(method)).expect("request");
