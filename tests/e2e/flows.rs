@@ -480,6 +480,8 @@ struct TurnAt<'a> {
     client: &'a AcpClient,
     lab: &'a Lab,
     session: &'a str,
+    /// The mock's mark the turn's calls are counted from; `None` is the prompt's own start.
+    calls_from: Option<usize>,
 }
 
 /// Runs a plain turn through the relay, adds its accountable calls to `calls` (the session's so
@@ -492,7 +494,8 @@ fn plain_turn_checked(
     expect: Expect,
     size: Option<u64>,
 ) {
-    match run_turn(at.client, &at.lab.mock, at.session, PLAIN_PROMPT) {
+    let from = at.calls_from.unwrap_or_else(|| at.lab.mock.mark());
+    match run_turn_from(at.client, &at.lab.mock, from, at.session, PLAIN_PROMPT) {
         Ok(turn) => {
             calls.extend(expect.accountable(turn.billed_calls()));
             if expect.auxiliary_in_part {
@@ -655,7 +658,7 @@ fn reopen_through_relay(
             }
         }
         let phase = format!("turn after {method}");
-        let at = TurnAt { client: &client, lab, session: &history.session_id };
+        let at = TurnAt { client: &client, lab, session: &history.session_id, calls_from: None };
         plain_turn_checked(&mut checks, &phase, at, &mut session_calls, expect, size_after_turn);
     }
     if !expect.resume {
@@ -756,7 +759,7 @@ pub fn relay_fork(expect: Expect) {
         }
     }
     let phase = "turn in the fork";
-    let at = TurnAt { client: &client, lab: &lab, session: &fork };
+    let at = TurnAt { client: &client, lab: &lab, session: &fork, calls_from: None };
     plain_turn_checked(&mut checks, phase, at, &mut calls, expect, None);
     drop(client);
     checks.transcript_waits("results held", lab.scratch.root());
@@ -772,13 +775,17 @@ pub fn relay_clear(expect: Expect) {
     let first = run_turn(&client, &lab.mock, &session, PLAIN_PROMPT).expect("first turn");
     let mut calls = expect.accountable(first.billed_calls());
     check_turn(&mut checks, "turn before /clear", &client, &first, &calls, expect, None);
-    let clear = run_turn(&client, &lab.mock, &session, "/clear").expect("/clear");
+    let before_clear = lab.mock.mark();
+    let clear = run_turn_from(&client, &lab.mock, before_clear, &session, "/clear").expect("/clear");
     checks.check(clear.main_calls().is_empty(), || {
         format!("/clear made model calls: {:#?}", clear.calls)
     });
     calls.extend(expect.accountable(clear.billed_calls()));
     let phase = "turn after /clear";
-    let at = TurnAt { client: &client, lab: &lab, session: &session };
+    // A side call the agent makes after /clear's result (a title) is in no prompt's window but
+    // counts in the next turn: that turn's calls start where /clear's ended.
+    let calls_from = Some(before_clear + clear.calls.len());
+    let at = TurnAt { client: &client, lab: &lab, session: &session, calls_from };
     plain_turn_checked(&mut checks, phase, at, &mut calls, expect, None);
     drop(client);
     checks.transcript_waits("results held", lab.scratch.root());

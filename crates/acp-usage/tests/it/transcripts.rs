@@ -142,6 +142,34 @@ async fn follows_a_growing_claude_transcript_and_its_subagent() {
 }
 
 #[tokio::test]
+async fn a_followed_transcript_nobody_writes_is_read_about_once_a_second() {
+    let config = scratch("idle");
+    let project = config.join("projects/-tmp-work");
+    std::fs::create_dir_all(&project).unwrap();
+    let main_text =
+        std::fs::read_to_string(fixture_dir().join(format!("{SESSION}.jsonl"))).unwrap();
+    std::fs::write(project.join(format!("{SESSION}.jsonl")), &main_text).unwrap();
+    let (worker, mut rx) = start(&config);
+    worker.send(Command::Track { session: SESSION.into(), format: claude_format() });
+    worker.send(Command::Hold(SESSION.into()));
+    let (mut calls, mut failed) = (Calls::new(), Vec::new());
+    read_until(&mut rx, &mut calls, &mut failed, |_, u| {
+        matches!(u.kind, UpdateKind::Events { found: true, at_end: true, .. })
+    })
+    .await;
+    worker.send(Command::Release(SESSION.into()));
+    // The watched directory is quiet from here on but for the worker's own reads, which must
+    // not wake it again (they did: inotify reports opens, and each read woke the next one).
+    // Idle, it reads on its one-second tick: a window of two seconds sees about two rounds.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let before = worker.rounds();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle_rounds = worker.rounds() - before;
+    assert!(idle_rounds <= 5, "{idle_rounds} read rounds in 2 s with nothing written");
+    assert!(failed.is_empty(), "{failed:?}");
+}
+
+#[tokio::test]
 async fn an_unreadable_transcript_is_given_up_once() {
     let config = scratch("broken");
     let project = config.join("projects/-tmp-work");

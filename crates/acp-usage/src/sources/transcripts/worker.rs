@@ -8,6 +8,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -90,6 +92,7 @@ enum Msg {
 #[derive(Debug)]
 pub struct Worker {
     tx: mpsc::Sender<Msg>,
+    rounds: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Msg {
@@ -109,11 +112,13 @@ impl Worker {
     ) -> std::io::Result<Worker> {
         let (tx, rx) = mpsc::channel();
         let notify_tx = tx.clone();
+        let rounds = Arc::new(AtomicU64::new(0));
+        let counted = rounds.clone();
         // The watcher (inotify and a thread of its own) is made on the worker's thread: the
         // relay's goes on to pass on the editor's first request meanwhile.
         std::thread::Builder::new().name("transcripts".into()).spawn(move || {
             let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-                if res.is_ok() {
+                if res.is_ok_and(|event| may_add_data(&event.kind)) {
                     let _ = notify_tx.send(Msg::Changed);
                 }
             });
@@ -133,15 +138,35 @@ impl Worker {
                 watcher,
                 watched: HashSet::new(),
                 updates,
+                rounds: counted,
             }
             .run(rx)
         })?;
-        Ok(Worker { tx })
+        Ok(Worker { tx, rounds })
+    }
+
+    /// How many times the worker has read its sessions' files so far: about once a second
+    /// while nothing is written or held (tests check that it does not spin).
+    pub fn rounds(&self) -> u64 {
+        self.rounds.load(Ordering::Relaxed)
     }
 
     /// Sends a command (never blocks; a stopped worker is ignored).
     pub fn send(&self, cmd: Command) {
         let _ = self.tx.send(Msg::Cmd(cmd));
+    }
+}
+
+/// Whether an event in a watched directory may mean something new to read. Opening or reading a
+/// file may not, and the worker's own reads are such events (inotify reports opens and closes
+/// without writes): waking on them, every read would wake the next, and the worker would spin
+/// on a core for as long as it follows a session. A close after writing counts.
+fn may_add_data(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode};
+    match kind {
+        notify::EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        notify::EventKind::Access(_) => false,
+        _ => true,
     }
 }
 
@@ -160,6 +185,8 @@ struct State {
     watcher: Option<notify::RecommendedWatcher>,
     watched: HashSet<PathBuf>,
     updates: tokio::sync::mpsc::UnboundedSender<Update>,
+    /// Rounds that read at least one session ([`Worker::rounds`]).
+    rounds: Arc<AtomicU64>,
 }
 
 struct Tracked {
@@ -212,6 +239,9 @@ impl State {
                 .filter(|(_, s)| !s.failed && (all || s.dirty || s.held))
                 .map(|(id, _)| id.clone())
                 .collect();
+            if !ids.is_empty() {
+                self.rounds.fetch_add(1, Ordering::Relaxed);
+            }
             for id in ids {
                 self.read(&id);
             }
@@ -445,6 +475,34 @@ impl State {
             && let Err(err) = w.watch(dir, notify::RecursiveMode::NonRecursive)
         {
             tracing::debug!(dir = %dir.display(), "cannot watch: {err}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use notify::EventKind;
+    use notify::event::{AccessKind, AccessMode, CreateKind, DataChange, ModifyKind};
+
+    use super::may_add_data;
+
+    #[test]
+    fn reads_do_not_wake_the_worker_and_writes_do() {
+        for quiet in [
+            AccessKind::Open(AccessMode::Any),
+            AccessKind::Close(AccessMode::Read),
+            AccessKind::Read,
+            AccessKind::Any,
+        ] {
+            assert!(!may_add_data(&EventKind::Access(quiet)), "{quiet:?}");
+        }
+        for change in [
+            EventKind::Access(AccessKind::Close(AccessMode::Write)),
+            EventKind::Modify(ModifyKind::Data(DataChange::Any)),
+            EventKind::Create(CreateKind::File),
+            EventKind::Any,
+        ] {
+            assert!(may_add_data(&change), "{change:?}");
         }
     }
 }
