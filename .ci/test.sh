@@ -37,26 +37,40 @@ step cargo test --workspace --no-run
 # While the tests run, the two other builds go on beside them at the lowest CPU priority, in
 # target directories of their own (a build in the tests' one would wait on its lock, and so
 # would the tests' own cargo runs): the type-check of the macOS and Windows builds (nothing here
-# runs them: cargo-zigbuild) and the fuzz target's build. The tests spend much of their time
-# waiting on agents, so this takes the idle CPU rather than adding its own minutes at the end.
+# runs them: cargo-zigbuild) and the fuzz target's build; then the fuzz target runs for 20
+# seconds. The end-to-end tests spend part of their time waiting on agents (they keep about 1.6
+# of the 2 cores busy), so this takes idle CPU rather than adding its own minutes at the end.
 side_log=$(mktemp)
-setsid bash -c 'nice -n 19 ./.ci/check-targets.sh && nice -n 19 ./.ci/build-fuzz.sh build' \
-  >"$side_log" 2>&1 &
+setsid bash -c 'nice -n 19 ./.ci/check-targets.sh && nice -n 19 ./.ci/build-fuzz.sh build &&
+  ./.ci/build-fuzz.sh run' >"$side_log" 2>&1 &
 side=$!
-trap 'kill -- -"$side" 2>/dev/null || true; rm -f "$side_log"' EXIT
+# Every test binary but the end-to-end one (unit tests, each crate's `it` binary, doc tests) runs
+# beside the end-to-end tests too: cargo runs a package's binaries one after another, and these
+# took 100-120 s before the end-to-end tests could start. Their output goes to a file, printed
+# whole when they fail.
+rest_log=$(mktemp)
+setsid bash -c 'cargo test --workspace --exclude acp-usage-tests' >"$rest_log" 2>&1 &
+rest=$!
+trap 'kill -- -"$side" -"$rest" 2>/dev/null || true; rm -f "$side_log" "$rest_log"' EXIT
 
-step cargo test --workspace
+step cargo test -p acp-usage-tests
+
+rest_started=$SECONDS
+if ! wait "$rest"; then
+  cat "$rest_log" >&2
+  echo "test.sh: 'cargo test --workspace --exclude acp-usage-tests' failed (output above)" >&2
+  exit 1
+fi
+grep -E '^ *Running |^ *Doc-tests |^test result' "$rest_log" >&2 || true
+echo "test.sh: 'cargo test --workspace --exclude acp-usage-tests' beside the end-to-end tests, then $((SECONDS - rest_started)) s more" >&2
 
 side_started=$SECONDS
 if ! wait "$side"; then
   cat "$side_log" >&2
-  echo "test.sh: the macOS/Windows type-check or the fuzz build failed (output above)" >&2
+  echo "test.sh: the macOS/Windows type-check, the fuzz build or the fuzz run failed (output above)" >&2
   exit 1
 fi
-grep -E '^\+ |Finished' "$side_log" >&2 || true
-echo "test.sh: the type-checks and the fuzz build, beside the tests, then $((SECONDS - side_started)) s more" >&2
-
-# Last, the fuzz target (built above) runs for 20 seconds.
-step ./.ci/build-fuzz.sh run
+grep -E '^\+ |Finished|Done [0-9]+ runs|stat::number_of_executed_units' "$side_log" >&2 || true
+echo "test.sh: the type-checks, the fuzz build and the fuzz run beside the tests, then $((SECONDS - side_started)) s more" >&2
 
 echo "test.sh: all steps passed in $((SECONDS - run_started)) s" >&2

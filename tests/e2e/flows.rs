@@ -776,7 +776,8 @@ pub fn relay_clear(expect: Expect) {
     let mut calls = expect.accountable(first.billed_calls());
     check_turn(&mut checks, "turn before /clear", &client, &first, &calls, expect, None);
     let before_clear = lab.mock.mark();
-    let clear = run_turn_from(&client, &lab.mock, before_clear, &session, "/clear").expect("/clear");
+    let clear =
+        run_turn_from(&client, &lab.mock, before_clear, &session, "/clear").expect("/clear");
     checks.check(clear.main_calls().is_empty(), || {
         format!("/clear made model calls: {:#?}", clear.calls)
     });
