@@ -55,22 +55,21 @@ trap 'kill -- -"$side" -"$rest" 2>/dev/null || true; rm -f "$side_log" "$rest_lo
 
 step cargo test -p acp-usage-tests
 
-rest_started=$SECONDS
-if ! wait "$rest"; then
-  cat "$rest_log" >&2
-  echo "test.sh: 'cargo test --workspace --exclude acp-usage-tests' failed (output above)" >&2
-  exit 1
-fi
-grep -E '^ *Running |^ *Doc-tests |^test result' "$rest_log" >&2 || true
-echo "test.sh: 'cargo test --workspace --exclude acp-usage-tests' beside the end-to-end tests, then $((SECONDS - rest_started)) s more" >&2
-
-side_started=$SECONDS
-if ! wait "$side"; then
-  cat "$side_log" >&2
-  echo "test.sh: the macOS/Windows type-check, the fuzz build or the fuzz run failed (output above)" >&2
-  exit 1
-fi
-grep -E '^\+ |Finished|Done [0-9]+ runs|stat::number_of_executed_units' "$side_log" >&2 || true
-echo "test.sh: the type-checks, the fuzz build and the fuzz run beside the tests, then $((SECONDS - side_started)) s more" >&2
+# Waits for a job started beside the tests: prints its whole log and fails when it failed,
+# else only its lines that match `keep`.
+await_beside() {
+  local what=$1 pid=$2 log=$3 keep=$4 started=$SECONDS
+  if ! wait "$pid"; then
+    cat "$log" >&2
+    echo "test.sh: $what failed (output above)" >&2
+    exit 1
+  fi
+  grep -E "$keep" "$log" >&2 || true
+  echo "test.sh: $what, beside the end-to-end tests, then $((SECONDS - started)) s more" >&2
+}
+await_beside "'cargo test --workspace --exclude acp-usage-tests'" "$rest" "$rest_log" \
+  '^ *Running |^ *Doc-tests |^test result'
+await_beside "the macOS/Windows type-check, the fuzz build and the fuzz run" "$side" "$side_log" \
+  '^\+ |Finished|Done [0-9]+ runs'
 
 echo "test.sh: all steps passed in $((SECONDS - run_started)) s" >&2
