@@ -219,11 +219,6 @@ pub fn node_bin_dir() -> PathBuf {
     agents_cache().join("node/bin")
 }
 
-/// Node's compile cache for the agents (`NODE_COMPILE_CACHE`), beside them in the cache.
-pub fn node_compile_cache() -> PathBuf {
-    agents_cache().join("node-compile-cache")
-}
-
 /// The PATH every child gets: Node 22 first, then the test process's PATH.
 pub fn child_path() -> anyhow::Result<String> {
     let path = std::env::var("PATH").context("PATH is not set")?;
@@ -538,12 +533,6 @@ fn base_env(scratch: &Scratch) -> anyhow::Result<Vec<(String, String)>> {
         ("TERM".to_owned(), "dumb".to_owned()),
         ("NO_COLOR".to_owned(), "1".to_owned()),
         ("CI".to_owned(), "1".to_owned()),
-        // Node 22 keeps the code it compiled from each agent's scripts here and reuses it on
-        // the next start: a Node agent then starts on about half the CPU (Gemini CLI's
-        // `--version`: 4.5 s of CPU cold, 2.4 s warm), and the suite starts Node agents a
-        // hundred times. The cache is V8's own and checked against each script's contents, so
-        // what the agents do is unchanged; Bun and Python agents ignore the variable.
-        ("NODE_COMPILE_CACHE".to_owned(), node_compile_cache().display().to_string()),
     ];
     // Port 9 (discard) on loopback refuses connections: anything that honours proxy variables
     // and tries to leave the machine fails at once. The mock itself is exempt.
