@@ -201,9 +201,13 @@ fn acpx_usage_command_after_a_turn() {
     let relay_log = lab.scratch.path("acpx-session-relay.log");
     let words = agent_words(&lab, Some((&relay, &relay_log)));
     let env = [("ACP_USAGE_LOG", "debug"), ("ACP_USAGE_TRANSCRIPT_WAIT_MS", "10000")];
-    // acpx's queue owner keeps the agent between prompts; 5 s after the last it ends.
+    // acpx's queue owner keeps the agent between prompts, so that `/usage` is answered by the
+    // process that ran the turn (a reopened session's process counts only the calls it settled
+    // itself by role: "Calls none yet"). 60 s: a loaded machine once took more than 5 s between
+    // the turn's end and `/usage`, and acpx had started a new agent by then. `sessions close`
+    // ends it below.
     let acpx_run = |command: &[&str]| {
-        let mut all = vec!["--ttl", "5"];
+        let mut all = vec!["--ttl", "60"];
         all.extend_from_slice(command);
         let run = run_acpx_cmd(&lab, &acpx, &words, &env, &all)
             .unwrap_or_else(|err| panic!("acpx {command:?}: {err:#}"));
