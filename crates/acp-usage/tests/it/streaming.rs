@@ -64,8 +64,15 @@ while True:
 "#;
 
 fn agent() -> Vec<String> {
-    let path = scratch_dir().join("streaming_agent.py");
-    std::fs::write(&path, AGENT).unwrap();
+    // Written once per test process, as the puppet is: every test used to write it again in
+    // place, and a test whose python3 read it while another had just truncated it ran an empty
+    // script, which exits at once (the relay ended, and the editor's write failed with EPIPE).
+    static PATH: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    let path = PATH.get_or_init(|| {
+        let path = scratch_dir().join("streaming_agent.py");
+        std::fs::write(&path, AGENT).expect("writing the streaming agent");
+        path
+    });
     vec!["python3".into(), "-u".into(), path.display().to_string()]
 }
 
