@@ -772,20 +772,20 @@ pub fn relay_clear(expect: Expect) {
     let agent = expect.agent;
     let lab = Lab::new(agent, support::script(agent)).expect("lab");
     let (client, mut checks, session) = relayed_session(expect, &lab, &[]);
-    let first = run_turn(&client, &lab.mock, &session, PLAIN_PROMPT).expect("first turn");
+    let first_mark = lab.mock.mark();
+    let first =
+        run_turn_from(&client, &lab.mock, first_mark, &session, PLAIN_PROMPT).expect("first turn");
     let mut calls = expect.accountable(first.billed_calls());
     check_turn(&mut checks, "turn before /clear", &client, &first, &calls, expect, None);
-    let before_clear = lab.mock.mark();
-    let clear =
-        run_turn_from(&client, &lab.mock, before_clear, &session, "/clear").expect("/clear");
+    let clear = run_turn(&client, &lab.mock, &session, "/clear").expect("/clear");
     checks.check(clear.main_calls().is_empty(), || {
         format!("/clear made model calls: {:#?}", clear.calls)
     });
-    calls.extend(expect.accountable(clear.billed_calls()));
     let phase = "turn after /clear";
-    // A side call the agent makes after /clear's result (a title) is in no prompt's window but
-    // counts in the next turn: that turn's calls start where /clear's ended.
-    let calls_from = Some(before_clear + clear.calls.len());
+    // The title call Claude Code makes after the first turn may land after that turn's result
+    // (before or during /clear, which makes no model call): the relay counts it in the next
+    // turn with calls, so that turn's calls start where the first turn's ended.
+    let calls_from = Some(first_mark + first.calls.len());
     let at = TurnAt { client: &client, lab: &lab, session: &session, calls_from };
     plain_turn_checked(&mut checks, phase, at, &mut calls, expect, None);
     drop(client);
