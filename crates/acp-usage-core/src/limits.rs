@@ -9,14 +9,14 @@
 //! Gemini the remaining fraction). The formats are in `research/limits.md` and were checked
 //! against the agents' shipped code (Claude Code 2.1.318, codex 0.166.0, Gemini CLI 0.61.0).
 
-use std::collections::BTreeMap;
-
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::budget::{Crossings, Lines};
-
+pub mod board;
+pub mod forecast;
 pub mod meter;
+
+pub use board::{LimitBoard, Told, Tracked, WindowKey};
 
 /// Where an observation came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -71,12 +71,32 @@ pub struct Limit {
     pub source: LimitSource,
     /// When it was observed, Unix milliseconds.
     pub observed_ms: i64,
+    /// Whose window it is: the provider's account or organisation id (`org:…`, `acct:…`), or a
+    /// keyed fingerprint of the credential (`key:…`); `None` when the source does not say.
+    pub account: Option<String>,
+    /// When it runs out at this pace (Unix seconds), if before it resets: set by the board
+    /// ([`forecast`]), never by a source.
+    pub runs_out_at: Option<i64>,
 }
 
 impl Limit {
-    /// What identifies the window: provider, limit family, window name.
-    pub fn key(&self) -> (String, String, String) {
-        (self.provider.clone(), self.limit_id.clone().unwrap_or_default(), self.window.clone())
+    /// What identifies the window: account, provider, limit family, window name.
+    pub fn key(&self) -> WindowKey {
+        (
+            self.account.clone().unwrap_or_default(),
+            self.provider.clone(),
+            self.limit_id.clone().unwrap_or_default(),
+            self.window.clone(),
+        )
+    }
+
+    /// Whose window it is, shortly: `key 3f9a1c`, `acct 8e12ab`, `org 1b2c3d` (`None`: not
+    /// known).
+    pub fn account_label(&self) -> Option<String> {
+        let account = self.account.as_deref()?;
+        let (kind, id) = account.split_once(':').unwrap_or(("account", account));
+        let id: String = id.chars().filter(char::is_ascii_alphanumeric).take(6).collect();
+        Some(format!("{kind} {id}"))
     }
 
     /// A short label for a status line: `5h 73%`, `7d 12%`, `primary 40%`.
@@ -129,6 +149,8 @@ impl AnthropicWindow<'_> {
             status: self.status,
             source,
             observed_ms,
+            account: None,
+            runs_out_at: None,
         }
     }
 }
@@ -196,7 +218,26 @@ pub fn from_headers<'a>(
                 status: None,
                 source: LimitSource::Tap,
                 observed_ms,
+                account: None,
+                runs_out_at: None,
             });
+        }
+    }
+    // Codex's refusal (a 429 `usage_limit_reached`) names the kind of limit reached, not the
+    // window: the window used up (or, when none states 100%, the fullest) of the active family
+    // is `rejected`, as Anthropic states it for its own.
+    if get("x-codex-rate-limit-reached-type").is_some_and(|t| !t.is_empty()) {
+        let active = get("x-codex-active-limit").map(|a| a.replace('-', "_"));
+        let family = |l: &Limit| active.is_none() || l.limit_id == active;
+        let used_up = |l: &Limit| l.provider == "openai" && family(l) && l.used_percent >= 100.0;
+        if out.iter().any(used_up) {
+            out.iter_mut().filter(|l| used_up(l)).for_each(|l| l.status = Some("rejected".into()));
+        } else if let Some(fullest) = out
+            .iter_mut()
+            .filter(|l| l.provider == "openai" && family(l))
+            .max_by(|a, b| a.used_percent.total_cmp(&b.used_percent))
+        {
+            fullest.status = Some("rejected".into());
         }
     }
     out
@@ -244,6 +285,8 @@ fn codex_windows(
                 status: None,
                 source,
                 observed_ms,
+                account: None,
+                runs_out_at: None,
             })
         })
         .collect()
@@ -315,6 +358,8 @@ pub fn from_code_assist_quota(json: &[u8], observed_ms: i64) -> Vec<Limit> {
                 status: None,
                 source: LimitSource::Tap,
                 observed_ms,
+                account: None,
+                runs_out_at: None,
             })
         })
         .collect()
@@ -360,78 +405,6 @@ pub struct LimitCrossing {
     pub limit: Limit,
     /// The line crossed, a fraction (1.0: the limit itself).
     pub fraction: f64,
-}
-
-/// The latest observation of every window, and the lines each has reached.
-#[derive(Debug, Clone)]
-pub struct LimitBoard {
-    lines: Lines,
-    windows: BTreeMap<(String, String, String), (Limit, Crossings)>,
-}
-
-/// Two resets this far apart (seconds) are two windows: providers round the reset time.
-const SAME_RESET_SLACK_S: i64 = 120;
-
-impl LimitBoard {
-    /// A board that notices `lines` (fractions of each window; `[limits] warn_at` and the
-    /// limit itself).
-    pub fn new(lines: Lines) -> LimitBoard {
-        LimitBoard { lines, windows: BTreeMap::new() }
-    }
-
-    /// Takes an observation. An older one than the window's latest is ignored. Returns the line
-    /// it crossed, if any: what a window had reached when first seen is not told (an earlier
-    /// run told it); a window that reset starts over.
-    pub fn observe(&mut self, limit: Limit) -> Option<LimitCrossing> {
-        let key = limit.key();
-        let value = limit.used_percent;
-        match self.windows.get_mut(&key) {
-            None => {
-                let crossings = Crossings::at(&self.lines, value, 100.0);
-                self.windows.insert(key, (limit, crossings));
-                None
-            }
-            Some((latest, crossings)) => {
-                if limit.observed_ms < latest.observed_ms {
-                    return None;
-                }
-                // The same figures again (another source of the same response, a repeat):
-                // the first statement stays, with its source.
-                if latest.used_percent == limit.used_percent
-                    && latest.resets_at == limit.resets_at
-                    && latest.status == limit.status
-                    && latest.window_minutes == limit.window_minutes
-                {
-                    return None;
-                }
-                let new_window = match (latest.resets_at, limit.resets_at) {
-                    (Some(a), Some(b)) => (a - b).abs() > SAME_RESET_SLACK_S,
-                    _ => false,
-                };
-                if new_window {
-                    *crossings = Crossings::default();
-                }
-                let crossed = crossings.update(&self.lines, value, 100.0);
-                *latest = limit;
-                crossed.map(|fraction| LimitCrossing { limit: latest.clone(), fraction })
-            }
-        }
-    }
-
-    /// The latest observation of a window.
-    pub fn get(&self, key: &(String, String, String)) -> Option<&Limit> {
-        self.windows.get(key).map(|(l, _)| l)
-    }
-
-    /// The latest observation of every window, in a stable order.
-    pub fn current(&self) -> Vec<Limit> {
-        self.windows.values().map(|(l, _)| l.clone()).collect()
-    }
-
-    /// Whether no window was seen.
-    pub fn is_empty(&self) -> bool {
-        self.windows.is_empty()
-    }
 }
 
 /// The fullest of `limits` (the window that stops the user first), ties to the shorter window.

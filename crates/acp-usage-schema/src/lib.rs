@@ -166,6 +166,14 @@ pub struct LimitWindow {
     pub source: String,
     /// When it was observed (RFC 3339, UTC).
     pub observed_at: String,
+    /// When it runs out at this pace (RFC 3339, UTC), only when that is before it resets:
+    /// the pace is its fill over the time its period has run (see docs/limits.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs_out_at: Option<String>,
+    /// Whose window it is, as a short label (`key 3f9a1c`: a keyed fingerprint of the
+    /// credential; `acct …`, `org …`: the provider's id), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
 }
 
 /// acp-usage's payload in a per-turn `usage`'s `_meta`, under [`META_KEY`]

@@ -230,6 +230,8 @@ mod tests {
             status: None,
             source: LimitSource::Tap,
             observed_ms,
+            account: None,
+            runs_out_at: None,
         }
     }
 

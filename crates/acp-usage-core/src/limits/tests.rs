@@ -50,6 +50,36 @@ fn codex_headers_are_percents_per_family() {
 }
 
 #[test]
+fn codex_refusal_marks_the_window_used_up_rejected() {
+    let headers = [
+        ("x-codex-primary-used-percent", "100"),
+        ("x-codex-primary-window-minutes", "300"),
+        ("x-codex-primary-reset-at", "1704069000"),
+        ("x-codex-secondary-used-percent", "40"),
+        ("x-codex-secondary-window-minutes", "10080"),
+        ("x-codex-rate-limit-reached-type", "rate_limit_reached"),
+    ];
+    let got = from_headers(headers, 0);
+    assert_eq!(got[0].status.as_deref(), Some("rejected"));
+    assert_eq!(got[1].status, None);
+    // None stated full: the fullest is the one that refused.
+    let headers = [
+        ("x-codex-primary-used-percent", "97"),
+        ("x-codex-primary-window-minutes", "10080"),
+        ("x-codex-rate-limit-reached-type", "rate_limit_reached"),
+    ];
+    assert_eq!(from_headers(headers, 0)[0].status.as_deref(), Some("rejected"));
+    // Garbage in the header's place is not a refusal; garbage numbers are not windows.
+    let headers = [
+        ("x-codex-primary-used-percent", "lots"),
+        ("x-codex-primary-window-minutes", "300"),
+        ("x-codex-rate-limit-reached-type", ""),
+    ];
+    let got = from_headers(headers, 0);
+    assert!(got.iter().all(|l| l.status.is_none()), "{got:?}");
+}
+
+#[test]
 fn codex_event_and_rollout_shapes() {
     let event = br#"{"type":"codex.rate_limits","plan_type":"pro","rate_limits":{"primary":{"used_percent":7,"window_minutes":300,"reset_at":1779398785},"secondary":null},"credits":null,"metered_limit_name":"codex_other"}"#;
     let got = from_codex_event(event, 1);
@@ -114,27 +144,99 @@ fn five_hour(percent: f64, reset: i64, at: i64) -> Limit {
         status: None,
         source: LimitSource::Tap,
         observed_ms: at,
+        account: None,
+        runs_out_at: None,
     }
+}
+
+/// What the board tells of an observation at its own time: the line it crossed.
+fn crossed(board: &mut LimitBoard, l: Limit) -> Option<f64> {
+    let at = l.observed_ms;
+    let told = board.observe(l, at);
+    told.crossing.map(|c| c.fraction)
 }
 
 #[test]
 fn the_board_tells_each_line_once_and_starts_over_when_the_window_resets() {
     let mut board = LimitBoard::new(Lines::new(&[0.75, 0.9], true));
-    assert_eq!(board.observe(five_hour(50.0, 1000, 1)), None);
-    assert_eq!(board.observe(five_hour(80.0, 1000, 2)).map(|c| c.fraction), Some(0.75));
-    assert_eq!(board.observe(five_hour(85.0, 1000, 3)), None);
-    assert_eq!(board.observe(five_hour(95.0, 1000, 4)).map(|c| c.fraction), Some(0.9));
+    assert_eq!(crossed(&mut board, five_hour(50.0, 1000, 1)), None);
+    assert_eq!(crossed(&mut board, five_hour(80.0, 1000, 2)), Some(0.75));
+    assert_eq!(crossed(&mut board, five_hour(85.0, 1000, 3)), None);
+    assert_eq!(crossed(&mut board, five_hour(95.0, 1000, 4)), Some(0.9));
     // An older observation arriving late changes nothing.
-    assert_eq!(board.observe(five_hour(10.0, 1000, 3)), None);
-    assert_eq!(board.current()[0].used_percent, 95.0);
-    assert_eq!(board.observe(five_hour(100.0, 1030, 5)).map(|c| c.fraction), Some(1.0));
+    assert_eq!(crossed(&mut board, five_hour(10.0, 1000, 3)), None);
+    assert_eq!(board.current(4)[0].used_percent, 95.0);
+    assert_eq!(crossed(&mut board, five_hour(100.0, 1030, 5)), Some(1.0));
     // The next window: from zero again.
-    assert_eq!(board.observe(five_hour(20.0, 1000 + 18_000, 6)), None);
-    assert_eq!(board.observe(five_hour(76.0, 1000 + 18_000, 7)).map(|c| c.fraction), Some(0.75));
+    assert_eq!(crossed(&mut board, five_hour(20.0, 1000 + 18_000, 6)), None);
+    assert_eq!(crossed(&mut board, five_hour(76.0, 1000 + 18_000, 7)), Some(0.75));
     // First seen already past a line: not told (an earlier run did).
     let mut board = LimitBoard::new(Lines::new(&[0.75, 0.9], true));
-    assert_eq!(board.observe(five_hour(92.0, 1000, 1)), None);
-    assert_eq!(board.observe(five_hour(100.0, 1000, 2)).map(|c| c.fraction), Some(1.0));
+    assert_eq!(crossed(&mut board, five_hour(92.0, 1000, 1)), None);
+    assert_eq!(crossed(&mut board, five_hour(100.0, 1000, 2)), Some(1.0));
+}
+
+const HOUR_MS: i64 = 3_600_000;
+
+#[test]
+fn the_board_tells_a_run_out_once_per_period_and_shows_it() {
+    // A 5-hour window resetting at 5 h, observed at 1 h (10%), 1.5 h (20%), 2 h (70%).
+    let reset = 5 * 3600;
+    let mut board = LimitBoard::new(Lines::new(&[0.75, 0.9], true));
+    let at = |h: f64| (h * HOUR_MS as f64) as i64;
+    assert_eq!(board.observe(five_hour(10.0, reset, at(1.0)), at(1.0)), Told::default());
+    // 20% over 1.5 h lasts 7.5 h: no forecast.
+    assert_eq!(board.observe(five_hour(20.0, reset, at(1.5)), at(1.5)), Told::default());
+    assert_eq!(board.current(at(1.5))[0].runs_out_at, None);
+    // 70% over 2 h runs out 51 min later.
+    let told = board.observe(five_hour(70.0, reset, at(2.0)), at(2.0));
+    let out = told.runs_out.expect("told once").runs_out_at.expect("with its time");
+    assert_eq!((out - 2 * 3600) / 60, 51);
+    assert_eq!(board.current(at(2.0))[0].runs_out_at, Some(out));
+    // Not told again in the same period, though it still runs out.
+    let told = board.observe(five_hour(74.0, reset, at(2.1)), at(2.1));
+    assert_eq!(told, Told::default());
+    assert!(board.current(at(2.1))[0].runs_out_at.is_some());
+    // At the wall the crossing says it, not a forecast.
+    let told = board.observe(five_hour(100.0, reset, at(2.2)), at(2.2));
+    assert_eq!(told.crossing.map(|c| c.fraction), Some(1.0));
+    assert_eq!(told.runs_out, None);
+}
+
+#[test]
+fn a_remembered_window_is_shown_and_what_held_is_not_told_again() {
+    let reset = 5 * 3600;
+    let mut first = Tracked::new(five_hour(10.0, reset, HOUR_MS));
+    first.observe(five_hour(70.0, reset, 2 * HOUR_MS));
+    let mut board = LimitBoard::new(Lines::new(&[0.75, 0.9], true));
+    board.seed(first, 2 * HOUR_MS);
+    let shown = board.current(2 * HOUR_MS);
+    assert_eq!(shown.len(), 1);
+    assert!(shown[0].runs_out_at.is_some(), "{shown:?}");
+    // The forecast held when it was remembered: an earlier run told it.
+    let told = board.observe(five_hour(72.0, reset, 2 * HOUR_MS + 1), 2 * HOUR_MS + 1);
+    assert_eq!(told, Told::default());
+}
+
+#[test]
+fn one_accounts_windows_are_never_shown_for_another() {
+    let mut board = LimitBoard::new(Lines::new(&[0.75, 0.9], true));
+    let mut work = five_hour(90.0, 1000, 1);
+    work.account = Some("org:work".into());
+    let mut home = five_hour(5.0, 1000, 2);
+    home.account = Some("org:home".into());
+    board.observe(work.clone(), 1);
+    assert_eq!(board.current(1)[0].used_percent, 90.0);
+    board.observe(home, 2);
+    let shown = board.current(2);
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert_eq!(shown[0].account.as_deref(), Some("org:home"));
+    // Told at start whose windows they are: another account's remembered one stays hidden.
+    let mut board = LimitBoard::new(Lines::new(&[0.75, 0.9], true));
+    board.use_account("anthropic", Some("org:home"));
+    board.seed(Tracked::new(work), 1);
+    assert!(board.current(1).is_empty());
+    assert_eq!(board.account_in_use("anthropic"), Some("org:home"));
 }
 
 #[test]

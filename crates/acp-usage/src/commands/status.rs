@@ -16,6 +16,7 @@ use acp_usage_core::limits::Limit;
 use anyhow::Context;
 
 use super::watch::{
+    limit_text,
     Money, SessionView, current_fullest, fmt_ago, fmt_tokens, has_schema, latest, spent_since,
     today_start,
 };
@@ -78,7 +79,7 @@ pub fn line(
     }
     let Some(session) = latest(store)? else { return Ok(None) };
     let today = spent_since(store, today)?;
-    let limits = store.latest_limits()?;
+    let limits = store.latest_limits(now)?;
     let limit = current_fullest(&limits, now);
     let values = Values { s: &session, today: &today, now, limit };
     Ok(Some(match template {
@@ -98,8 +99,10 @@ fn default_line(v: &Values<'_>) -> String {
         parts.push(v.get(Field::Cost));
     }
     parts.push(format!("today {}", v.get(Field::Today)));
-    if v.limit.is_some() {
-        parts.push(v.get(Field::Limit));
+    if let Some(l) = v.limit {
+        // Whose window it is, when a response said.
+        let whose = l.account_label().map(|a| format!(" [{a}]")).unwrap_or_default();
+        parts.push(format!("{}{whose}", v.get(Field::Limit)));
     }
     parts.join(" · ")
 }
@@ -181,7 +184,7 @@ impl Values<'_> {
             Field::Turns => s.turns.to_string(),
             Field::Ago => fmt_ago(self.now, s.last_seen),
             Field::State => if s.running { "running" } else { "ended" }.to_owned(),
-            Field::Limit => self.limit.map(Limit::short).unwrap_or_default(),
+            Field::Limit => self.limit.map(|l| limit_text(l, self.now)).unwrap_or_default(),
         }
     }
 }

@@ -129,6 +129,8 @@ pub fn limit_window(l: &Limit) -> LimitWindow {
         status: l.status.clone(),
         source: l.source.as_str().to_owned(),
         observed_at: rfc3339(l.observed_ms.div_euclid(1000)).unwrap_or_default(),
+        runs_out_at: l.runs_out_at.and_then(rfc3339),
+        account: l.account_label(),
     }
 }
 

@@ -80,6 +80,22 @@ impl PendingLedger {
     }
 }
 
+/// The windows whose period has not ended, remembered for the first update. A ledger that
+/// cannot give them leaves the run as it was before windows were remembered, with one WARN.
+fn remembered_windows(
+    store: &crate::sinks::ledger::store::Store,
+    path: &Path,
+) -> Vec<acp_usage_core::limits::Tracked> {
+    let now_s = crate::sinks::ledger::learned::now() as i64;
+    store.windows(Some(now_s)).unwrap_or_else(|err| {
+        tracing::warn!(
+            "cannot read the subscription windows in the ledger {}: {err}; they show from the first response",
+            path.display()
+        );
+        Vec::new()
+    })
+}
+
 /// What a word of the agent's command is on disk through its symlinks (a program found on
 /// `PATH` when it names no directory), when that is another file: for recognising an agent
 /// started through a link to it (`Profile::detect_launch`).
@@ -99,8 +115,9 @@ fn real_path(word: &str) -> Option<String> {
 /// what earlier runs learned; `None` when it cannot be opened, which is logged: the run goes on
 /// without it.
 fn open_ledger(path: &Path) -> Option<Learned> {
-    match crate::sinks::ledger::open(path).and_then(|s| s.agents()) {
-        Ok(agents) => Some(Learned { agents, ..Learned::default() }),
+    let store = crate::sinks::ledger::open(path);
+    match store.and_then(|s| Ok((s.agents()?, remembered_windows(&s, path)))) {
+        Ok((agents, windows)) => Some(Learned { agents, windows, ..Learned::default() }),
         Err(err) => {
             tracing::warn!("cannot open the ledger {}: {err}; going on without it", path.display());
             None

@@ -40,11 +40,14 @@ pub struct LimitRow {
     pub peak: f64,
     /// Observations in the period.
     pub observations: u64,
+    /// When the window runs out at this pace (Unix s), on its latest row while its period
+    /// lasts (the ledger's forecast, [`acp_usage_core::limits::forecast`]).
+    pub runs_out_at: Option<i64>,
 }
 
 /// The observations grouped per window and period, in time order within each window.
 pub fn rows(observed: &[Limit], zone: Zone, per: Per) -> Vec<LimitRow> {
-    let mut groups: BTreeMap<((String, String, String), String), LimitRow> = BTreeMap::new();
+    let mut groups: BTreeMap<(acp_usage_core::limits::WindowKey, String), LimitRow> = BTreeMap::new();
     for l in observed {
         let period = period_of(l.observed_ms, zone, per);
         groups
@@ -61,9 +64,26 @@ pub fn rows(observed: &[Limit], zone: Zone, per: Per) -> Vec<LimitRow> {
                 last: l.clone(),
                 peak: l.used_percent,
                 observations: 1,
+                runs_out_at: None,
             });
     }
     groups.into_values().collect()
+}
+
+/// Puts each window's forecast (from `current`, the ledger's windows as of now) on the
+/// window's latest row.
+pub fn forecast(rows: &mut [LimitRow], current: &[Limit]) {
+    for c in current.iter().filter(|c| c.runs_out_at.is_some()) {
+        let latest = rows
+            .iter_mut()
+            .filter(|r| r.last.key() == c.key())
+            .max_by_key(|r| r.last.observed_ms);
+        if let Some(row) = latest
+            && row.last.resets_at == c.resets_at
+        {
+            row.runs_out_at = c.runs_out_at;
+        }
+    }
 }
 
 fn period_of(ms: i64, zone: Zone, per: Per) -> String {
@@ -94,7 +114,8 @@ fn window_label(l: &Limit) -> String {
         Some(m) => format!(" ({m}m)"),
         None => String::new(),
     };
-    format!("{} {family}{}{span}", l.provider, l.window)
+    let whose = l.account_label().map(|a| format!(" [{a}]")).unwrap_or_default();
+    format!("{} {family}{}{span}{whose}", l.provider, l.window)
 }
 
 fn resets(l: &Limit, zone: Zone) -> String {
@@ -118,6 +139,8 @@ pub fn to_json(rows: &[LimitRow], opts: &ReportOptions, per: Per) -> Value {
                 "status": r.last.status,
                 "observations": r.observations,
                 "lastObservedAt": opts.zone.timestamp(r.last.observed_ms),
+                "account": r.last.account_label(),
+                "runsOutAt": r.runs_out_at.map(|s| opts.zone.timestamp(s * 1000)),
             })
         })
         .collect();
@@ -132,9 +155,10 @@ pub fn write_table(w: &mut impl Write, rows: &[LimitRow], zone: Zone, per: Per) 
         "PEAK".into(),
         "LAST".into(),
         "RESETS".into(),
+        "RUNS OUT".into(),
         "SEEN".into(),
     ];
-    let body: Vec<[String; 6]> = rows
+    let body: Vec<[String; 7]> = rows
         .iter()
         .map(|r| {
             [
@@ -143,6 +167,7 @@ pub fn write_table(w: &mut impl Write, rows: &[LimitRow], zone: Zone, per: Per) 
                 format!("{:.0}%", r.peak),
                 format!("{:.0}%", r.last.used_percent),
                 resets(&r.last, zone),
+                r.runs_out_at.map_or_else(|| "-".to_owned(), |s| zone.timestamp(s * 1000)),
                 r.observations.to_string(),
             ]
         })
@@ -154,7 +179,7 @@ pub fn write_table(w: &mut impl Write, rows: &[LimitRow], zone: Zone, per: Per) 
         }
     }
     for row in std::iter::once(&head).chain(&body) {
-        writeln!(w, "{}", crate::commands::watch::aligned(row, &widths, &[2, 3, 5]))?;
+        writeln!(w, "{}", crate::commands::watch::aligned(row, &widths, &[2, 3, 6]))?;
     }
     Ok(())
 }

@@ -336,6 +336,7 @@ fn write_atomically(file: &Path, bytes: &[u8]) -> io::Result<()> {
 
 /// `report limits`: the windows' observations, grouped.
 fn write_limits(out: &mut impl Write, opts: &ReportOptions) -> anyhow::Result<()> {
+    let mut current = Vec::new();
     let observed = match opts.ledger.clone().or_else(ledger::path) {
         Some(path) if path.exists() => {
             let store = Store::open_read(&path)
@@ -355,6 +356,12 @@ fn write_limits(out: &mut impl Write, opts: &ReportOptions) -> anyhow::Result<()
                     path.display()
                 );
             }
+            let now = ledger::now_ms();
+            current = (store.windows(Some(now / 1000)))
+                .with_context(|| format!("cannot read the ledger {}", path.display()))?
+                .iter()
+                .map(|t| t.shown(now))
+                .collect();
             observed
         }
         Some(path) => {
@@ -366,7 +373,8 @@ fn write_limits(out: &mut impl Write, opts: &ReportOptions) -> anyhow::Result<()
             Vec::new()
         }
     };
-    let rows = limits::rows(&observed, opts.zone, opts.per);
+    let mut rows = limits::rows(&observed, opts.zone, opts.per);
+    limits::forecast(&mut rows, &current);
     if opts.json {
         serde_json::to_writer(&mut *out, &limits::to_json(&rows, opts, opts.per))
             .map_err(io::Error::from)?;

@@ -173,7 +173,7 @@ pub fn snapshot(store: &Store, now: i64, today: i64) -> rusqlite::Result<Snapsho
     sessions.retain(|s| s.running || s.last_seen >= since);
     // A stable sort keeps the query's most-recent-first order within each group.
     sessions.sort_by_key(|s| !s.running);
-    Ok(Snapshot { today: spent_since(store, today)?, sessions, limits: store.latest_limits()? })
+    Ok(Snapshot { today: spent_since(store, today)?, sessions, limits: store.latest_limits(now)? })
 }
 
 /// Whether the ledger has its tables yet: a file that a first relay is still creating has not.
@@ -370,7 +370,7 @@ fn summary(snap: &Snapshot, now: i64) -> String {
     let mut line =
         format!("today {} · {running} running · {recent} more in the last hour", snap.today.fmt());
     if let Some(l) = current_fullest(&snap.limits, now) {
-        line.push_str(&format!(" · limit {}", l.short()));
+        line.push_str(&format!(" · limit {}", limit_text(l, now)));
     }
     line
 }
@@ -379,6 +379,18 @@ fn summary(snap: &Snapshot, now: i64) -> String {
 /// have one login of their own.
 fn provider_of(agent: &str) -> Option<&'static str> {
     Some(Profile::named(agent)?.plan()?.provider)
+}
+
+/// A window for a status line: `5h 73%`, and when its forecast says it runs out, the local
+/// time: `5h 73% runs out 11:52`.
+pub fn limit_text(l: &Limit, now_ms: i64) -> String {
+    let mut text = l.short();
+    if let Some(out) = l.runs_out_at.and_then(|s| chrono::DateTime::from_timestamp(s, 0)) {
+        let local = out.with_timezone(&chrono::Local);
+        let format = if out.timestamp() - now_ms / 1000 < 86_400 { "%H:%M" } else { "%a %H:%M" };
+        text.push_str(&format!(" runs out {}", local.format(format)));
+    }
+    text
 }
 
 /// The fullest live window of the session's provider (else of any window seen in it).

@@ -23,15 +23,26 @@ impl Observer {
             .filter(|s| self.sessions.contains_key(*s))
             .map(str::to_owned)
             .or_else(|| self.latest_session());
+        let now = now_ms();
         let mut moved = false;
-        for limit in &limits {
+        let mut limits = limits;
+        for limit in &mut limits {
+            // A source that does not say whose window it is (the agent's own report, a
+            // transcript) speaks of the account in use.
+            if limit.account.is_none() {
+                limit.account = self.limit_board.account_in_use(&limit.provider).map(str::to_owned);
+            }
             moved |= self.limit_board.get(&limit.key()).is_none_or(|b| {
                 b.used_percent != limit.used_percent
                     || b.resets_at != limit.resets_at
                     || b.status != limit.status
             });
-            if let Some(crossing) = self.limit_board.observe(limit.clone()) {
+            let told = self.limit_board.observe(limit.clone(), now);
+            if let Some(crossing) = told.crossing {
                 self.limit_alert(session.as_deref(), &crossing);
+            }
+            if let Some(window) = told.runs_out {
+                self.runs_out_alert(session.as_deref(), &window, now / 1000);
             }
         }
         tracing::debug!(windows = limits.len(), moved, "subscription windows observed");
@@ -44,6 +55,22 @@ impl Observer {
         }
     }
 
+    /// Windows remembered from earlier runs (the ledger's, at start): those of the accounts
+    /// the agent will use go on the board, so the first update shows them.
+    pub fn limits_remembered(&mut self, windows: Vec<acp_usage_core::limits::Tracked>) {
+        let now = now_ms();
+        let mut shown = 0;
+        for t in windows {
+            let l = &t.latest;
+            let Some(account) = self.limit_board.account_in_use(&l.provider) else { continue };
+            if l.account.as_deref() == Some(account) {
+                self.limit_board.seed(t, now);
+                shown += 1;
+            }
+        }
+        tracing::debug!(shown, "subscription windows remembered");
+    }
+
     /// The session that prompted last, else any.
     fn latest_session(&self) -> Option<String> {
         self.sessions.iter().max_by_key(|(_, s)| s.tap.last_prompt).map(|(id, _)| id.clone())
@@ -51,7 +78,7 @@ impl Observer {
 
     /// The latest observation of every window, for the updates.
     pub(super) fn current_limits(&self) -> Vec<Limit> {
-        self.limit_board.current()
+        self.limit_board.current(now_ms())
     }
 
     /// A notice (and a log line) for a window that crossed a line.
@@ -73,6 +100,24 @@ impl Observer {
         let severity = if c.fraction >= 1.0 { "error" } else { "warning" };
         self.notice(id, severity, &title, &description, meta);
         self.chat_warning(id, &format!("{title}. {description}"));
+    }
+}
+
+impl Observer {
+    /// A notice (and a log line) for a window whose forecast first says it runs out before it
+    /// resets: once per window and period.
+    fn runs_out_alert(&mut self, session: Option<&str>, l: &Limit, now: i64) {
+        let (Some(out), Some(reset)) = (l.runs_out_at, l.resets_at) else { return };
+        let name = window_name(l);
+        let title = format!("{name} runs out {}", when(out, now));
+        let before = span(reset - out);
+        let text = format!("at this pace {name} runs out {}, {before} before it resets.", when(out, now));
+        tracing::warn!("{text}");
+        let Some(id) = session else { return };
+        let description = format!("At this pace, {before} before it resets {}.", when(reset, now));
+        let meta = json!({"limit": crate::relay::emit::limit_window(l), "runsOut": true});
+        self.notice(id, "warning", &title, &description, meta);
+        self.chat_warning(id, &text);
     }
 }
 
@@ -107,13 +152,17 @@ pub(super) fn when(at: i64, now: i64) -> String {
     } else {
         t.format("on %Y-%m-%d at %H:%M UTC").to_string()
     };
-    let (h, m) = (left / 3600, (left % 3600) / 60);
-    let rel = match (h, m) {
-        (0, m) => format!("in {m} min"),
-        (h, 0) => format!("in {h} h"),
-        (h, m) => format!("in {h} h {m} min"),
-    };
-    format!("{clock} ({rel})")
+    format!("{clock} (in {})", span(left))
+}
+
+/// A span of seconds as people say it: `38 min`, `3 h`, `3 h 8 min`.
+pub(super) fn span(seconds: i64) -> String {
+    let seconds = seconds.max(0);
+    match (seconds / 3600, (seconds % 3600) / 60) {
+        (0, m) => format!("{m} min"),
+        (h, 0) => format!("{h} h"),
+        (h, m) => format!("{h} h {m} min"),
+    }
 }
 
 #[cfg(test)]
@@ -136,5 +185,7 @@ mod tests {
             when(1_795_701_600, 1_795_701_600 - 3 * 86_400),
             "on 2026-11-26 at 14:00 UTC (in 72 h)"
         );
+        assert_eq!(span(3 * 3600 + 8 * 60 + 59), "3 h 8 min");
+        assert_eq!(span(-5), "0 min");
     }
 }

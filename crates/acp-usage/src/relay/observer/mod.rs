@@ -176,8 +176,19 @@ impl Observer {
     pub fn ledger_opened(&mut self, path: std::path::PathBuf, mut learned: Learned) {
         learned.agents.append(&mut self.learned.agents);
         learned.sessions.append(&mut self.learned.sessions);
+        let windows = std::mem::take(&mut learned.windows);
         self.learned = learned;
         self.settings.ledger = Some(path);
+        self.limits_remembered(windows);
+    }
+
+    /// The accounts the agent will use, per provider, as far as its credentials tell before it
+    /// starts (`crate::accounts`): their windows are the ones shown until a response says whose
+    /// they are.
+    pub fn use_accounts(&mut self, accounts: &[(String, String)]) {
+        for (provider, account) in accounts {
+            self.limit_board.use_account(provider, Some(account));
+        }
     }
 
     /// A new observer.

@@ -175,7 +175,8 @@ fn spend_rows(f: &Figures<'_>, today: bool, month: bool) -> Rows {
     rows
 }
 
-/// Each subscription window: how full, when it resets.
+/// Each subscription window: how full, when it runs out at this pace (when before its reset),
+/// when it resets.
 fn limit_rows(f: &Figures<'_>) -> Rows {
     f.limits
         .iter()
@@ -184,6 +185,9 @@ fn limit_rows(f: &Figures<'_>) -> Rows {
             let mut value = format!("{:.0}% used", l.used_percent);
             if l.status.as_deref() == Some("rejected") {
                 value.push_str(" (limit reached)");
+            }
+            if let Some(out) = l.runs_out_at {
+                value.push_str(&format!(", at this pace runs out {}", when(out, f.now)));
             }
             match l.resets_at {
                 Some(at) => value.push_str(&format!(", resets {}", when(at, f.now))),
@@ -274,6 +278,8 @@ mod tests {
             status: Some("allowed".into()),
             source: LimitSource::Tap,
             observed_ms: 0,
+            account: None,
+            runs_out_at: None,
         }
     }
 
@@ -283,7 +289,9 @@ mod tests {
     #[test]
     fn everything() {
         let (snap, roles) = (snapshot(), roles());
-        let limits = [limit(300, 73.4, NOW + 7500), limit(10_080, 25.0, NOW + 3 * 86_400)];
+        let mut five = limit(300, 73.4, NOW + 7500);
+        five.runs_out_at = Some(NOW + 38 * 60);
+        let limits = [five, limit(10_080, 25.0, NOW + 3 * 86_400)];
         let f = Figures {
             snapshot: &snap,
             roles: &roles,
@@ -303,7 +311,8 @@ mod tests {
                     Output         1,234 tokens\n\
                     Today          $1.50 across all sessions\n\
                     This month     $1,234.50 across all sessions\n\
-                    Claude 5-hour  73% used, resets at 14:00 UTC (in 2 h 5 min)\n\
+                    Claude 5-hour  73% used, at this pace runs out at 12:33 UTC (in 38 min), \
+                    resets at 14:00 UTC (in 2 h 5 min)\n\
                     Claude weekly  25% used, resets on 2026-11-29 at 11:55 UTC (in 72 h)\n\
                     Budget (day)   $1.50 of $20.00 (8%)\n```";
         assert_eq!(render("usage", View::All, &f), want);

@@ -67,6 +67,10 @@ pub struct Learned {
     /// Per session.
     #[serde(default)]
     pub sessions: BTreeMap<String, SessionEntry>,
+    /// The subscription windows whose period has not ended, of every account (never in the
+    /// old file; the ledger's `limit_windows`).
+    #[serde(skip)]
+    pub windows: Vec<acp_usage_core::limits::Tracked>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]

@@ -1,7 +1,9 @@
-//! The ledger's subscription windows: every observation kept (per provider and window), read
-//! back by `status`, `watch` and `report limits`.
+//! The ledger's subscription windows: every observation kept (per account, provider and
+//! window), and one row per window with its latest observation and the first of its current
+//! period (`limit_windows`), which a relay loads at start and `status`, `watch` and the
+//! forecast read; `report limits` reads the observations.
 
-use acp_usage_core::limits::{Limit, LimitSource};
+use acp_usage_core::limits::{Limit, LimitSource, Tracked};
 use rusqlite::{OptionalExtension as _, params};
 
 use super::schema;
@@ -9,6 +11,11 @@ use super::store::Store;
 
 /// The first schema version with the `limits` table.
 const SINCE_VERSION: i64 = 3;
+/// The first with accounts and `limit_windows`.
+const WINDOWS_VERSION: i64 = 7;
+
+const WINDOW_COLUMNS: &str = "provider, limit_id, window, window_minutes, used_percent,
+    resets_at, status, source, at, account, first_at, first_used";
 
 impl Store {
     /// Keeps observations of subscription windows. The same observation written twice (two
@@ -18,8 +25,8 @@ impl Store {
         {
             let mut insert = tx.prepare_cached(
                 "INSERT OR IGNORE INTO limits(provider, limit_id, window, window_minutes,
-                    used_percent, resets_at, status, source, session, at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                    used_percent, resets_at, status, source, session, at, account)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             )?;
             for l in limits {
                 insert.execute(params![
@@ -33,6 +40,47 @@ impl Store {
                     l.source.as_str(),
                     session,
                     l.observed_ms,
+                    l.account.as_deref().unwrap_or(""),
+                ])?;
+            }
+            // Each window's row follows the same rules as the relay's board (a new period
+            // starts over, an older observation changes nothing).
+            let mut get = tx.prepare_cached(&format!(
+                "SELECT {WINDOW_COLUMNS} FROM limit_windows
+                 WHERE account = ?1 AND provider = ?2 AND limit_id = ?3 AND window = ?4"
+            ))?;
+            let mut put = tx.prepare_cached(
+                "INSERT OR REPLACE INTO limit_windows(account, provider, limit_id, window,
+                    window_minutes, used_percent, resets_at, status, source, at, first_at,
+                    first_used)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            )?;
+            for l in limits {
+                let (account, provider, limit_id, window) = l.key();
+                let tracked = match get
+                    .query_row(params![account, provider, limit_id, window], tracked)
+                    .optional()?
+                {
+                    Some(mut t) => {
+                        t.observe(l.clone());
+                        t
+                    }
+                    None => Tracked::new(l.clone()),
+                };
+                let w = &tracked.latest;
+                put.execute(params![
+                    account,
+                    provider,
+                    limit_id,
+                    window,
+                    w.window_minutes.map(|m| m as i64),
+                    w.used_percent,
+                    w.resets_at,
+                    w.status,
+                    w.source.as_str(),
+                    w.observed_ms,
+                    tracked.first.0,
+                    tracked.first.1,
                 ])?;
             }
         }
@@ -42,35 +90,70 @@ impl Store {
     /// Every observation since `since` (Unix ms), oldest first. An older file without the
     /// table has none.
     pub fn limits_since(&self, since: i64) -> rusqlite::Result<Vec<Limit>> {
-        if schema::version(self.conn())? < SINCE_VERSION {
+        let version = schema::version(self.conn())?;
+        if version < SINCE_VERSION {
             return Ok(Vec::new());
         }
-        let mut q = self.conn().prepare(
+        let account = if version < WINDOWS_VERSION { "''" } else { "account" };
+        let mut q = self.conn().prepare(&format!(
             "SELECT provider, limit_id, window, window_minutes, used_percent, resets_at, status,
-                    source, at
-             FROM limits WHERE at >= ?1 ORDER BY at, id",
-        )?;
-        let rows = q.query_map([since], row)?;
+                    source, at, {account}
+             FROM limits WHERE at >= ?1 ORDER BY at, id"
+        ))?;
+        let rows = q.query_map([since], observation)?;
         rows.collect()
     }
 
-    /// The latest observation of each window.
-    pub fn latest_limits(&self) -> rusqlite::Result<Vec<Limit>> {
-        if schema::version(self.conn())? < SINCE_VERSION {
+    /// Every window's current period as the ledger holds it (its latest observation and its
+    /// first), of every account; those whose period ended before `now_s` (Unix seconds) when
+    /// `now_s` is given. A file older than accounts has its windows' latest observations.
+    pub fn windows(&self, now_s: Option<i64>) -> rusqlite::Result<Vec<Tracked>> {
+        let version = schema::version(self.conn())?;
+        if version < SINCE_VERSION {
             return Ok(Vec::new());
         }
-        let mut q = self.conn().prepare(
-            "SELECT provider, limit_id, window, window_minutes, used_percent, resets_at, status,
-                    source, at
-             FROM limits l
-             WHERE id = (SELECT id FROM limits m
-                         WHERE m.provider = l.provider AND m.limit_id = l.limit_id
-                           AND m.window = l.window
-                         ORDER BY at DESC, id DESC LIMIT 1)
-             ORDER BY provider, limit_id, window",
-        )?;
-        let rows = q.query_map([], row)?;
+        if version < WINDOWS_VERSION {
+            let mut q = self.conn().prepare(
+                "SELECT provider, limit_id, window, window_minutes, used_percent, resets_at,
+                        status, source, at, ''
+                 FROM limits l
+                 WHERE id = (SELECT id FROM limits m
+                             WHERE m.provider = l.provider AND m.limit_id = l.limit_id
+                               AND m.window = l.window
+                             ORDER BY at DESC, id DESC LIMIT 1)
+                 ORDER BY provider, limit_id, window",
+            )?;
+            let rows = q.query_map([], observation)?;
+            let all = rows.collect::<rusqlite::Result<Vec<Limit>>>()?;
+            return Ok(all
+                .into_iter()
+                .filter(|l| now_s.is_none_or(|now| l.resets_at.is_some_and(|r| r > now)))
+                .map(Tracked::new)
+                .collect());
+        }
+        let mut q = self.conn().prepare_cached(&format!(
+            "SELECT {WINDOW_COLUMNS} FROM limit_windows
+             WHERE ?1 IS NULL OR resets_at > ?1
+             ORDER BY provider, limit_id, window, account"
+        ))?;
+        let rows = q.query_map([now_s], tracked)?;
         rows.collect()
+    }
+
+    /// The latest observation of each window of the account in use per provider (the one
+    /// observed last), with its forecast as of `now_ms`.
+    pub fn latest_limits(&self, now_ms: i64) -> rusqlite::Result<Vec<Limit>> {
+        let all: Vec<Limit> = self.windows(None)?.iter().map(|t| t.shown(now_ms)).collect();
+        let mut in_use: std::collections::BTreeMap<&str, (i64, Option<&str>)> = Default::default();
+        for l in &all {
+            let e = in_use.entry(l.provider.as_str()).or_insert((i64::MIN, None));
+            if l.observed_ms > e.0 {
+                *e = (l.observed_ms, l.account.as_deref());
+            }
+        }
+        let keep: Vec<bool> =
+            all.iter().map(|l| in_use[l.provider.as_str()].1 == l.account.as_deref()).collect();
+        Ok(all.into_iter().zip(keep).filter_map(|(l, k)| k.then_some(l)).collect())
     }
 
     /// When the latest observation was made, if any.
@@ -85,9 +168,12 @@ impl Store {
     }
 }
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Limit> {
+/// An observation: provider, limit id, window, minutes, used, reset, status, source, at,
+/// account.
+fn observation(r: &rusqlite::Row<'_>) -> rusqlite::Result<Limit> {
     let limit_id: String = r.get(1)?;
     let source: String = r.get(7)?;
+    let account: String = r.get(9)?;
     Ok(Limit {
         provider: r.get(0)?,
         limit_id: (!limit_id.is_empty()).then_some(limit_id),
@@ -98,5 +184,12 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Limit> {
         status: r.get(6)?,
         source: LimitSource::parse(&source).unwrap_or(LimitSource::Tap),
         observed_ms: r.get(8)?,
+        account: (!account.is_empty()).then_some(account),
+        runs_out_at: None,
     })
+}
+
+/// A `limit_windows` row: an observation, then the period's first (at, used).
+fn tracked(r: &rusqlite::Row<'_>) -> rusqlite::Result<Tracked> {
+    Ok(Tracked { latest: observation(r)?, first: (r.get(10)?, r.get(11)?) })
 }

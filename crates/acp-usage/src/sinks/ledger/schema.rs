@@ -139,6 +139,36 @@ const MIGRATIONS: &[&str] = &[
     "
     CREATE INDEX calls_provisional ON calls(provisional) WHERE provisional IS NOT NULL;
     ",
+    // 7: whose each window is (`account`: `acct:…`, `org:…` or a keyed credential fingerprint
+    // `key:…`; '' for observations made before, whose account nobody knows), and one row per
+    // window with its latest observation and the first of its current period, so a relay
+    // loads the windows at start without reading a year of observations. Windows already
+    // observed begin there with their latest observation as their first.
+    "
+    ALTER TABLE limits ADD COLUMN account TEXT NOT NULL DEFAULT '';
+    CREATE TABLE limit_windows (
+        account        TEXT NOT NULL,
+        provider       TEXT NOT NULL,
+        limit_id       TEXT NOT NULL,
+        window         TEXT NOT NULL,
+        window_minutes INTEGER,
+        used_percent   REAL NOT NULL,
+        resets_at      INTEGER,
+        status         TEXT,
+        source         TEXT NOT NULL,
+        at             INTEGER NOT NULL,
+        first_at       INTEGER NOT NULL,
+        first_used     REAL NOT NULL,
+        PRIMARY KEY (account, provider, limit_id, window)
+    );
+    INSERT INTO limit_windows
+    SELECT '', provider, limit_id, window, window_minutes, used_percent, resets_at, status,
+           source, at, at, used_percent
+    FROM limits l
+    WHERE id = (SELECT id FROM limits m
+                WHERE m.provider = l.provider AND m.limit_id = l.limit_id AND m.window = l.window
+                ORDER BY at DESC, id DESC LIMIT 1);
+    ",
 ];
 
 /// The version this build writes.
@@ -219,6 +249,35 @@ mod tests {
         .unwrap();
         let n: i64 = conn.query_row("SELECT COUNT(*) FROM import_files", [], |r| r.get(0)).unwrap();
         assert_eq!(n, 1);
+    }
+
+    #[test]
+    fn a_version_6_ledgers_windows_are_kept_and_each_has_its_latest_row() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        for sql in &MIGRATIONS[..6] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.execute_batch(
+            "PRAGMA user_version = 6;
+             INSERT INTO limits(provider, window, window_minutes, used_percent, resets_at,
+                 source, at)
+             VALUES ('anthropic', 'five_hour', 300, 40, 1000, 'tap', 1),
+                    ('anthropic', 'five_hour', 300, 60, 1000, 'tap', 2),
+                    ('openai', 'primary', 10080, 5, 9000, 'tap', 3);",
+        )
+        .unwrap();
+        migrate(&mut conn).unwrap();
+        assert_eq!(version(&conn).unwrap(), VERSION);
+        let n: i64 = conn.query_row("SELECT COUNT(*) FROM limits", [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 3, "every observation kept");
+        let rows: Vec<(String, f64, i64)> = conn
+            .prepare("SELECT window, used_percent, first_at FROM limit_windows ORDER BY window")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(rows, [("five_hour".into(), 60.0, 2), ("primary".into(), 5.0, 3)]);
     }
 
     #[test]
