@@ -541,6 +541,8 @@ fn our_update_meta() -> UsageUpdateMeta {
             status: Some("allowed".into()),
             source: "tap".into(),
             observed_at: "2026-11-26T10:00:00Z".into(),
+            runs_out_at: Some("2026-11-26T12:30:00Z".into()),
+            account: Some("key 3f9a1c".into()),
         }],
     }
 }
