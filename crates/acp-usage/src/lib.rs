@@ -7,6 +7,7 @@
 //! catalog query, `validate` and `schema`, the ledger's `report`, `import`, `watch` and
 //! `status`, and `doctor`.
 
+pub mod accounts;
 pub mod agents;
 pub mod catalog_file;
 pub mod cli;

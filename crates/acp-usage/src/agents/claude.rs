@@ -56,6 +56,29 @@ impl Agent for Claude {
         Some(Plan { provider: "anthropic", word: "Claude", own_family: None })
     }
 
+    /// Its variables (an API key, a bearer token, a long-lived OAuth token), else the OAuth
+    /// token of its login (`$CLAUDE_CONFIG_DIR/.credentials.json`, `claudeAiOauth`).
+    fn credentials(&self, env: &Env) -> Vec<crate::accounts::Credential> {
+        use crate::accounts::Credential;
+        let vars = ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"];
+        let set: Vec<Credential> = vars
+            .iter()
+            .filter_map(|v| (env.var)(v).filter(|s| !s.trim().is_empty()))
+            .map(Credential::Secret)
+            .collect();
+        if !set.is_empty() {
+            return set;
+        }
+        let dir = (env.var)("CLAUDE_CONFIG_DIR")
+            .map(PathBuf::from)
+            .or_else(|| (env.var)("HOME").map(|h| Path::new(&h).join(".claude")));
+        let file = dir.and_then(|d| (env.read_file)(&d.join(".credentials.json")));
+        let token = file
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v.pointer("/claudeAiOauth/accessToken")?.as_str().map(str::to_owned));
+        token.map(Credential::Secret).into_iter().collect()
+    }
+
     fn about(&self) -> &'static str {
         "claude-agent-acp (Claude Code)"
     }

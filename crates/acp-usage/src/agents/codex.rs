@@ -65,6 +65,32 @@ impl Agent for Codex {
         Some(Plan { provider: "openai", word: "Codex", own_family: Some("codex") })
     }
 
+    /// Its key variables, else its login (`$CODEX_HOME/auth.json`): the ChatGPT account's id,
+    /// which its requests carry, or the API key stored there.
+    fn credentials(&self, env: &Env) -> Vec<crate::accounts::Credential> {
+        use crate::accounts::Credential;
+        let set: Vec<Credential> = ["CODEX_API_KEY", "OPENAI_API_KEY"]
+            .iter()
+            .filter_map(|v| (env.var)(v).filter(|s| !s.trim().is_empty()))
+            .map(Credential::Secret)
+            .collect();
+        if !set.is_empty() {
+            return set;
+        }
+        let home = (env.var)("CODEX_HOME")
+            .map(PathBuf::from)
+            .or_else(|| (env.var)("HOME").map(|h| Path::new(&h).join(".codex")));
+        let Some(auth) = home.and_then(|h| (env.read_file)(&h.join("auth.json"))) else {
+            return Vec::new();
+        };
+        let Ok(auth) = serde_json::from_str::<serde_json::Value>(&auth) else { return Vec::new() };
+        if let Some(id) = auth.pointer("/tokens/account_id").and_then(|v| v.as_str()) {
+            return vec![Credential::Id(id.to_owned())];
+        }
+        let key = auth.get("OPENAI_API_KEY").and_then(|v| v.as_str()).filter(|k| !k.is_empty());
+        key.map(|k| Credential::Secret(k.to_owned())).into_iter().collect()
+    }
+
     fn about(&self) -> &'static str {
         "codex-acp (either adapter)"
     }

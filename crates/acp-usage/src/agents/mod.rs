@@ -217,6 +217,14 @@ pub trait Agent: Sync + 'static {
     fn plan(&self) -> Option<Plan> {
         None
     }
+
+    /// The credentials of the plan's login the agent will find at start (its variables, its
+    /// credential files), which tell whose windows to show before a response does
+    /// ([`crate::accounts`]). None by default.
+    fn credentials(&self, env: &Env) -> Vec<crate::accounts::Credential> {
+        let _ = env;
+        Vec::new()
+    }
 }
 
 /// The subscription an agent's own login draws on, as the windows the providers state it.

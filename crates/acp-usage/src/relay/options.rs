@@ -53,14 +53,19 @@ impl std::fmt::Debug for PendingLedger {
 }
 
 impl PendingLedger {
-    /// Starts opening the ledger at `path`.
-    fn start(path: PathBuf) -> PendingLedger {
+    /// Starts opening the ledger at `path`, and reading whose windows `profile`'s agent will
+    /// fill (its credentials' account, `crate::accounts`).
+    fn start(path: PathBuf, profile: Profile) -> PendingLedger {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let at = path.clone();
         // A thread that panics drops the sender: the run goes on without the ledger.
         let spawned = std::thread::Builder::new().name("ledger-open".into()).spawn(move || {
             crate::lower_thread_priority();
-            let _ = tx.send(open_ledger(&at));
+            let learned = open_ledger(&at).map(|mut l| {
+                l.accounts = start_accounts(profile, &at);
+                l
+            });
+            let _ = tx.send(learned);
         });
         if let Err(err) = spawned {
             tracing::warn!("cannot open the ledger {}: no thread ({err})", path.display());
@@ -94,6 +99,20 @@ fn remembered_windows(
         );
         Vec::new()
     })
+}
+
+/// The account `profile`'s agent will use, per provider, from the credentials it will find
+/// (none when they do not tell, or tell of two).
+fn start_accounts(profile: Profile, ledger: &Path) -> Vec<(String, String)> {
+    let Some(plan) = profile.plan() else { return Vec::new() };
+    let var = |name: &str| std::env::var(name).ok();
+    let read = |path: &Path| std::fs::read_to_string(path).ok();
+    let env = crate::sources::tap::point::Env { var: &var, read_file: &read };
+    let found = profile.credentials(&env);
+    let fingerprints = crate::accounts::Fingerprints::load(Some(ledger));
+    let account = fingerprints.of_credentials(&found);
+    tracing::debug!(provider = plan.provider, known = account.is_some(), "the account in use at start");
+    account.map(|a| (plan.provider.to_owned(), a)).into_iter().collect()
 }
 
 /// What a word of the agent's command is on disk through its symlinks (a program found on
@@ -177,7 +196,8 @@ impl Options {
     /// of its own; `None` without a ledger. Not in [`Options::resolve`]: the relay starts it
     /// once the agent is started, so that the open does not delay the agent.
     pub fn start_ledger(&mut self) -> Option<PendingLedger> {
-        self.ledger_to_open.take().map(PendingLedger::start)
+        let profile = self.settings.forced_profile.unwrap_or(self.settings.launched_as);
+        self.ledger_to_open.take().map(|path| PendingLedger::start(path, profile))
     }
 }
 

@@ -177,8 +177,10 @@ impl Observer {
         learned.agents.append(&mut self.learned.agents);
         learned.sessions.append(&mut self.learned.sessions);
         let windows = std::mem::take(&mut learned.windows);
+        let accounts = std::mem::take(&mut learned.accounts);
         self.learned = learned;
         self.settings.ledger = Some(path);
+        self.use_accounts(&accounts);
         self.limits_remembered(windows);
     }
 

@@ -71,6 +71,9 @@ pub struct Learned {
     /// old file; the ledger's `limit_windows`).
     #[serde(skip)]
     pub windows: Vec<acp_usage_core::limits::Tracked>,
+    /// The account the agent will use, per provider, as its credentials tell at start.
+    #[serde(skip)]
+    pub accounts: Vec<(String, String)>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]

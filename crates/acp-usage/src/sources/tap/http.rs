@@ -13,7 +13,7 @@ use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Response, StatusCode};
 
 use super::flights::Flights;
-use super::limits::{self, Observed};
+use super::limits;
 use super::point::Alternate;
 use super::{Route, TapCall};
 
@@ -30,7 +30,7 @@ pub(super) struct State {
     pub client: Upstream,
     pub calls: tokio::sync::mpsc::UnboundedSender<TapCall>,
     /// Subscription windows read from responses.
-    pub limits: tokio::sync::mpsc::UnboundedSender<Observed>,
+    pub limits: limits::Sender,
     pub notify: std::sync::Arc<tokio::sync::Notify>,
     /// The model calls under way.
     pub flights: Flights,

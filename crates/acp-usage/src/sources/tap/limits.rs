@@ -16,8 +16,52 @@ pub type Observed = (Option<String>, Vec<Limit>);
 /// The largest quota answer read (they are a few hundred bytes).
 const QUOTA_MAX: usize = 1 << 20;
 
-/// The tap's side of the channel to the relay.
-type Sender = tokio::sync::mpsc::UnboundedSender<Observed>;
+/// The tap's side of the channel to the relay: each window sent is labelled with the account
+/// of the latest request the agent made (one agent process signs in as one account at a time;
+/// a response's windows are of the request that asked).
+#[derive(Debug, Clone)]
+pub struct Sender {
+    tx: tokio::sync::mpsc::UnboundedSender<Observed>,
+    whose: std::sync::Arc<Whose>,
+}
+
+#[derive(Debug)]
+struct Whose {
+    /// Loaded at the first request (the key file is read, or made, only by a tap in use).
+    fingerprints: std::sync::OnceLock<crate::accounts::Fingerprints>,
+    latest: std::sync::Mutex<Option<String>>,
+}
+
+impl Sender {
+    /// A sender to `tx` that fingerprints credentials with the key beside the ledger.
+    pub fn new(tx: tokio::sync::mpsc::UnboundedSender<Observed>) -> Sender {
+        let whose = Whose {
+            fingerprints: std::sync::OnceLock::new(),
+            latest: std::sync::Mutex::new(None),
+        };
+        Sender { tx, whose: std::sync::Arc::new(whose) }
+    }
+
+    /// A request of the agent's is going out: the windows read after it are its account's.
+    pub fn request(&self, headers: &HeaderMap) {
+        let fingerprints = self.whose.fingerprints.get_or_init(|| {
+            crate::accounts::Fingerprints::load(crate::sinks::ledger::path().as_deref())
+        });
+        if let Some(account) = fingerprints.of_request(headers)
+            && let Ok(mut latest) = self.whose.latest.lock()
+        {
+            *latest = Some(account);
+        }
+    }
+
+    fn send(&self, session: Option<String>, mut found: Vec<Limit>) -> bool {
+        let account = self.whose.latest.lock().ok().and_then(|l| l.clone());
+        for l in &mut found {
+            l.account = account.clone();
+        }
+        self.tx.send((session, found)).is_ok()
+    }
+}
 
 // The tap's state is not named here: it holds this module's channel, and the functions below
 // take the channel and the relay's wake-up instead (`state.limits`, `state.notify`).
@@ -51,7 +95,7 @@ pub(super) fn observe_read(
     found: Vec<Limit>,
 ) {
     // The relay may have ended: nobody is counting any more.
-    if !found.is_empty() && limits_tx.send((session, found)).is_ok() {
+    if !found.is_empty() && limits_tx.send(session, found) {
         notify.notify_one();
     }
 }

@@ -173,7 +173,7 @@ pub struct Bound {
     listener: std::net::TcpListener,
     config: TapConfig,
     calls: tokio::sync::mpsc::UnboundedSender<TapCall>,
-    limits: tokio::sync::mpsc::UnboundedSender<limits::Observed>,
+    limits: limits::Sender,
     notify: Arc<tokio::sync::Notify>,
     /// The calls under way.
     flights: Flights,
@@ -204,6 +204,7 @@ impl Tap {
         let addr = listener.local_addr()?;
         let secret = new_secret()?;
         let flights = Flights::default();
+        let limits = limits::Sender::new(limits);
         Ok(Bound { addr, secret, listener, config, calls, limits, notify, flights })
     }
 

@@ -113,6 +113,7 @@ async fn forward(
 
     let (parts, body) = req.into_parts();
     let session_header = session_header(&state, &parts.headers);
+    state.limits.request(&parts.headers);
     let body = read_body(body).await?;
     let started_ms = now_ms();
     let Some(client) = state.client.get().await else {

@@ -12,7 +12,7 @@ use acp_usage_core::api::{Api, RequestInfo, UsageReader};
 use bytes::Bytes;
 
 use super::decode::Decoder;
-use super::limits::{self, Observed};
+use super::limits;
 use super::{TapCall, now_ms};
 
 /// What is known of a model call when its response headers arrive.
@@ -29,7 +29,7 @@ pub(super) struct Pending {
     pub content_type: Option<String>,
     pub encoding: Option<String>,
     pub calls: tokio::sync::mpsc::UnboundedSender<TapCall>,
-    pub limits: tokio::sync::mpsc::UnboundedSender<Observed>,
+    pub limits: limits::Sender,
     pub notify: std::sync::Arc<tokio::sync::Notify>,
 }
 

@@ -85,6 +85,7 @@ pub(super) async fn tunnel(
     let target = upgrade_target(to)?;
     tracing::debug!(route, path = %to.rest, "tap: a WebSocket upgrade");
     let session_header = http::session_header(&state, req.headers());
+    state.limits.request(req.headers());
     let agent_side = hyper::upgrade::on(&mut req);
 
     let mut sender = open(&target, to).await?;

@@ -23,7 +23,7 @@ fn state() -> (Arc<State>, tokio::sync::mpsc::UnboundedReceiver<TapCall>) {
         ),
         calls,
         // Windows are not what these tests look at; a send to a dropped receiver is ignored.
-        limits: tokio::sync::mpsc::unbounded_channel().0,
+        limits: crate::sources::tap::limits::Sender::new(tokio::sync::mpsc::unbounded_channel().0),
         notify: Arc::new(tokio::sync::Notify::new()),
         flights: crate::sources::tap::Flights::default(),
     };
