@@ -35,6 +35,9 @@
 //! - `limits`: subscription windows from the providers' rate-limit headers (Claude Code,
 //!   codex-acp): `_meta.acpUsage.limits` on every update, a notice per line crossed, `status`
 //!   and `report limits`.
+//! - `forecast`: ahead of the wall (Claude Code): a window that runs out before it resets gets
+//!   one notice, `runsOutAt` and a `/usage limits` line; a second run on the same ledger shows
+//!   the windows from its first update, a run with another key none of them.
 //! - `chat`: warnings in the chat for clients without notices (a window's and a day budget's
 //!   crossings as one line of agent message text before the turn's result; none with
 //!   `[notices] chat = false` or to a client that shows notices).
@@ -60,6 +63,7 @@ mod copilot;
 mod doctor;
 mod droid;
 mod flows;
+mod forecast;
 mod gemini;
 mod import;
 mod kilo;

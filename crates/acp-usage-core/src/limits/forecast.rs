@@ -140,12 +140,16 @@ mod tests {
         // The later figure stamped earlier (another clock): taken in time order, the window
         // moved from 10 to 70.
         let swapped = five_hour((2 * HOUR, 70.0), (HOUR + 59 * MIN, 10.0));
-        assert_eq!(runs_out(&swapped, 2 * HOUR), runs_out(&five_hour((0, 10.0), (2 * HOUR, 70.0)), 2 * HOUR));
+        assert_eq!(
+            runs_out(&swapped, 2 * HOUR),
+            runs_out(&five_hour((0, 10.0), (2 * HOUR, 70.0)), 2 * HOUR)
+        );
         // An observation from the future: now is taken as its time.
         let future = five_hour((HOUR, 10.0), (3 * HOUR, 80.0));
         assert_eq!(runs_out(&future, 2 * HOUR), runs_out(&future, 3 * HOUR));
         // A clock behind the window's start: nothing elapsed, nothing said.
-        let behind = Period { start_ms: 10 * HOUR, end_ms: 15 * HOUR, first: (0, 1.0), last: (MIN, 50.0) };
+        let behind =
+            Period { start_ms: 10 * HOUR, end_ms: 15 * HOUR, first: (0, 1.0), last: (MIN, 50.0) };
         assert_eq!(runs_out(&behind, MIN), None);
     }
 

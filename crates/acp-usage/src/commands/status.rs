@@ -16,9 +16,8 @@ use acp_usage_core::limits::Limit;
 use anyhow::Context;
 
 use super::watch::{
-    limit_text,
-    Money, SessionView, current_fullest, fmt_ago, fmt_tokens, has_schema, latest, spent_since,
-    today_start,
+    Money, SessionView, current_fullest, fmt_ago, fmt_tokens, has_schema, latest, limit_text,
+    spent_since, today_start,
 };
 use crate::sinks::ledger::{self, Store};
 

@@ -111,7 +111,11 @@ fn start_accounts(profile: Profile, ledger: &Path) -> Vec<(String, String)> {
     let found = profile.credentials(&env);
     let fingerprints = crate::accounts::Fingerprints::load(Some(ledger));
     let account = fingerprints.of_credentials(&found);
-    tracing::debug!(provider = plan.provider, known = account.is_some(), "the account in use at start");
+    tracing::debug!(
+        provider = plan.provider,
+        known = account.is_some(),
+        "the account in use at start"
+    );
     account.map(|a| (plan.provider.to_owned(), a)).into_iter().collect()
 }
 

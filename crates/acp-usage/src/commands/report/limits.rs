@@ -47,7 +47,8 @@ pub struct LimitRow {
 
 /// The observations grouped per window and period, in time order within each window.
 pub fn rows(observed: &[Limit], zone: Zone, per: Per) -> Vec<LimitRow> {
-    let mut groups: BTreeMap<(acp_usage_core::limits::WindowKey, String), LimitRow> = BTreeMap::new();
+    let mut groups: BTreeMap<(acp_usage_core::limits::WindowKey, String), LimitRow> =
+        BTreeMap::new();
     for l in observed {
         let period = period_of(l.observed_ms, zone, per);
         groups
@@ -74,10 +75,8 @@ pub fn rows(observed: &[Limit], zone: Zone, per: Per) -> Vec<LimitRow> {
 /// window's latest row.
 pub fn forecast(rows: &mut [LimitRow], current: &[Limit]) {
     for c in current.iter().filter(|c| c.runs_out_at.is_some()) {
-        let latest = rows
-            .iter_mut()
-            .filter(|r| r.last.key() == c.key())
-            .max_by_key(|r| r.last.observed_ms);
+        let latest =
+            rows.iter_mut().filter(|r| r.last.key() == c.key()).max_by_key(|r| r.last.observed_ms);
         if let Some(row) = latest
             && row.last.resets_at == c.resets_at
         {

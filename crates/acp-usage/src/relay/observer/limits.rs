@@ -111,7 +111,8 @@ impl Observer {
         let name = window_name(l);
         let title = format!("{name} runs out {}", when(out, now));
         let before = span(reset - out);
-        let text = format!("at this pace {name} runs out {}, {before} before it resets.", when(out, now));
+        let text =
+            format!("at this pace {name} runs out {}, {before} before it resets.", when(out, now));
         tracing::warn!("{text}");
         let Some(id) = session else { return };
         let description = format!("At this pace, {before} before it resets {}.", when(reset, now));

@@ -35,10 +35,8 @@ struct Whose {
 impl Sender {
     /// A sender to `tx` that fingerprints credentials with the key beside the ledger.
     pub fn new(tx: tokio::sync::mpsc::UnboundedSender<Observed>) -> Sender {
-        let whose = Whose {
-            fingerprints: std::sync::OnceLock::new(),
-            latest: std::sync::Mutex::new(None),
-        };
+        let whose =
+            Whose { fingerprints: std::sync::OnceLock::new(), latest: std::sync::Mutex::new(None) };
         Sender { tx, whose: std::sync::Arc::new(whose) }
     }
 
