@@ -3,7 +3,7 @@
 //! `anthropic-ratelimit-unified-5h-*`/`7d-*` as a fraction and Unix seconds, Codex's
 //! `x-codex-primary-*`/`-secondary-*` as a percent, minutes and Unix seconds; over Codex's
 //! WebSocket the same windows as a `codex.rate_limits` event), the 5-hour window filling 50%,
-//! 80%, then 95% and the weekly one 20%, 30%, then 40% over three turns.
+//! 80%, then 95% and the weekly one 10%, 11%, then 12% over three turns.
 //!
 //! Guarantees checked, without any flag (the tap is on by default):
 //! - every turn's `usage_update` carries `_meta.acpUsage.limits` with the window's
@@ -13,6 +13,8 @@
 //!   stated last (Codex's 300- and 10,080-minute windows too): a turn's updates show its own
 //!   call's windows or, before its call, the previous one's; its last update its own;
 //! - one `notice` when it crosses 75% and one at 90%, each saying when it resets;
+//! - no forecast: the 5-hour window began ten minutes before (too little of it has run for a
+//!   pace) and the weekly one, two days in, fills at 6% a day (it lasts);
 //! - `acp-usage status --format '{limit}'` prints the window, and `report limits --json`
 //!   has every observation.
 
@@ -27,8 +29,8 @@ use crate::support;
 
 /// The window's fill after each turn, as the provider's headers state it.
 pub(crate) const FILLS: [f64; 3] = [0.50, 0.80, 0.95];
-/// The weekly window's fill after each turn.
-const WEEK_FILLS: [f64; 3] = [0.20, 0.30, 0.40];
+/// The weekly window's fill after each turn: two days into the week, a pace that lasts it.
+const WEEK_FILLS: [f64; 3] = [0.10, 0.11, 0.12];
 /// How far the weekly reset moves from one call to the next, in seconds (providers round it;
 /// within two minutes it is the same window).
 const WEEK_RESET_STEP: i64 = 30;
@@ -140,6 +142,9 @@ fn three_turns(lab: &Lab, provider: &str, window: &str, minutes: u64, windows: &
         let resets = ours["resetsAt"].as_str().and_then(acp_usage_core::limits::parse_rfc3339);
         assert_eq!(resets, Some(reset), "turn {k}: {ours}");
         assert_eq!(ours["source"], "tap", "turn {k}: {ours}");
+        for l in &limits {
+            assert!(l.get("runsOutAt").is_none(), "turn {k}: a forecast on a steady window: {l}");
+        }
         // acp-usage's own notices (the agents send some of their own).
         notices.extend(
             turn.updates
