@@ -78,11 +78,11 @@ fn claude_window_forecast_remembered_per_account() {
     let id = flows::session_id(&run.new_session(&lab.scratch.work()).expect("new")).unwrap();
     let mut warned = Vec::new();
     let mut last = Value::Null;
-    for k in 0..FILLS.len() {
+    for (k, fill) in FILLS.iter().enumerate() {
         let turn = run_turn(&run, &lab.mock, &id, flows::PLAIN_PROMPT).expect("turn");
         last = turn.usage_updates().last().map(|u| (*u).clone()).expect("a usage_update");
         let shown = five_hour(&last).unwrap_or_else(|| panic!("turn {k}: no window: {last:#}"));
-        assert_eq!(shown["usedPercent"].as_f64(), Some(FILLS[k] * 100.0), "turn {k}");
+        assert_eq!(shown["usedPercent"].as_f64(), Some(fill * 100.0), "turn {k}");
         assert_eq!(shown.get("runsOutAt").is_some(), k == 2, "turn {k}: {shown}");
         warned.extend(
             turn.updates

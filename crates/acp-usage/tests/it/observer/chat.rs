@@ -9,9 +9,10 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
-/// The 5-hour window at `fraction`, as Anthropic's headers state it.
+/// The 5-hour window at `fraction`, as Anthropic's headers state it: a window that began ten
+/// minutes ago, too early for a forecast, so only the crossings are told.
 fn five_hour(fraction: f64) -> Vec<Limit> {
-    let reset = (chrono_now() + 3 * 3600).to_string();
+    let reset = (chrono_now() + 5 * 3600 - 600).to_string();
     let fill = fraction.to_string();
     from_headers(
         [
@@ -142,4 +143,42 @@ fn chat_off_sends_no_line() {
     o.limits_observed(five_hour(0.8), Some("s1"));
     let out = o.from_agent(end_turn("2").as_bytes());
     assert!(chat(&out.before).is_empty() && notices(&out.before) == 0);
+}
+
+/// A 5-hour window that began two hours ago, at `fraction`, observed now.
+fn two_hours_in(fraction: f64) -> Vec<Limit> {
+    let reset = (chrono_now() + 3 * 3600).to_string();
+    let fill = fraction.to_string();
+    from_headers(
+        [
+            ("anthropic-ratelimit-unified-5h-utilization", fill.as_str()),
+            ("anthropic-ratelimit-unified-5h-reset", reset.as_str()),
+        ],
+        chrono_now() * 1000,
+    )
+}
+
+#[test]
+fn a_window_that_runs_out_before_it_resets_is_told_once_in_the_chat() {
+    let mut o = opened(false);
+    o.limits_observed(two_hours_in(0.1), Some("s1"));
+    prompt(&mut o, "2");
+    // 40% two hours in lasts three more hours: exactly to the reset, not before it.
+    o.limits_observed(two_hours_in(0.4), Some("s1"));
+    assert!(chat(&o.from_agent(end_turn("2").as_bytes()).before).is_empty());
+    prompt(&mut o, "3");
+    // 60% two hours in: the rest in 80 minutes, 100 before the reset.
+    o.limits_observed(two_hours_in(0.6), Some("s1"));
+    let texts = chat(&o.from_agent(end_turn("3").as_bytes()).before);
+    assert_eq!(texts.len(), 1, "{texts:?}");
+    let text = &texts[0];
+    assert!(text.contains("acp-usage: at this pace Claude's 5-hour limit runs out at "), "{text}");
+    // Whole minutes, rounded down: a second either way of the 80 and 100 minutes.
+    let near = |a: &str, b: &str| text.contains(a) || text.contains(b);
+    assert!(near("(in 1 h 20 min), ", "(in 1 h 19 min), "), "{text}");
+    assert!(near(" 1 h 40 min before it resets.", " 1 h 39 min before it resets."), "{text}");
+    // Told once per period, though it still runs out.
+    prompt(&mut o, "4");
+    o.limits_observed(two_hours_in(0.65), Some("s1"));
+    assert!(chat(&o.from_agent(end_turn("4").as_bytes()).before).is_empty(), "told once");
 }
