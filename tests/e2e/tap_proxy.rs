@@ -44,6 +44,7 @@ impl Rig {
             routes,
             session_headers: vec!["x-claude-code-session-id".to_owned()],
             alternates: Vec::new(),
+            notices: Vec::new(),
         };
         let (tx, calls) = tokio::sync::mpsc::unbounded_channel();
         let (limits_tx, limits) = tokio::sync::mpsc::unbounded_channel();
