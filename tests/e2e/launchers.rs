@@ -11,6 +11,9 @@
 //! - The same wrapper with `--tap on`: an agent without a profile gets the well-known base-URL
 //!   variables pointed at the tap, which a warning names; its call (Anthropic's Messages, to the
 //!   user's `ANTHROPIC_BASE_URL`) is counted from the tap.
+//! - codex-acp started so that acp-usage, as its `CODEX_PATH`, finds no Node script above it to
+//!   resolve the adapter's Codex from: no Codex is started, and one warning says so. (The
+//!   launches where it is found, `npx` and `npm exec` among them, are in `codex_ts.rs`.)
 
 use std::path::{Path, PathBuf};
 
@@ -87,12 +90,29 @@ fn relay_logs(root: &Path) -> String {
     files.iter().map(|f| std::fs::read_to_string(f).unwrap_or_default()).collect()
 }
 
-/// `acp-usage <relay_args> -- unknown-acp-agent`: the fake agent behind a wrapper script whose
-/// name no profile knows, with `env` added, at the default log level; the ledger in `scratch`.
-fn wrapped_fake(scratch: &Scratch, relay_args: &[&str], env: &[(&str, String)]) -> AcpClient {
-    let wrapper = scratch.path("unknown-acp-agent");
+/// The wrapper script of [`wrapped_fake`]: its file name, and shell lines it runs before it
+/// execs the fake agent.
+struct Wrapper<'a> {
+    name: &'a str,
+    before: &'a str,
+}
+
+/// A wrapper whose name no profile knows.
+const UNKNOWN: Wrapper = Wrapper { name: "unknown-acp-agent", before: "" };
+
+/// `acp-usage <relay_args> -- <wrapper>`: the fake agent behind a wrapper script, with `env`
+/// added, at the default log level; the ledger in `scratch`.
+fn wrapped_fake(
+    scratch: &Scratch,
+    wrapper: &Wrapper,
+    relay_args: &[&str],
+    env: &[(&str, String)],
+) -> AcpClient {
+    let Wrapper { name, before } = wrapper;
+    let wrapper = scratch.path(name);
     let fake = env!("CARGO_BIN_EXE_fake-acp-agent");
-    std::fs::write(&wrapper, format!("#!/bin/sh\nexec '{fake}' \"$@\"\n")).expect("the wrapper");
+    std::fs::write(&wrapper, format!("#!/bin/sh\n{before}exec '{fake}' \"$@\"\n"))
+        .expect("the wrapper");
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let mut vars = vec![
@@ -113,11 +133,21 @@ fn wrapped_fake(scratch: &Scratch, relay_args: &[&str], env: &[(&str, String)]) 
     AcpClient::spawn(&relayed, ClientOptions::default()).expect("the relay")
 }
 
-/// Runs the wrapped fake agent through `initialize` (twice: the warning is said once) and
-/// `session/new`; the relay's stderr.
+/// Runs the fake agent behind a wrapper no profile knows through `initialize` (twice: the
+/// warning is said once) and `session/new`; the relay's stderr.
 fn run_wrapped(scratch: &Scratch, relay_args: &[&str], env: &[(&str, String)]) -> String {
+    run_wrapper(scratch, &UNKNOWN, relay_args, env)
+}
+
+/// [`run_wrapped`] behind `wrapper`.
+fn run_wrapper(
+    scratch: &Scratch,
+    wrapper: &Wrapper,
+    relay_args: &[&str],
+    env: &[(&str, String)],
+) -> String {
     let before: Vec<PathBuf> = stderr_files(scratch);
-    let mut client = wrapped_fake(scratch, relay_args, env);
+    let mut client = wrapped_fake(scratch, wrapper, relay_args, env);
     for _ in 0..2 {
         client.initialize().expect("initialize");
     }
@@ -197,4 +227,32 @@ fn tap_on_taps_an_agent_without_a_profile() {
         .query_row("SELECT COUNT(*) FROM calls WHERE source = 'tap'", [], |r| r.get(0))
         .expect("count");
     assert_eq!(tapped, 0, "{log}");
+}
+
+/// codex-acp (TypeScript) started so that no process above the Codex it starts runs a Node
+/// script (here a shell script named `codex-acp`, as a compiled adapter would be): acp-usage,
+/// its `CODEX_PATH`, cannot tell which Codex the adapter would run. It starts none (exit 127),
+/// and the relay says so once, at the default log level, however often the adapter tries.
+#[test]
+fn codex_acp_whose_codex_cannot_be_found_is_told_once() {
+    let scratch = Scratch::new("launch-codex-unfound").expect("scratch");
+    let codex_home = scratch.home().join(".codex");
+    std::fs::create_dir_all(&codex_home).expect("CODEX_HOME");
+    // Codex's built-in provider (no `model_provider`): its app server is pointed.
+    std::fs::write(codex_home.join("config.toml"), "model = \"gpt-5.2-codex\"\n").expect("config");
+    let status = scratch.path("app-server-status");
+    let before = format!(
+        "for n in 1 2; do \"$CODEX_PATH\" app-server </dev/null; echo $? >>'{}'; done\n",
+        status.display()
+    );
+    let wrapper = Wrapper { name: "codex-acp", before: &before };
+    let env = [("CODEX_HOME", codex_home.display().to_string())];
+    let log = run_wrapper(&scratch, &wrapper, &[], &env);
+    let statuses = std::fs::read_to_string(&status).unwrap_or_default();
+    assert_eq!(statuses, "127\n127\n", "the app server should not have started:\n{log}");
+    let warned: Vec<&str> = log.lines().filter(|l| l.contains("WARN")).collect();
+    assert!(
+        warned.len() == 1 && warned[0].contains("set CODEX_PATH"),
+        "one warning saying the adapter's Codex was not found:\n{log}"
+    );
 }

@@ -103,10 +103,10 @@ pub(super) fn point(p: &mut Pointing, settings: &Settings, command: &[String], e
     if found_later {
         p.notices.push(Notice {
             name: NOT_FOUND.to_owned(),
-            text: "codex-acp started its Codex app server from no script acp-usage could read \
-                   (its process runs no Node script): acp-usage cannot tell which Codex it \
-                   would run, so the app server did not start; set CODEX_PATH to that Codex \
-                   (`<node> …/@openai/codex/bin/codex.js`), or use `--tap off`"
+            text: "codex-acp started its Codex app server from a process that runs no Node \
+                   script acp-usage can read, so the Codex it would run is not known and the \
+                   app server was not started; set CODEX_PATH to the Codex to run \
+                   (`…/node_modules/@openai/codex/bin/codex.js`), or use `--tap off`"
                 .to_owned(),
         });
     }

@@ -3,7 +3,8 @@
 //! registry), by then its script is on disk and its process names it.
 //!
 //! The adapter runs `process.execPath` with `require.resolve("@openai/codex/bin/codex.js")`
-//! from its script. So: the nearest process above acp-usage that runs a script (its
+//! from its script. So: the nearest process above acp-usage that runs a script on Node or Bun
+//! (its
 //! `/proc/<pid>/cmdline`, relative paths from its `/proc/<pid>/cwd`, symlinks followed as Node
 //! follows its main module's) is the adapter, its executable (`/proc/<pid>/exe`) the
 //! interpreter, and Codex is looked for the way Node resolves a package: `node_modules` in the
@@ -53,7 +54,9 @@ pub(super) fn find(
     let mut pid = Some(first);
     for _ in 0..MAX_HOPS {
         let Some(process) = pid.and_then(read) else { break };
-        let scripts = scripts(&process);
+        // A shell running a script file (a wrapper) is no adapter; the adapter runs on Node
+        // (or Bun, `bunx`).
+        let scripts = if runs_javascript(&process.exe) { scripts(&process) } else { Vec::new() };
         if let Some(first_script) = scripts.first() {
             let codex = scripts.iter().find_map(|script| {
                 resolve(script.parent().unwrap_or(Path::new("/")), &process.exe, var)
@@ -83,6 +86,13 @@ fn scripts(process: &Process) -> Vec<PathBuf> {
         .collect();
     found.sort_by_key(|script| !in_adapter_package(script));
     found
+}
+
+/// Whether `exe` is a JavaScript runtime: Node (`node`, `nodejs`, `node22`) or Bun.
+fn runs_javascript(exe: &Path) -> bool {
+    exe.file_name()
+        .and_then(OsStr::to_str)
+        .is_some_and(|name| name.starts_with("node") || name.starts_with("bun"))
 }
 
 /// Whether `path` lies in `@agentclientprotocol/codex-acp`.
@@ -200,11 +210,11 @@ mod tests {
         let want = Found::Codex { node: node.clone(), codex: codex.canonicalize().unwrap() };
         assert_eq!(find(11, &table, &no_var), want);
 
-        // A process that runs no script (a wrapper of acp-usage's own) is passed over.
+        // A process that runs no script, or a shell running one (a wrapper), is passed over.
         let wrapper = Process {
             exe: "/bin/sh".into(),
             cwd: root.clone(),
-            args: vec!["sh".into()],
+            args: vec!["sh".into(), script.clone().into_os_string()],
             parent: Some(11),
         };
         let table2 = |pid: u32| if pid == 12 { Some(wrapper.clone()) } else { table(pid) };
