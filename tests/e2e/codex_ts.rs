@@ -312,12 +312,22 @@ fn title_thread_through_the_tap(launch: Launch) {
     );
     assert!(on_first.iter().all(|c| c.model.as_deref() != Some(TITLE_MODEL)), "{on_first:#?}");
 
-    // The relay has ended (the client is gone): the ledger holds the session's final figures,
-    // one row per billed call with the mock's figures, the second port's from the tap.
-    let report = support::on_ledger(&ledger, &["report", "--json", "--no-import"]);
+    ledger_holds_every_billed_call(launch, &ledger, &billed, &title);
+}
+
+/// The relay has ended (the client is gone): the ledger holds the session's final figures, one
+/// row per call of `billed` with the mock's figures, the title thread's (`title`) from the tap,
+/// and their cost at the catalog's prices.
+fn ledger_holds_every_billed_call(
+    launch: Launch,
+    ledger: &std::path::Path,
+    billed: &[&Call],
+    title: &[&Call],
+) {
+    let report = support::on_ledger(ledger, &["report", "--json", "--no-import"]);
     let report: Value = serde_json::from_str(&report).expect("report --json");
     let totals = &report["totals"];
-    let store = acp_usage::sinks::ledger::Store::open_read(&ledger).expect("the ledger");
+    let store = acp_usage::sinks::ledger::Store::open_read(ledger).expect("the ledger");
     type Row = (String, u64, u64, u64, String);
     let rows: Vec<Row> = store
         .conn()
