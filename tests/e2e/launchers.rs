@@ -14,6 +14,9 @@
 //! - codex-acp started so that acp-usage, as its `CODEX_PATH`, finds no Node script above it to
 //!   resolve the adapter's Codex from: no Codex is started, and one warning says so. (The
 //!   launches where it is found, `npx` and `npm exec` among them, are in `codex_ts.rs`.)
+//! - acp-usage as the `CODEX_PATH` of a Node script standing in for the adapter: it runs the
+//!   Codex Node resolves from that script, found in a `node_modules` above it, or by Node itself
+//!   when only Node knows where (a relative `NODE_PATH`).
 
 use std::path::{Path, PathBuf};
 
@@ -254,5 +257,57 @@ fn codex_acp_whose_codex_cannot_be_found_is_told_once() {
     assert!(
         warned.len() == 1 && warned[0].contains("set CODEX_PATH"),
         "one warning saying the adapter's Codex was not found:\n{log}"
+    );
+}
+
+/// acp-usage run as the `CODEX_PATH` of `script` (a stand-in for codex-acp: Node running it
+/// runs `$CODEX_PATH --version`), with `env` and `cwd`: the stand-in's exit status and output.
+fn as_codex_path_of(script: &Path, cwd: &Path, env: &[(&str, &str)]) -> (i32, String) {
+    let node = acp_usage_tests::agents::node_bin_dir().join("node");
+    let spec = r#"{"program":null,"codexPath":null,"config":[],"notice":null}"#;
+    let out = std::process::Command::new(node)
+        .arg(script)
+        .arg("--version")
+        .current_dir(cwd)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("CODEX_PATH", relay_binary().expect("acp-usage"))
+        .env("ACP_USAGE_CODEX_APP_SERVER", spec)
+        .envs(env.iter().copied())
+        .output()
+        .expect("node runs");
+    let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), text.into_owned())
+}
+
+#[test]
+fn codex_path_runs_the_codex_node_resolves_from_the_adapters_script() {
+    let scratch = Scratch::new("launch-codex-resolved").expect("scratch");
+    let stand_in = "const r = require('node:child_process').spawnSync(process.env.CODEX_PATH, \
+                    process.argv.slice(2), { stdio: 'inherit' });\nprocess.exit(r.status ?? 1);\n";
+    let modules = agents_cache().join("node_modules");
+    assert!(modules.join("@openai/codex/bin/codex.js").is_file(), "run .ci/install-agents.sh");
+    // In a project whose node_modules holds Codex (a link to the installed package).
+    let project = scratch.path("project/node_modules");
+    let script = project.join("@agentclientprotocol/codex-acp/dist/index.cjs");
+    std::fs::create_dir_all(script.parent().unwrap()).expect("dirs");
+    std::fs::write(&script, stand_in).expect("the stand-in");
+    std::fs::create_dir_all(project.join("@openai")).expect("dirs");
+    std::os::unix::fs::symlink(modules.join("@openai/codex"), project.join("@openai/codex"))
+        .expect("link");
+    let (status, out) = as_codex_path_of(&script, scratch.root(), &[]);
+    assert_eq!((status, out.trim()), (0, "codex-cli 0.166.0"), "found beside the script");
+    // Loose, where only a relative NODE_PATH (from the working directory) leads to Codex, which
+    // acp-usage does not read: Node resolves it. Without it, Node finds none, as the adapter
+    // would not.
+    let loose = scratch.path("loose/adapter.cjs");
+    std::fs::create_dir_all(loose.parent().unwrap()).expect("dirs");
+    std::fs::write(&loose, stand_in).expect("the stand-in");
+    let (status, out) = as_codex_path_of(&loose, &agents_cache(), &[("NODE_PATH", "node_modules")]);
+    assert_eq!((status, out.trim()), (0, "codex-cli 0.166.0"), "resolved by Node");
+    let (status, out) = as_codex_path_of(&loose, &agents_cache(), &[]);
+    assert!(
+        status != 0 && out.contains("Cannot find module '@openai/codex/bin/codex.js'"),
+        "{out}"
     );
 }
