@@ -9,6 +9,8 @@
 #   venv-uv/, uv-cache/  uv (PyPI uv: `uvx`) and Vibe in uv's cache, for running it through uvx offline
 #                (.ci/install-uv.sh)
 #   pi/node_modules/.bin/  pi (pi-acp and the `pi` it runs), in a prefix of its own (see below)
+#   npx-cache/, codex-ts/  codex-acp 2.6.0 as npx leaves it in its npm cache, and in a prefix of
+#                its own, for the tests that launch it by `npx` (offline) and `npm exec --prefix`
 #   rotel/       rotel, the OpenTelemetry collector of the OTLP tests (.ci/install-rotel.sh, PyPI)
 #
 # and, system-wide, Chromium (Debian's `chromium`, .ci/install-browser.sh), which renders
@@ -93,6 +95,26 @@ for spec in "${packages[@]}"; do
       fs.chmodSync(file, fs.statSync(file).mode | 0o111);
     }' "$dir"
 done
+
+# codex-acp 2.6.0 as `npx` and `npm exec` get it, for the tests that launch it so: npx's own run
+# fills an npm cache ($dest/npx-cache: the registry's metadata and tarballs, and npx's install
+# under _npx/), from which the tests run npx offline; a prefix of its own ($dest/codex-ts, only
+# this adapter: the shared prefix links `codex-acp` to one of the two adapters), installed from
+# that cache offline, for `npm exec --prefix`.
+codex_ts="@agentclientprotocol/codex-acp@2.6.0"
+npx_cache="$dest/npx-cache"
+if [[ "$(npx --offline --yes --cache "$npx_cache" -- "$codex_ts" --version 2>/dev/null || true)" \
+  != "@agentclientprotocol/codex-acp 2.6.0" ]]; then
+  echo "install-agents: filling $npx_cache with $codex_ts (npx)"
+  npx --yes --cache "$npx_cache" --loglevel=error -- "$codex_ts" --version >/dev/null
+fi
+codex_ts_prefix="$dest/codex-ts"
+codex_ts_manifest="$codex_ts_prefix/node_modules/@agentclientprotocol/codex-acp/package.json"
+if [[ "$(node -p 'require(process.argv[1]).version' "$codex_ts_manifest" 2>/dev/null || true)" != "2.6.0" ]]; then
+  echo "install-agents: installing $codex_ts into $codex_ts_prefix (offline, from $npx_cache)"
+  npm install --prefix "$codex_ts_prefix" --cache "$npx_cache" --offline --save-exact --no-audit \
+    --no-fund --loglevel=error "$codex_ts"
+fi
 
 # Copilot CLI's native binary unpacks its JavaScript package (235 MB) on first run: once, here,
 # into copilot/pkg (the tests point COPILOT_PKG_CACHE_HOME at it), not into every scratch HOME.

@@ -248,104 +248,197 @@ fn codex_ts_relay_turns_tapped_over_websocket() {
     }
 }
 
-/// Codex's built-in provider with `openai_base_url` in `config.toml`, where the adapter's title
-/// thread (an ephemeral thread on the app server's own settings, not the adapter's
-/// `CODEX_CONFIG`) reads it: acp-usage points the app server itself, so the title thread's
-/// warm-up and title call (`gpt-5.6-luna`) go through the tap too. Every call the mock served is
-/// in the editor's last figures and in the ledger (`report --json`), with the mock's figures.
-#[test]
-fn codex_ts_title_thread_through_the_tap() {
+/// How a test starts codex-acp: the ways users do, which acp-usage reads differently.
+#[derive(Debug, Clone, Copy)]
+enum Launch {
+    /// The adapter's script (its `bin` entry) as the command.
+    Direct,
+    /// `sh -c "<node> <script> | tee <file>"`: a wrapper whose first word is no adapter.
+    ShellPipe,
+    /// `npm exec --prefix <dir> -- codex-acp`: the `bin` link of a prefix of its own.
+    NpmExec,
+    /// `npx --offline -- @agentclientprotocol/codex-acp@2.6.0`, from the npm cache
+    /// `.ci/install-agents.sh` filled: the adapter's files are not named before it starts.
+    Npx,
+}
+
+/// Codex's built-in provider with `openai_base_url` in `config.toml` at a second port of the
+/// mock, where the adapter's title thread (an ephemeral thread on the app server's own
+/// settings, not the adapter's `CODEX_CONFIG`, which sends the session's threads to the first
+/// port) reads it, the adapter started as `launch` says: acp-usage, the adapter's `CODEX_PATH`,
+/// finds the Codex it would have run when it starts it, so the title thread's warm-up and title
+/// call (`gpt-5.6-luna`) go through the tap to that second port. Every figure is checked
+/// against the mock's, the editor's last cost covers every billed call, and the ledger holds
+/// each billed call the mock served, with the mock's figures, the second port's from the tap.
+fn title_thread_through_the_tap(launch: Launch) {
     let mut lab = Lab::new(AGENT, support::script(AGENT)).expect("lab");
     lab.mock.enable_websocket();
     let url = lab.mock.url();
-    let home = lab.scratch.home().join(".codex");
-    let config = format!("model = \"{}\"\nopenai_base_url = \"{url}/v1\"\n", agents::CODEX_MODEL);
-    std::fs::write(home.join("config.toml"), config).expect("write config.toml");
-    let auth = serde_json::json!({"auth_mode": "apikey", "OPENAI_API_KEY": "sk-mock-key"});
-    std::fs::write(home.join("auth.json"), auth.to_string()).expect("write auth.json");
+    agents::use_codex_builtin_openai(&lab.scratch, &mut lab.spec, &url).expect("an API-key login");
+    let title_url = lab.mock.listen_also().expect("a second port");
+    let config =
+        format!("model = \"{}\"\nopenai_base_url = \"{title_url}/v1\"\n", agents::CODEX_MODEL);
+    std::fs::write(lab.scratch.home().join(".codex/config.toml"), config).expect("config.toml");
     let ledger = lab.scratch.path("ledger.db");
     lab.spec.set_env("ACP_USAGE_LEDGER", ledger.display().to_string());
+    let tee_log = lab.scratch.path("agent-stdout.log");
+    launch_as(&mut lab, launch, &tee_log);
 
     // Two turns, every figure checked against the mock's; the title call comes after the
-    // first result and is counted between turns.
+    // first result and is counted between turns; after the last result the editor's cost
+    // covers every billed call.
     flows::relay_turns_in(EXPECT.tapped(), &lab, &[]);
 
+    if let Launch::ShellPipe = launch {
+        let piped = std::fs::read_to_string(&tee_log).unwrap_or_default();
+        assert!(piped.contains("\"jsonrpc\""), "nothing went through the pipe: {piped:?}");
+    }
     let calls = lab.mock.calls();
     let billed: Vec<&Call> = calls.iter().filter(|c| c.kind.is_billed()).collect();
+    let second: u16 = title_url.rsplit(':').next().and_then(|p| p.parse().ok()).expect("a port");
     let title: Vec<&Call> =
         billed.iter().copied().filter(|c| c.model.as_deref() == Some(TITLE_MODEL)).collect();
     assert!(
         title.iter().any(|c| c.kind == CallKind::Auxiliary),
-        "the title thread's call did not reach the mock: {calls:#?}"
+        "{launch:?}: the title thread's call did not reach the mock: {calls:#?}"
     );
-    // The relay has ended (the client is gone): the ledger holds the session's final figures.
-    let report = support::on_ledger(&ledger, &["report", "--json", "--no-import"]);
+    // The title thread and nothing else went to config.toml's port (its warm-up among them).
+    let (on_second, on_first): (Vec<&Call>, Vec<&Call>) =
+        billed.iter().copied().partition(|c| c.port == second);
+    assert!(
+        title.iter().all(|c| c.port == second) && on_second.len() > title.len(),
+        "{launch:?}: the title thread's warm-up and call should be the calls on port {second}: \
+         {on_second:#?}"
+    );
+    assert!(on_first.iter().all(|c| c.model.as_deref() != Some(TITLE_MODEL)), "{on_first:#?}");
+
+    ledger_holds_every_billed_call(launch, &ledger, &billed, &title);
+}
+
+/// The relay has ended (the client is gone): the ledger holds the session's final figures, one
+/// row per call of `billed` with the mock's figures, the title thread's (`title`) from the tap,
+/// and their cost at the catalog's prices.
+fn ledger_holds_every_billed_call(
+    launch: Launch,
+    ledger: &std::path::Path,
+    billed: &[&Call],
+    title: &[&Call],
+) {
+    let report = support::on_ledger(ledger, &["report", "--json", "--no-import"]);
     let report: Value = serde_json::from_str(&report).expect("report --json");
     let totals = &report["totals"];
-    let want = support::sum(&billed);
-    let got = (
-        totals["calls"].as_u64(),
-        totals["inputTokens"].as_u64(),
-        totals["cachedReadTokens"].as_u64(),
-        totals["outputTokens"].as_u64(),
-    );
-    assert_eq!(
-        got,
-        (Some(billed.len() as u64), Some(want.input), Some(want.cache_read), Some(want.output)),
-        "the ledger's totals {totals} should be every billed call the mock served ({} calls, \
-         {} of them the title thread's): {want:?}",
-        billed.len(),
-        title.len()
-    );
-    // The title thread's calls one by one, with the mock's figures.
-    let store = acp_usage::sinks::ledger::Store::open_read(&ledger).expect("the ledger");
-    let rows: Vec<(u64, u64, u64, String)> = store
+    let store = acp_usage::sinks::ledger::Store::open_read(ledger).expect("the ledger");
+    type Row = (String, u64, u64, u64, String);
+    let rows: Vec<Row> = store
         .conn()
-        .prepare("SELECT input, cache_read, output, source FROM calls WHERE model = ?1 ORDER BY id")
+        .prepare("SELECT model, input, cache_read, output, source FROM calls ORDER BY id")
         .and_then(|mut q| {
-            q.query_map([TITLE_MODEL], |r| {
+            q.query_map([], |r| {
                 Ok((
-                    r.get::<_, i64>(0)? as u64,
+                    r.get(0)?,
                     r.get::<_, i64>(1)? as u64,
                     r.get::<_, i64>(2)? as u64,
-                    r.get(3)?,
+                    r.get::<_, i64>(3)? as u64,
+                    r.get(4)?,
                 ))
             })?
             .collect()
         })
-        .expect("the title thread's calls");
-    let mut want_rows: Vec<(u64, u64, u64, String)> = title
+        .expect("the ledger's calls");
+    // Each billed call once, with the mock's figures (the session's threads' calls are in
+    // Codex's rollout too, and count from whichever source reported them first).
+    let figures = |r: &Row| (r.0.clone(), r.1, r.2, r.3);
+    let mut got: Vec<_> = rows.iter().map(figures).collect();
+    let mut want: Vec<_> = billed
         .iter()
-        .filter_map(|c| c.usage)
-        .map(|u| (u.input, u.cache_read, u.output, "tap".to_owned()))
+        .map(|c| {
+            let u = c.usage.unwrap_or_default();
+            (c.model.clone().unwrap_or_default(), u.input, u.cache_read, u.output)
+        })
         .collect();
-    let mut got_rows = rows.clone();
-    want_rows.sort();
-    got_rows.sort();
-    assert_eq!(got_rows, want_rows, "the ledger's {TITLE_MODEL} calls vs the mock's");
-    // The session's final cost: every call the catalog prices (the title thread's warm-up, on
-    // the main model, among them) at the catalog's prices, plus what acp-usage's catalog makes
-    // of the title model's calls (the tests' price table does not have it).
-    let priced: Vec<&Call> = billed
-        .iter()
-        .copied()
-        .filter(|c| support::price(c.model.as_deref().unwrap_or("")).is_some())
-        .collect();
-    let want_cost = support::catalog_cost(priced.iter().copied()).expect("priced");
-    let cost_of = |sql: &str| -> f64 {
-        store.conn().query_row(sql, [TITLE_MODEL], |r| r.get(0)).expect("a cost")
-    };
-    let priced_cost = cost_of("SELECT COALESCE(SUM(cost), 0) FROM calls WHERE model != ?1");
-    assert!(
-        support::close(priced_cost, want_cost),
-        "the ledger's cost of the priced calls {priced_cost} vs the catalog's {want_cost}"
+    got.sort();
+    want.sort();
+    assert_eq!(
+        got, want,
+        "{launch:?}: the ledger's calls (model, input, cache read, output) should be every \
+         billed call the mock served"
     );
-    let title_cost = cost_of("SELECT COALESCE(SUM(cost), 0) FROM calls WHERE model = ?1");
+    // The title call, which no rollout records, came through the tap.
+    let title_rows: Vec<&Row> = rows.iter().filter(|r| r.0 == TITLE_MODEL).collect();
+    assert!(
+        title_rows.len() == title.len() && title_rows.iter().all(|r| r.4 == "tap"),
+        "{launch:?}: the ledger's {TITLE_MODEL} calls should be the tap's: {title_rows:?}"
+    );
+    // The session's final cost: every billed call at the catalog's prices.
+    let want_cost = support::catalog_cost(billed.iter().copied()).expect("priced");
     let total = totals["cost"].as_f64().unwrap_or(f64::NAN);
     assert!(
-        support::close(total, want_cost + title_cost),
-        "the final cost {total} vs {want_cost} + the title model's {title_cost}: {totals}"
+        support::close(total, want_cost),
+        "{launch:?}: the final cost {total} vs the catalog's {want_cost} for every billed call: \
+         {totals}"
     );
+}
+
+/// Sets the lab's command to start the adapter as `launch` says (`tee_log`: where the shell
+/// pipe copies the adapter's output).
+fn launch_as(lab: &mut Lab, launch: Launch, tee_log: &std::path::Path) {
+    let script = lab.spec.program.display().to_string();
+    let cache = agents::agents_cache();
+    // npm and npx stay offline and quiet (no update check, which would go to the registry).
+    for (var, value) in [("npm_config_update_notifier", "false"), ("npm_config_fund", "false")] {
+        lab.spec.set_env(var, value);
+    }
+    let (program, args): (&str, Vec<String>) = match launch {
+        Launch::Direct => return,
+        Launch::ShellPipe => {
+            let node = agents::node_bin_dir().join("node");
+            let line = format!("'{}' '{script}' | tee '{}'", node.display(), tee_log.display());
+            ("sh", vec!["-c".into(), line])
+        }
+        Launch::NpmExec => {
+            let prefix = cache.join("codex-ts");
+            let bin = prefix.join("node_modules/.bin/codex-acp");
+            assert!(bin.exists(), "{} is missing: run .ci/install-agents.sh", bin.display());
+            let prefix = prefix.display().to_string();
+            let words = ["exec", "--offline", "--prefix", &prefix, "--", "codex-acp"];
+            ("npm", words.map(String::from).to_vec())
+        }
+        Launch::Npx => {
+            let npx_cache = cache.join("npx-cache");
+            assert!(
+                npx_cache.join("_npx").is_dir(),
+                "{} is not filled: run .ci/install-agents.sh",
+                npx_cache.display()
+            );
+            let (package, version) = AGENT.package();
+            let spec = format!("{package}@{version}");
+            let npx_cache = npx_cache.display().to_string();
+            let words = ["--offline", "--yes", "--cache", &npx_cache, "--", &spec];
+            ("npx", words.map(String::from).to_vec())
+        }
+    };
+    lab.spec.program = program.into();
+    lab.spec.args = args;
+}
+
+#[test]
+fn codex_ts_title_thread_through_the_tap_started_directly() {
+    title_thread_through_the_tap(Launch::Direct);
+}
+
+#[test]
+fn codex_ts_title_thread_through_the_tap_started_in_a_shell_pipe() {
+    title_thread_through_the_tap(Launch::ShellPipe);
+}
+
+#[test]
+fn codex_ts_title_thread_through_the_tap_started_by_npm_exec() {
+    title_thread_through_the_tap(Launch::NpmExec);
+}
+
+#[test]
+fn codex_ts_title_thread_through_the_tap_started_by_npx_offline() {
+    title_thread_through_the_tap(Launch::Npx);
 }
 
 /// The model codex-acp 2.6 titles sessions with.

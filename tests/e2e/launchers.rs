@@ -11,6 +11,12 @@
 //! - The same wrapper with `--tap on`: an agent without a profile gets the well-known base-URL
 //!   variables pointed at the tap, which a warning names; its call (Anthropic's Messages, to the
 //!   user's `ANTHROPIC_BASE_URL`) is counted from the tap.
+//! - codex-acp started so that acp-usage, as its `CODEX_PATH`, finds no Node script above it to
+//!   resolve the adapter's Codex from: no Codex is started, and one warning says so. (The
+//!   launches where it is found, `npx` and `npm exec` among them, are in `codex_ts.rs`.)
+//! - acp-usage as the `CODEX_PATH` of a Node script standing in for the adapter: it runs the
+//!   Codex Node resolves from that script, found in a `node_modules` above it, or by Node itself
+//!   when only Node knows where (a relative `NODE_PATH`).
 
 use std::path::{Path, PathBuf};
 
@@ -87,12 +93,29 @@ fn relay_logs(root: &Path) -> String {
     files.iter().map(|f| std::fs::read_to_string(f).unwrap_or_default()).collect()
 }
 
-/// `acp-usage <relay_args> -- unknown-acp-agent`: the fake agent behind a wrapper script whose
-/// name no profile knows, with `env` added, at the default log level; the ledger in `scratch`.
-fn wrapped_fake(scratch: &Scratch, relay_args: &[&str], env: &[(&str, String)]) -> AcpClient {
-    let wrapper = scratch.path("unknown-acp-agent");
+/// The wrapper script of [`wrapped_fake`]: its file name, and shell lines it runs before it
+/// execs the fake agent.
+struct Wrapper<'a> {
+    name: &'a str,
+    before: &'a str,
+}
+
+/// A wrapper whose name no profile knows.
+const UNKNOWN: Wrapper = Wrapper { name: "unknown-acp-agent", before: "" };
+
+/// `acp-usage <relay_args> -- <wrapper>`: the fake agent behind a wrapper script, with `env`
+/// added, at the default log level; the ledger in `scratch`.
+fn wrapped_fake(
+    scratch: &Scratch,
+    wrapper: &Wrapper,
+    relay_args: &[&str],
+    env: &[(&str, String)],
+) -> AcpClient {
+    let Wrapper { name, before } = wrapper;
+    let wrapper = scratch.path(name);
     let fake = env!("CARGO_BIN_EXE_fake-acp-agent");
-    std::fs::write(&wrapper, format!("#!/bin/sh\nexec '{fake}' \"$@\"\n")).expect("the wrapper");
+    std::fs::write(&wrapper, format!("#!/bin/sh\n{before}exec '{fake}' \"$@\"\n"))
+        .expect("the wrapper");
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let mut vars = vec![
@@ -113,11 +136,21 @@ fn wrapped_fake(scratch: &Scratch, relay_args: &[&str], env: &[(&str, String)]) 
     AcpClient::spawn(&relayed, ClientOptions::default()).expect("the relay")
 }
 
-/// Runs the wrapped fake agent through `initialize` (twice: the warning is said once) and
-/// `session/new`; the relay's stderr.
+/// Runs the fake agent behind a wrapper no profile knows through `initialize` (twice: the
+/// warning is said once) and `session/new`; the relay's stderr.
 fn run_wrapped(scratch: &Scratch, relay_args: &[&str], env: &[(&str, String)]) -> String {
+    run_wrapper(scratch, &UNKNOWN, relay_args, env)
+}
+
+/// [`run_wrapped`] behind `wrapper`.
+fn run_wrapper(
+    scratch: &Scratch,
+    wrapper: &Wrapper,
+    relay_args: &[&str],
+    env: &[(&str, String)],
+) -> String {
     let before: Vec<PathBuf> = stderr_files(scratch);
-    let mut client = wrapped_fake(scratch, relay_args, env);
+    let mut client = wrapped_fake(scratch, wrapper, relay_args, env);
     for _ in 0..2 {
         client.initialize().expect("initialize");
     }
@@ -197,4 +230,84 @@ fn tap_on_taps_an_agent_without_a_profile() {
         .query_row("SELECT COUNT(*) FROM calls WHERE source = 'tap'", [], |r| r.get(0))
         .expect("count");
     assert_eq!(tapped, 0, "{log}");
+}
+
+/// codex-acp (TypeScript) started so that no process above the Codex it starts runs a Node
+/// script (here a shell script named `codex-acp`, as a compiled adapter would be): acp-usage,
+/// its `CODEX_PATH`, cannot tell which Codex the adapter would run. It starts none (exit 127),
+/// and the relay says so once, at the default log level, however often the adapter tries.
+#[test]
+fn codex_acp_whose_codex_cannot_be_found_is_told_once() {
+    let scratch = Scratch::new("launch-codex-unfound").expect("scratch");
+    let codex_home = scratch.home().join(".codex");
+    std::fs::create_dir_all(&codex_home).expect("CODEX_HOME");
+    // Codex's built-in provider (no `model_provider`): its app server is pointed.
+    std::fs::write(codex_home.join("config.toml"), "model = \"gpt-5.2-codex\"\n").expect("config");
+    let status = scratch.path("app-server-status");
+    let before = format!(
+        "for n in 1 2; do \"$CODEX_PATH\" app-server </dev/null; echo $? >>'{}'; done\n",
+        status.display()
+    );
+    let wrapper = Wrapper { name: "codex-acp", before: &before };
+    let env = [("CODEX_HOME", codex_home.display().to_string())];
+    let log = run_wrapper(&scratch, &wrapper, &[], &env);
+    let statuses = std::fs::read_to_string(&status).unwrap_or_default();
+    assert_eq!(statuses, "127\n127\n", "the app server should not have started:\n{log}");
+    let warned: Vec<&str> = log.lines().filter(|l| l.contains("WARN")).collect();
+    assert!(
+        warned.len() == 1 && warned[0].contains("set CODEX_PATH"),
+        "one warning saying the adapter's Codex was not found:\n{log}"
+    );
+}
+
+/// acp-usage run as the `CODEX_PATH` of `script` (a stand-in for codex-acp: Node running it
+/// runs `$CODEX_PATH --version`), with `env` and `cwd`: the stand-in's exit status and output.
+fn as_codex_path_of(script: &Path, cwd: &Path, env: &[(&str, &str)]) -> (i32, String) {
+    let node = acp_usage_tests::agents::node_bin_dir().join("node");
+    let spec = r#"{"program":null,"codexPath":null,"config":[],"notice":null}"#;
+    let out = std::process::Command::new(node)
+        .arg(script)
+        .arg("--version")
+        .current_dir(cwd)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("CODEX_PATH", relay_binary().expect("acp-usage"))
+        .env("ACP_USAGE_CODEX_APP_SERVER", spec)
+        .envs(env.iter().copied())
+        .output()
+        .expect("node runs");
+    let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), text.into_owned())
+}
+
+#[test]
+fn codex_path_runs_the_codex_node_resolves_from_the_adapters_script() {
+    let scratch = Scratch::new("launch-codex-resolved").expect("scratch");
+    let stand_in = "const r = require('node:child_process').spawnSync(process.env.CODEX_PATH, \
+                    process.argv.slice(2), { stdio: 'inherit' });\nprocess.exit(r.status ?? 1);\n";
+    let modules = agents_cache().join("node_modules");
+    assert!(modules.join("@openai/codex/bin/codex.js").is_file(), "run .ci/install-agents.sh");
+    // In a project whose node_modules holds Codex (a link to the installed package).
+    let project = scratch.path("project/node_modules");
+    let script = project.join("@agentclientprotocol/codex-acp/dist/index.cjs");
+    std::fs::create_dir_all(script.parent().unwrap()).expect("dirs");
+    std::fs::write(&script, stand_in).expect("the stand-in");
+    std::fs::create_dir_all(project.join("@openai")).expect("dirs");
+    std::os::unix::fs::symlink(modules.join("@openai/codex"), project.join("@openai/codex"))
+        .expect("link");
+    let (status, out) = as_codex_path_of(&script, scratch.root(), &[]);
+    assert_eq!((status, out.trim()), (0, "codex-cli 0.166.0"), "found beside the script");
+    // Loose, where only a relative NODE_PATH (from the working directory) leads to Codex, which
+    // acp-usage does not read: Node resolves it. Without it, Node finds none, as the adapter
+    // would not.
+    let loose = scratch.path("loose/adapter.cjs");
+    std::fs::create_dir_all(loose.parent().unwrap()).expect("dirs");
+    std::fs::write(&loose, stand_in).expect("the stand-in");
+    let (status, out) = as_codex_path_of(&loose, &agents_cache(), &[("NODE_PATH", "node_modules")]);
+    assert_eq!((status, out.trim()), (0, "codex-cli 0.166.0"), "resolved by Node");
+    let (status, out) = as_codex_path_of(&loose, &agents_cache(), &[]);
+    assert!(
+        status != 0 && out.contains("Cannot find module '@openai/codex/bin/codex.js'"),
+        "{out}"
+    );
 }

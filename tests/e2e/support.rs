@@ -108,6 +108,14 @@ pub fn price(model: &str) -> Option<Price> {
             cache_write_5m: 0.0,
             cache_write_1h: 0.0,
         },
+        // codex-acp 2.6's title model.
+        "gpt-5.6-luna" => Price {
+            input: 0.2e-6,
+            output: 1.2e-6,
+            cache_read: 0.02e-6,
+            cache_write_5m: 0.0,
+            cache_write_1h: 0.0,
+        },
         "gpt-5.4-mini" => Price {
             input: 0.75e-6,
             output: 4.5e-6,

@@ -16,7 +16,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
-use acp_usage::sources::tap::{Route, Tap, TapCall, TapConfig};
+use acp_usage::sources::tap::{Notice, Route, Tap, TapCall, TapConfig};
 use acp_usage_tests::mock_llm::{CallKind, MockLlm, Script};
 use acp_usage_tests::raw_http::{
     PATIENCE, RawClient, RawUpstream, Response, response_head, response_with_body,
@@ -36,6 +36,11 @@ pub(crate) struct Rig {
 impl Rig {
     /// Starts a tap with `routes` (name, upstream URL).
     pub fn start(routes: &[(&str, String)]) -> Rig {
+        Rig::start_with(routes, Vec::new())
+    }
+
+    /// [`Rig::start`] with `notices` a program the agent starts may ask for.
+    pub fn start_with(routes: &[(&str, String)], notices: Vec<Notice>) -> Rig {
         let routes = routes
             .iter()
             .map(|(name, upstream)| Route { name: (*name).to_owned(), upstream: upstream.clone() })
@@ -44,6 +49,7 @@ impl Rig {
             routes,
             session_headers: vec!["x-claude-code-session-id".to_owned()],
             alternates: Vec::new(),
+            notices,
         };
         let (tx, calls) = tokio::sync::mpsc::unbounded_channel();
         let (limits_tx, limits) = tokio::sync::mpsc::unbounded_channel();
@@ -294,6 +300,39 @@ async fn tap_refuses_requests_without_the_exact_secret() {
         client.exchange(&request("GET", &rig.path("r", "/v1/models"), &[], b"")).await.unwrap();
     assert_eq!((response.head.status, response.text().as_str()), (200, "{\"forwarded\":1}"));
     assert_eq!(upstream.accepted(), 1);
+}
+
+/// A notice (`/<secret>/.notice/<name>`, what codex-acp's Codex asks for when acp-usage cannot
+/// find it) is the tap's own: answered `204` as often as asked (the relay logs it once), `404`
+/// for a name the pointing did not give, refused without the secret, and never forwarded.
+#[tokio::test]
+async fn tap_answers_notices_itself() {
+    let ok = response_with_body(200, &["content-type: application/json"], b"{\"forwarded\":1}");
+    let upstream = RawUpstream::answering(ok).await.expect("an upstream");
+    let notice = Notice { name: "codex-app-server".into(), text: "not found".into() };
+    let rig = Rig::start_with(&[("r", upstream.url())], vec![notice]);
+    let asked = rig.path(".notice", "/codex-app-server");
+    for _ in 0..2 {
+        let mut client = rig.client().await;
+        let response = client.exchange(&request("POST", &asked, &[], b"")).await.unwrap();
+        assert_eq!(response.head.status, 204, "{}", response.text());
+    }
+    let cases = [
+        ("another name", rig.path(".notice", "/other")),
+        ("no name", rig.path(".notice", "")),
+        ("no secret", "/.notice/codex-app-server".to_owned()),
+    ];
+    for (what, target) in cases {
+        let mut client = rig.client().await;
+        let response = client.exchange(&request("POST", &target, &[], b"")).await.unwrap();
+        assert!(
+            (400..500).contains(&response.head.status) && is_tap_error(&response),
+            "{what} ({target}): expected the tap's own 4xx, got {} {}",
+            response.head.status,
+            response.text()
+        );
+    }
+    assert_eq!(upstream.accepted(), 0, "a notice reached the upstream");
 }
 
 #[tokio::test]

@@ -64,6 +64,8 @@ struct Shared {
     /// Serve the Responses WebSocket (`MockLlm::enable_websocket`); otherwise an upgrade is
     /// declined with 426.
     websocket: AtomicBool,
+    /// The other ports it serves on ([`MockLlm::listen_also`]), stopped with it.
+    more: Mutex<Vec<SocketAddr>>,
 }
 
 #[derive(Debug)]
@@ -120,6 +122,7 @@ impl MockLlm {
             }),
             stopping: AtomicBool::new(false),
             websocket: AtomicBool::new(false),
+            more: Mutex::new(Vec::new()),
             tag: format!("{:x}{:05x}", std::process::id(), nanos & 0xfffff),
         });
         let accept_shared = Arc::clone(&shared);
@@ -133,6 +136,20 @@ impl MockLlm {
             )
         })?;
         Ok(MockLlm { addr, shared })
+    }
+
+    /// Serves the same script and call log on another port of 127.0.0.1 as well (an agent's
+    /// second base URL, whose calls a test tells apart by [`Call::port`]); its
+    /// `http://127.0.0.1:PORT`.
+    pub fn listen_also(&self) -> anyhow::Result<String> {
+        let listener = TcpListener::bind(("127.0.0.1", 0))?;
+        let addr = listener.local_addr()?;
+        lock(&self.shared.more).push(addr);
+        let shared = Arc::clone(&self.shared);
+        thread::Builder::new().name(format!("mock-llm-{}", addr.port())).spawn(move || {
+            http::accept_each(listener, shared, "mock-llm", |s| &s.stopping, serve_connection)
+        })?;
+        Ok(format!("http://{addr}"))
     }
 
     /// Also append every call (without request bodies) to `path` as JSON lines.
@@ -229,6 +246,9 @@ impl MockLlm {
 impl Drop for MockLlm {
     fn drop(&mut self) {
         http::stop(&self.addr, &self.shared.stopping);
+        for addr in lock(&self.shared.more).iter() {
+            http::stop(addr, &self.shared.stopping);
+        }
     }
 }
 
@@ -239,7 +259,8 @@ fn serve_connection(stream: &TcpStream, shared: &Shared) -> anyhow::Result<()> {
     if websocket::is_upgrade(&request) {
         return websocket::serve(stream, &request, shared);
     }
-    let (reply, response_id, step_headers) = answer(request, shared, false);
+    let port = stream.local_addr().map_or(0, |a| a.port());
+    let (reply, response_id, step_headers) = answer(request, shared, false, port);
     let mut headers = vec![("request-id", format!("req_mock_{response_id}"))];
     headers.extend(step_headers.iter().map(|(k, v)| (k.as_str(), v.clone())));
     http::write_response(stream, &reply.response, &headers)?;
@@ -247,12 +268,13 @@ fn serve_connection(stream: &TcpStream, shared: &Shared) -> anyhow::Result<()> {
 }
 
 /// Answers one model-API request (`websocket`: a `response.create` message, served as a
-/// stream) and records the call; returns the reply, the call's response id, and the scripted
-/// step's own response headers (rate limits; the default answers have none).
+/// stream) that came to `port` and records the call; returns the reply, the call's response id,
+/// and the scripted step's own response headers (rate limits; the default answers have none).
 fn answer(
     request: Request,
     shared: &Shared,
     websocket: bool,
+    port: u16,
 ) -> (Reply, String, Vec<(String, String)>) {
     let body = request_json(&request);
     let route = anthropic::route(&request, &body)
@@ -346,6 +368,7 @@ fn answer(
             .collect(),
         response_id: response_id.clone(),
         websocket,
+        port,
         request_body: body,
         request_bytes: request.body.clone(),
     };

@@ -87,6 +87,8 @@ pub struct Call {
     /// The call came over the Responses WebSocket (a `response.create` message), not HTTP.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub websocket: bool,
+    /// The port of 127.0.0.1 it came to (the mock's own, or one of [`super::MockLlm::listen_also`]).
+    pub port: u16,
     /// The request body (JSON when it parsed); kept in memory only.
     #[serde(skip)]
     pub request_body: Value,

@@ -116,7 +116,8 @@ fn respond(
         headers: upgrade.headers.clone(),
         body: text.to_vec(),
     };
-    let (reply, response_id, step_headers) = answer(request, shared, true);
+    let port = stream.local_addr().map_or(0, |a| a.port());
+    let (reply, response_id, step_headers) = answer(request, shared, true, port);
     match reply.response {
         Response::Sse(events) => {
             if let Some(event) = rate_limits_event(&step_headers) {

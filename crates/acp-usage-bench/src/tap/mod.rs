@@ -134,6 +134,7 @@ pub fn run(options: &TapOptions) -> anyhow::Result<TapResults> {
         routes: vec![Route { name: "bench".into(), upstream: upstream.base_url() }],
         session_headers: Vec::new(),
         alternates: Vec::new(),
+        notices: Vec::new(),
     };
     // The bench's upstream states no subscription windows: nothing arrives on this channel.
     let (limits_tx, _limits) = tokio::sync::mpsc::unbounded_channel();

@@ -27,6 +27,8 @@ pub(super) struct State {
     pub routes: Vec<Route>,
     pub session_headers: Vec<String>,
     pub alternates: Vec<Alternate>,
+    /// The notices a program the agent starts may ask for, each with whether it was said.
+    pub notices: Vec<(super::Notice, std::sync::atomic::AtomicBool)>,
     pub client: Upstream,
     pub calls: tokio::sync::mpsc::UnboundedSender<TapCall>,
     /// Subscription windows read from responses.

@@ -33,7 +33,7 @@ use anyhow::Context as _;
 use bytes::Bytes;
 
 pub use flights::{Flights, settled};
-pub use point::{Alternate, Pointing};
+pub use point::{Alternate, Notice, Pointing};
 
 /// One upstream the tap forwards to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,6 +111,7 @@ pub fn bind_for_agent(pointing: Pointing) -> Option<ForAgent> {
         routes: pointing.routes.clone(),
         session_headers: pointing.session_headers.clone(),
         alternates: pointing.alternates.clone(),
+        notices: pointing.notices.clone(),
     };
     // The HTTPS client is made when the first request comes; one that could not be made must
     // leave the agent untapped, so whether it can is told now.
@@ -151,6 +152,8 @@ pub struct TapConfig {
     pub session_headers: Vec<String>,
     /// Routes whose requests carrying a header go to another upstream.
     pub alternates: Vec<Alternate>,
+    /// Warnings a program the agent starts may ask for ([`Notice`]).
+    pub notices: Vec<Notice>,
 }
 
 /// A running tap.
@@ -250,6 +253,7 @@ impl Bound {
                 routes: config.routes,
                 session_headers: config.session_headers,
                 alternates: config.alternates,
+                notices: config.notices.into_iter().map(|n| (n, Default::default())).collect(),
                 client,
                 calls,
                 limits,

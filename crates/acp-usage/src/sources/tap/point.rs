@@ -96,6 +96,22 @@ pub struct Pointing {
     pub session_headers: Vec<String>,
     /// Why some of the agent's calls will not reach the tap, to tell the user.
     pub warnings: Vec<String>,
+    /// What a program the agent runs may have to tell the user later, through the tap (see
+    /// [`Notice`]).
+    pub notices: Vec<Notice>,
+}
+
+/// The route under which the tap takes notices instead of forwarding: `.` is in no route's
+/// name ([`sanitize`]).
+pub const NOTICE_ROUTE: &str = ".notice";
+
+/// A warning that only a program the agent starts can know is due (codex-acp's Codex, found
+/// or not when the adapter starts it): that program asks for it with a request to
+/// `<tap>/<secret>/.notice/<name>`, and the tap logs `text` once, at the WARN level.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub name: String,
+    pub text: String,
 }
 
 impl std::fmt::Debug for Pointing {
@@ -108,6 +124,7 @@ impl std::fmt::Debug for Pointing {
             .field("alternates", &self.alternates)
             .field("session_headers", &self.session_headers)
             .field("warnings", &self.warnings)
+            .field("notices", &self.notices)
             .finish()
     }
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use acp_usage_core::api::{self, RequestInfo};
 use bytes::Bytes;
-use http_body_util::{BodyExt, StreamBody};
+use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::header;
 use hyper::{Method, Request, Response, StatusCode};
@@ -27,7 +27,7 @@ use super::http::{
 };
 use super::watch::Pending;
 use super::watched::Watched;
-use super::{call, limits, now_ms, ws};
+use super::{call, limits, now_ms, point, ws};
 
 /// Accepts connections until the process ends.
 pub(super) async fn serve(listener: tokio::net::TcpListener, state: Arc<State>) {
@@ -172,6 +172,9 @@ fn route<'a>(
         tracing::warn!(method = %req.method(), "tap: a request without the secret was refused");
         return Err(own_response(StatusCode::FORBIDDEN, "not a path this tap serves"));
     };
+    if route_name == point::NOTICE_ROUTE {
+        return Err(notice(state, rest));
+    }
     let Some(route) = state.routes.iter().find(|r| r.name == route_name) else {
         return Err(own_response(StatusCode::NOT_FOUND, "no such route"));
     };
@@ -186,6 +189,21 @@ fn route<'a>(
         None => format!("{upstream_base}{rest}"),
     };
     Ok(Routed { route: route_name, upstream_base, rest: rest.to_owned(), url })
+}
+
+/// A notice asked for (`/.notice/<name>`, see [`point::Notice`]): said once at the WARN level;
+/// answered `204`, or `404` for a name the agent's pointing did not give.
+fn notice(state: &State, rest: &str) -> Response<Body> {
+    let name = rest.trim_start_matches('/');
+    let Some((notice, said)) = state.notices.iter().find(|(n, _)| n.name == name) else {
+        return own_response(StatusCode::NOT_FOUND, "no such notice");
+    };
+    if !said.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        tracing::warn!("{}", notice.text);
+    }
+    let mut resp = Response::new(Full::new(Bytes::new()).map_err(|never| match never {}).boxed());
+    *resp.status_mut() = StatusCode::NO_CONTENT;
+    resp
 }
 
 /// The request body, read whole before it is forwarded: requests are sent at once and are

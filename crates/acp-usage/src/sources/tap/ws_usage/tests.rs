@@ -18,6 +18,7 @@ fn state() -> (Arc<State>, tokio::sync::mpsc::UnboundedReceiver<TapCall>) {
         routes: Vec::new(),
         session_headers: Vec::new(),
         alternates: Vec::new(),
+        notices: Vec::new(),
         client: crate::sources::tap::http::Upstream::ready(
             crate::sources::tap::http::upstream_client(true).unwrap(),
         ),
