@@ -76,6 +76,16 @@ pub(super) fn point(p: &mut Pointing, settings: &Settings, command: &[String], e
     let user_path = env.set("CODEX_PATH");
     let program = match &user_path {
         Some(user) => Some(vec![user.clone()]),
+        // Deno runs the adapter from its own cache, with no Node script above acp-usage to
+        // resolve Codex from: left as without acp-usage rather than an app server that cannot
+        // start.
+        None if runs_on_deno(command) => {
+            p.warnings.push(
+                "codex-acp runs on Deno, whose Codex acp-usage cannot find: its title thread                  goes where config.toml says, past the tap (set CODEX_PATH to tap it)"
+                    .to_owned(),
+            );
+            return;
+        }
         // Found as the adapter starts it.
         None if cfg!(target_os = "linux") => None,
         None => match bundled(command, path) {
@@ -122,6 +132,15 @@ pub(super) fn point(p: &mut Pointing, settings: &Settings, command: &[String], e
         out.env.push(("CODEX_PATH".into(), me.clone()));
         out.env.push((VAR.into(), json));
     }));
+}
+
+/// Whether `command` runs the adapter on Deno (`deno run npm:@agentclientprotocol/codex-acp`,
+/// through a wrapper too).
+fn runs_on_deno(command: &[String]) -> bool {
+    command
+        .iter()
+        .flat_map(|w| w.split_whitespace())
+        .any(|word| Path::new(word).file_name().is_some_and(|n| n == "deno" || n == "deno.exe"))
 }
 
 /// Whether `command` starts the TypeScript adapter, read as its launchers read it
@@ -350,6 +369,15 @@ mod tests {
             assert!(!starts_typescript_adapter(&command, Some(path)), "{command:?}");
         }
         let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn deno_is_told_apart_from_node_however_wrapped() {
+        let words = |w: &[&str]| w.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
+        assert!(runs_on_deno(&words(&["deno", "run", "-A", "npm:@agentclientprotocol/codex-acp"])));
+        assert!(runs_on_deno(&words(&["sh", "-c", "/opt/deno/bin/deno run -A npm:x | tee l"])));
+        assert!(!runs_on_deno(&words(&["npx", "-y", TYPESCRIPT])));
+        assert!(!runs_on_deno(&words(&["node", "/p/denote/dist/index.js"])));
     }
 
     #[cfg(unix)]
