@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 pub mod board;
+pub mod credits;
 pub mod forecast;
 pub mod meter;
 
@@ -93,10 +94,7 @@ impl Limit {
     /// Whose window it is, shortly: `key 3f9a1c`, `acct 8e12ab`, `org 1b2c3d` (`None`: not
     /// known).
     pub fn account_label(&self) -> Option<String> {
-        let account = self.account.as_deref()?;
-        let (kind, id) = account.split_once(':').unwrap_or(("account", account));
-        let id: String = id.chars().filter(char::is_ascii_alphanumeric).take(6).collect();
-        Some(format!("{kind} {id}"))
+        self.account.as_deref().map(account_label)
     }
 
     /// A short label for a status line: `5h 73%`, `7d 12%`, `primary 40%`.
@@ -111,6 +109,14 @@ impl Limit {
         };
         format!("{name} {:.0}%", self.used_percent)
     }
+}
+
+/// An account as people are shown it: its kind and the first six letters or digits of its id
+/// (`key 3f9a1c`), never more of it.
+pub fn account_label(account: &str) -> String {
+    let (kind, id) = account.split_once(':').unwrap_or(("account", account));
+    let id: String = id.chars().filter(char::is_ascii_alphanumeric).take(6).collect();
+    format!("{kind} {id}")
 }
 
 /// Anthropic's unified windows: the claim, the header infix, and the window's length.
@@ -302,7 +308,7 @@ pub fn from_codex_event(json: &[u8], observed_ms: i64) -> Vec<Limit> {
 }
 
 /// [`from_codex_event`] on the event already parsed (the usage reader has it).
-pub(crate) fn from_codex_event_value(event: &Value, observed_ms: i64) -> Vec<Limit> {
+pub fn from_codex_event_value(event: &Value, observed_ms: i64) -> Vec<Limit> {
     if event["type"].as_str() != Some("codex.rate_limits") {
         return Vec::new();
     }

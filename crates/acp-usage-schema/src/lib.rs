@@ -135,6 +135,35 @@ pub struct UsageUpdateMeta {
     /// primary and secondary windows, Gemini's quota), as the provider last stated it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub limits: Vec<LimitWindow>,
+    /// The credit balance and plan the provider last stated for the account in use (Codex's),
+    /// when it stated one: its own unit, not a dollar cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credits: Option<CreditsInfo>,
+}
+
+/// A provider's statement of the account's credits and plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreditsInfo {
+    /// `openai`.
+    pub provider: String,
+    /// Whether the account has credits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub has_credits: Option<bool>,
+    /// Whether they are unlimited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unlimited: Option<bool>,
+    /// The balance, as the provider wrote it (in credits, not dollars).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub balance: Option<String>,
+    /// The plan (`plus`, `pro`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_type: Option<String>,
+    /// Whose, as a short label (see [`LimitWindow::account`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+    /// When it was observed (RFC 3339, UTC).
+    pub observed_at: String,
 }
 
 /// One subscription usage window, as the provider last stated it.

@@ -544,6 +544,15 @@ fn our_update_meta() -> UsageUpdateMeta {
             runs_out_at: Some("2026-11-26T12:30:00Z".into()),
             account: Some("key 3f9a1c".into()),
         }],
+        credits: Some(acp_usage_schema::CreditsInfo {
+            provider: "openai".into(),
+            has_credits: Some(true),
+            unlimited: Some(false),
+            balance: Some("12.5".into()),
+            plan_type: Some("plus".into()),
+            account: Some("acct user12".into()),
+            observed_at: "2026-11-26T10:00:00Z".into(),
+        }),
     }
 }
 

@@ -109,6 +109,8 @@ pub struct AgentLabel {
     pub unrecorded: &'static [&'static str],
     /// The subscription windows seen so far, the latest observation of each.
     pub limits: Vec<Limit>,
+    /// The credits and plan the provider last stated, for the account in use.
+    pub credits: Option<acp_usage_core::limits::credits::Credits>,
 }
 
 /// A Unix time in seconds as RFC 3339 UTC.
@@ -131,6 +133,20 @@ pub fn limit_window(l: &Limit) -> LimitWindow {
         observed_at: rfc3339(l.observed_ms.div_euclid(1000)).unwrap_or_default(),
         runs_out_at: l.runs_out_at.and_then(rfc3339),
         account: l.account_label(),
+    }
+}
+
+/// Credits as `_meta.acpUsage.credits` carries them.
+fn credits_info(c: &acp_usage_core::limits::credits::Credits) -> acp_usage_schema::CreditsInfo {
+    let account = c.account.as_deref().map(acp_usage_core::limits::account_label);
+    acp_usage_schema::CreditsInfo {
+        provider: c.provider.clone(),
+        has_credits: c.has_credits,
+        unlimited: c.unlimited,
+        balance: c.balance.clone(),
+        plan_type: c.plan_type.clone(),
+        account,
+        observed_at: rfc3339(c.observed_ms.div_euclid(1000)).unwrap_or_default(),
     }
 }
 
@@ -158,6 +174,7 @@ fn update_fields(
         trigger: trigger.as_str().to_string(),
         agent,
         limits: label.limits.iter().map(limit_window).collect(),
+        credits: label.credits.as_ref().map(credits_info),
     };
     let t = &snap.totals;
     let cumulative = UsageBreakdown {
@@ -354,7 +371,7 @@ mod tests {
     }
 
     fn label(limits: Vec<Limit>) -> AgentLabel {
-        AgentLabel { profile: "claude", unrecorded: &[], limits }
+        AgentLabel { profile: "claude", unrecorded: &[], limits, credits: None }
     }
 
     /// Codex's windows as the tap reads them: 5 hours 40% full, a week 12%.

@@ -174,8 +174,11 @@ impl Core {
         }
         // Windows first: a call's headers came before its body.
         if let Some(rx) = &mut self.tap_limits_rx {
-            while let Ok((session, limits)) = rx.try_recv() {
-                self.observer.limits_observed(limits, session.as_deref());
+            while let Ok(observed) = rx.try_recv() {
+                self.observer.limits_observed(observed.limits, observed.session.as_deref());
+                if let Some(credits) = observed.credits {
+                    self.observer.credits_observed(credits);
+                }
             }
         }
         let mut any = false;

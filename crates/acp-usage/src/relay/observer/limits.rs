@@ -4,6 +4,7 @@
 //! `[limits] warn_at`, into a `notice` saying when it resets (or, for a client without
 //! notices, a line in the chat at the session's next turn moment; see [`super::alerts`]).
 
+use acp_usage_core::limits::credits::Credits;
 use acp_usage_core::limits::{Limit, LimitCrossing};
 use serde_json::json;
 
@@ -74,6 +75,26 @@ impl Observer {
     /// The session that prompted last, else any.
     fn latest_session(&self) -> Option<String> {
         self.sessions.iter().max_by_key(|(_, s)| s.tap.last_prompt).map(|(id, _)| id.clone())
+    }
+
+    /// Credits and a plan a response stated (Codex's): kept per provider, into the ledger, on
+    /// the next update.
+    pub fn credits_observed(&mut self, mut credits: Credits) {
+        if credits.account.is_none() {
+            credits.account = self.limit_board.account_in_use(&credits.provider).map(str::to_owned);
+        }
+        tracing::debug!(provider = credits.provider, "credits observed");
+        self.writes.push(Write::Credits(credits.clone()));
+        self.credits.insert(credits.provider.clone(), credits);
+    }
+
+    /// The credits stated for the account in use, for the updates and `/usage` (one
+    /// provider's; the one whose account is known first, in name order).
+    pub(super) fn current_credits(&self) -> Option<Credits> {
+        self.credits
+            .values()
+            .find(|c| c.account.as_deref() == self.limit_board.account_in_use(&c.provider))
+            .cloned()
     }
 
     /// The latest observation of every window, for the updates.

@@ -166,6 +166,8 @@ pub struct Observer {
     between_turns: Vec<String>,
     /// The subscription windows seen, the latest of each, and the lines each has reached.
     limit_board: acp_usage_core::limits::LimitBoard,
+    /// The latest credits and plan stated, per provider.
+    credits: std::collections::BTreeMap<String, acp_usage_core::limits::credits::Credits>,
     /// acp-usage's own `/usage` command: the sessions with an agent's list, calls by role.
     usage: usage_command::CommandState,
 }
@@ -214,6 +216,7 @@ impl Observer {
             tap: tapped::Attribution::default(),
             between_turns: Vec::new(),
             limit_board: acp_usage_core::limits::LimitBoard::new(limit_lines),
+            credits: std::collections::BTreeMap::new(),
             usage: usage_command::CommandState::default(),
         }
     }

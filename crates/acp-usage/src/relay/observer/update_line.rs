@@ -96,6 +96,7 @@ impl Observer {
                 self.profile.unrecorded_side_calls(self.agent_name.as_deref())
             },
             limits: self.current_limits(),
+            credits: self.current_credits(),
         }
     }
 }

@@ -233,6 +233,7 @@ impl Observer {
             (Ok(0.0), Ok(0.0))
         };
         let limits = self.current_limits();
+        let credits = self.current_credits();
         let empty = RoleTotals::default();
         let figures = Figures {
             snapshot: snap,
@@ -240,6 +241,7 @@ impl Observer {
             today,
             month,
             limits: &limits,
+            credits: credits.as_ref(),
             budgets: &self.settings.budgets.limits,
             now: now_ms() / 1000,
         };

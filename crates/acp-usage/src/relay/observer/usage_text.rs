@@ -7,6 +7,7 @@ use acp_usage_core::Snapshot;
 use acp_usage_core::account::{Role, RoleTotals};
 use acp_usage_core::budget::Scope;
 use acp_usage_core::limits::Limit;
+use acp_usage_core::limits::credits::Credits;
 
 use super::limits::{when, window_parts};
 use crate::numbers::thousands;
@@ -37,6 +38,8 @@ pub struct Figures<'a> {
     pub month: Result<f64, String>,
     /// The latest observation of each subscription window.
     pub limits: &'a [Limit],
+    /// The credits and plan the provider last stated (Codex's), when it did.
+    pub credits: Option<&'a Credits>,
     /// The budgets set, in USD.
     pub budgets: &'a [(Scope, f64)],
     /// Now, in Unix seconds (for "resets in ...").
@@ -195,6 +198,11 @@ fn limit_rows(f: &Figures<'_>) -> Rows {
             }
             (format!("{who} {span}"), value)
         })
+        .chain(f.credits.map(|c| {
+            let who = crate::agents::Plan::of_provider(&c.provider)
+                .map_or(c.provider.as_str(), |p| p.word);
+            (format!("{who} credits"), c.describe())
+        }))
         .collect()
 }
 
@@ -298,6 +306,7 @@ mod tests {
             today: Ok(1.5),
             month: Ok(1234.5),
             limits: &limits,
+            credits: None,
             budgets: &[(Scope::Day, 20.0)],
             now: NOW,
         };
@@ -330,6 +339,7 @@ mod tests {
             today: why(),
             month: why(),
             limits: &[],
+            credits: None,
             budgets: &[(Scope::Session, 1.0), (Scope::Day, 5.0), (Scope::Month, 50.0)],
             now: NOW,
         };
@@ -360,6 +370,39 @@ mod tests {
         unpriced.unpriced_calls = 2;
         assert_eq!(cost_text(&unpriced), "not known (the catalog has no price for the model)");
         assert!(all.contains("\nBudget (session)  $0.1235 of $1.00 (12%)\n"), "{all}");
+    }
+
+    #[test]
+    fn a_weekly_only_codex_plan_and_its_credits() {
+        let (snap, roles) = (snapshot(), roles());
+        let mut week = limit(10_080, 40.0, NOW + 3 * 86_400);
+        week.provider = "openai".into();
+        week.window = "primary".into();
+        let credits = acp_usage_core::limits::credits::from_headers(
+            [
+                ("x-codex-credits-has-credits", "true"),
+                ("x-codex-credits-balance", "12.5"),
+                ("x-codex-plan-type", "plus"),
+            ],
+            0,
+        );
+        let f = Figures {
+            snapshot: &snap,
+            roles: &roles,
+            today: Ok(0.0),
+            month: Ok(0.0),
+            limits: std::slice::from_ref(&week),
+            credits: credits.as_ref(),
+            budgets: &[],
+            now: NOW,
+        };
+        assert_eq!(
+            render("usage", View::Limits, &f),
+            "**/usage**: subscription windows (answered by acp-usage; no tokens used)\n\n\
+             ```text\n\
+             Codex weekly   40% used, resets on 2026-11-29 at 11:55 UTC (in 72 h)\n\
+             Codex credits  12.5 credits (plan plus)\n```"
+        );
     }
 
     #[test]

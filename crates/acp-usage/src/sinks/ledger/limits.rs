@@ -3,6 +3,7 @@
 //! period (`limit_windows`), which a relay loads at start and `status`, `watch` and the
 //! forecast read; `report limits` reads the observations.
 
+use acp_usage_core::limits::credits::Credits;
 use acp_usage_core::limits::{Limit, LimitSource, Tracked};
 use rusqlite::{OptionalExtension as _, params};
 
@@ -154,6 +155,52 @@ impl Store {
         let keep: Vec<bool> =
             all.iter().map(|l| in_use[l.provider.as_str()].1 == l.account.as_deref()).collect();
         Ok(all.into_iter().zip(keep).filter_map(|(l, k)| k.then_some(l)).collect())
+    }
+
+    /// Keeps a statement of credits and plan.
+    pub fn credits(&mut self, c: &Credits) -> rusqlite::Result<()> {
+        self.conn_mut()
+            .prepare_cached(
+                "INSERT INTO credits(account, provider, has_credits, unlimited, balance,
+                    plan_type, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?
+            .execute(params![
+                c.account.as_deref().unwrap_or(""),
+                c.provider,
+                c.has_credits,
+                c.unlimited,
+                c.balance,
+                c.plan_type,
+                c.observed_ms,
+            ])
+            .map(drop)
+    }
+
+    /// The latest statement of credits per account and provider.
+    pub fn latest_credits(&self) -> rusqlite::Result<Vec<Credits>> {
+        if schema::version(self.conn())? < WINDOWS_VERSION {
+            return Ok(Vec::new());
+        }
+        let mut q = self.conn().prepare(
+            "SELECT account, provider, has_credits, unlimited, balance, plan_type, at
+             FROM credits c
+             WHERE id = (SELECT MAX(id) FROM credits d
+                         WHERE d.account = c.account AND d.provider = c.provider)
+             ORDER BY provider, account",
+        )?;
+        let rows = q.query_map([], |r| {
+            let account: String = r.get(0)?;
+            Ok(Credits {
+                account: (!account.is_empty()).then_some(account),
+                provider: r.get(1)?,
+                has_credits: r.get(2)?,
+                unlimited: r.get(3)?,
+                balance: r.get(4)?,
+                plan_type: r.get(5)?,
+                observed_ms: r.get(6)?,
+            })
+        })?;
+        rows.collect()
     }
 
     /// When the latest observation was made, if any.

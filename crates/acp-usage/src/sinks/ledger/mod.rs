@@ -226,6 +226,8 @@ pub enum Write {
     Agent { key: String, entry: learned::Entry, at: i64 },
     /// Subscription windows were observed (in a session, when one was current).
     Limits { limits: Vec<acp_usage_core::limits::Limit>, session: Option<String> },
+    /// A provider stated the account's credits and plan.
+    Credits(acp_usage_core::limits::credits::Credits),
     /// The session was closed in this process.
     Closed { session_id: String },
     /// The session was deleted.
@@ -355,6 +357,7 @@ fn apply(s: &mut Store, w: Write, pid: u32) -> rusqlite::Result<()> {
         }
         Write::Agent { key, entry, at } => s.agent(&key, entry, at),
         Write::Limits { limits, session } => s.limits(&limits, session.as_deref()),
+        Write::Credits(c) => s.credits(&c),
         Write::Closed { session_id } if session_id.is_empty() => s.closed(None, pid),
         Write::Closed { session_id } => s.closed(Some(&session_id), pid),
         Write::Forget { session_id } => s.forget(&session_id),

@@ -143,7 +143,8 @@ const MIGRATIONS: &[&str] = &[
     // `key:…`; '' for observations made before, whose account nobody knows), and one row per
     // window with its latest observation and the first of its current period, so a relay
     // loads the windows at start without reading a year of observations. Windows already
-    // observed begin there with their latest observation as their first.
+    // observed begin there with their latest observation as their first. And the credits and
+    // plan a provider states (Codex's; a balance in its own unit, as text), one row each time.
     "
     ALTER TABLE limits ADD COLUMN account TEXT NOT NULL DEFAULT '';
     CREATE TABLE limit_windows (
@@ -161,6 +162,17 @@ const MIGRATIONS: &[&str] = &[
         first_used     REAL NOT NULL,
         PRIMARY KEY (account, provider, limit_id, window)
     );
+    CREATE TABLE credits (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        account     TEXT NOT NULL,
+        provider    TEXT NOT NULL,
+        has_credits INTEGER,
+        unlimited   INTEGER,
+        balance     TEXT,
+        plan_type   TEXT,
+        at          INTEGER NOT NULL
+    );
+    CREATE INDEX credits_at ON credits(at);
     INSERT INTO limit_windows
     SELECT '', provider, limit_id, window, window_minutes, used_percent, resets_at, status,
            source, at, at, used_percent

@@ -3,15 +3,21 @@
 //! events (HTTP and WebSocket), and Gemini Code Assist's `retrieveUserQuota` answers. Each
 //! observation goes to the relay on a channel of its own; nothing here changes a byte.
 
+use acp_usage_core::limits::credits::{self, Credits};
 use acp_usage_core::limits::{self, Limit};
 use hyper::HeaderMap;
 
 use super::now_ms;
 use super::watched::Reader;
 
-/// What the relay receives: the session header of the request, when the agent sends one, and
-/// the windows.
-pub type Observed = (Option<String>, Vec<Limit>);
+/// What the relay receives: the session header of the request, when the agent sends one, the
+/// windows, and the credits and plan the response states beside them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Observed {
+    pub session: Option<String>,
+    pub limits: Vec<Limit>,
+    pub credits: Option<Credits>,
+}
 
 /// The largest quota answer read (they are a few hundred bytes).
 const QUOTA_MAX: usize = 1 << 20;
@@ -52,12 +58,15 @@ impl Sender {
         }
     }
 
-    fn send(&self, session: Option<String>, mut found: Vec<Limit>) -> bool {
+    fn send(&self, mut observed: Observed) -> bool {
         let account = self.whose.latest.lock().ok().and_then(|l| l.clone());
-        for l in &mut found {
+        for l in &mut observed.limits {
             l.account = account.clone();
         }
-        self.tx.send((session, found)).is_ok()
+        if let Some(c) = &mut observed.credits {
+            c.account = account;
+        }
+        self.tx.send(observed).is_ok()
     }
 }
 
@@ -71,8 +80,15 @@ pub(super) fn observe_headers(
     session: Option<String>,
     headers: &HeaderMap,
 ) {
-    let pairs = headers.iter().filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?)));
-    observe_read(limits_tx, notify, session, limits::from_headers(pairs, now_ms()));
+    let pairs: Vec<(&str, &str)> =
+        headers.iter().filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?))).collect();
+    let now = now_ms();
+    let observed = Observed {
+        session,
+        limits: limits::from_headers(pairs.iter().copied(), now),
+        credits: credits::from_headers(pairs.iter().copied(), now),
+    };
+    send(limits_tx, notify, observed);
 }
 
 /// The windows of one `codex.rate_limits` event (a WebSocket text message).
@@ -82,7 +98,14 @@ pub(super) fn observe_event(
     session: Option<String>,
     json: &[u8],
 ) {
-    observe_read(limits_tx, notify, session, limits::from_codex_event(json, now_ms()));
+    let Ok(event) = serde_json::from_slice::<serde_json::Value>(json) else { return };
+    let now = now_ms();
+    let observed = Observed {
+        session,
+        limits: limits::from_codex_event_value(&event, now),
+        credits: credits::from_codex_value(&event, now),
+    };
+    send(limits_tx, notify, observed);
 }
 
 /// Windows read out of a body (a model call's by its usage reader, a quota answer).
@@ -92,8 +115,13 @@ pub(super) fn observe_read(
     session: Option<String>,
     found: Vec<Limit>,
 ) {
+    send(limits_tx, notify, Observed { session, limits: found, credits: None });
+}
+
+fn send(limits_tx: &Sender, notify: &tokio::sync::Notify, observed: Observed) {
+    let said = !observed.limits.is_empty() || observed.credits.is_some();
     // The relay may have ended: nobody is counting any more.
-    if !found.is_empty() && limits_tx.send(session, found) {
+    if said && limits_tx.send(observed) {
         notify.notify_one();
     }
 }
