@@ -757,7 +757,7 @@ async fn tap_reads_subscription_windows_from_headers_and_quota_answers() {
     arrival.stream.write_all(&reply).await.unwrap();
     let got = client.response().await.expect("the response");
     assert_eq!(got.head.header("anthropic-ratelimit-unified-5h-utilization"), Some("0.42"));
-    let (_, limits) = rig.next_limits().await;
+    let limits = rig.next_limits().await.limits;
     assert_eq!((limits[0].window.as_str(), limits[0].used_percent), ("five_hour", 42.0));
     assert_eq!(limits[0].resets_at, Some(1_795_701_600));
     rig.next_call().await;
@@ -786,7 +786,7 @@ async fn tap_reads_subscription_windows_from_headers_and_quota_answers() {
     arrival.stream.write_all(&reply).await.unwrap();
     let got = client.response().await.expect("the quota response");
     assert_eq!(got.text(), quota, "the answer changed on its way");
-    let (_, limits) = rig.next_limits().await;
+    let limits = rig.next_limits().await.limits;
     assert_eq!(
         (limits[0].provider.as_str(), limits[0].window.as_str()),
         ("google", "gemini-2.5-pro")
