@@ -38,6 +38,9 @@
 //! - `forecast`: ahead of the wall (Claude Code): a window that runs out before it resets gets
 //!   one notice, `runsOutAt` and a `/usage limits` line; a second run on the same ledger shows
 //!   the windows from its first update, a run with another key none of them.
+//! - `wall`: a provider's refusal at a used-up window (Claude's 429 `rejected`, Codex's
+//!   `usage_limit_reached`): one notice at once and Zed's meter `rejected`, the agent's answer as
+//!   without acp-usage; Codex's weekly-only plan and its credits.
 //! - `chat`: warnings in the chat for clients without notices (a window's and a day budget's
 //!   crossings as one line of agent message text before the turn's result; none with
 //!   `[notices] chat = false` or to a client that shows notices).
@@ -92,3 +95,4 @@ mod tap_ws;
 mod usage_cmd;
 mod validation;
 mod vibe;
+mod wall;

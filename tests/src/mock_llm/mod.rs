@@ -336,6 +336,14 @@ fn answer(
             tool_call: None,
         },
     };
+    let mut reply = reply;
+    if let (Some(_), Some((status, body))) =
+        (step_index, step.as_ref().and_then(|s| s.refusal.clone()))
+    {
+        reply.response = Response::Json { status, body };
+        reply.native_usage = None;
+        reply.tool_call = None;
+    }
     let status = match &reply.response {
         Response::Json { status, .. } => *status,
         Response::Sse(_) => 200,

@@ -233,11 +233,22 @@ pub struct Step {
     /// rate-limit headers, say).
     #[serde(default)]
     pub headers: Vec<(String, String)>,
+    /// Answer with this status and JSON body instead (a provider's refusal: a 429 at a usage
+    /// limit), with `headers`; nothing is billed.
+    #[serde(default)]
+    pub refusal: Option<(u16, Value)>,
 }
 
 impl Step {
     pub fn text(text: &str, usage: Usage) -> Step {
-        Step { text: text.to_owned(), usage, tool: None, thinking: None, headers: Vec::new() }
+        Step {
+            text: text.to_owned(),
+            usage,
+            tool: None,
+            thinking: None,
+            headers: Vec::new(),
+            refusal: None,
+        }
     }
 
     /// A reply that ends with a call of a harmless tool picked from the request.
@@ -248,6 +259,12 @@ impl Step {
     /// Sends these response headers with the step's answer.
     pub fn with_headers(mut self, headers: &[(&str, String)]) -> Step {
         self.headers.extend(headers.iter().map(|(k, v)| ((*k).to_owned(), v.clone())));
+        self
+    }
+
+    /// Refuses the call with `status` and `body` (and the step's headers).
+    pub fn refused(mut self, status: u16, body: Value) -> Step {
+        self.refusal = Some((status, body));
         self
     }
 
