@@ -7,6 +7,7 @@
 //! - remembered: a second run on the same ledger, with the same key, shows the windows (and
 //!   Zed's meter) in the first `usage_update` after `session/new`, before the mock serves any
 //!   model call of that run;
+//!   And `/usage` in it, on the first run's session loaded, counts that history's calls by role;
 //! - per account: a third run with another API key shows none of the first key's windows.
 //!
 //! The steady case (a window filling slowly, or seen for seconds only) is `e2e::limits`: its
@@ -105,6 +106,7 @@ fn claude_window_forecast_remembered_per_account() {
     let now = reset_in(0);
     assert!(out < reset && (out - now - 51 * 60).abs() < 120, "{shown}: now {now}");
 
+    let first_run_main_calls = lab.mock.main_since(0).len();
     let served = lab.mock.mark();
     let mark = run.mark();
     run.prompt(&id, "/usage limits").expect("/usage limits");
@@ -129,6 +131,19 @@ fn claude_window_forecast_remembered_per_account() {
         .unwrap_or_else(|| panic!("Zed reads no meter: {update:#}"));
     let five = meter.five_hour.expect("Zed's 5-hour window");
     assert_eq!((five.utilization, five.resets_at), (Some(0.7), Some(reset)));
+    // The first run's session reopened here: `/usage` counts its history's calls by role.
+    let load = json!({"sessionId": id, "cwd": lab.scratch.work(), "mcpServers": []});
+    second.request("session/load", load).expect("session/load");
+    let mark = second.mark();
+    second.prompt(&id, "/usage").expect("/usage");
+    let text: String = second
+        .notifications_since(mark)
+        .iter()
+        .filter_map(|p| p["update"]["content"]["text"].as_str().map(str::to_owned))
+        .collect();
+    let calls = text.lines().find(|l| l.starts_with("Calls ")).unwrap_or_default();
+    let main = first_run_main_calls;
+    assert!(calls.contains(&format!(" {main} main")), "{main} main calls served; {text}");
     drop(second);
 
     // 3. Another key: none of the first key's windows, and no meter.

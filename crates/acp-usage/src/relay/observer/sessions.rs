@@ -181,6 +181,9 @@ impl Observer {
             true => None,
             false => self.carried(id).map(|e| e.to_carried()),
         };
+        if carried.is_some() {
+            self.remembered_roles(id);
+        }
         self.sessions.entry(id.to_string()).or_insert_with(|| match carried {
             Some(c) => {
                 tracing::info!(session = id, "continuing the accounting of an earlier run");

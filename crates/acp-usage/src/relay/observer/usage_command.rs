@@ -44,6 +44,14 @@ impl CommandState {
         }
     }
 
+    /// A reopened session's calls by role as the ledger has them, when this process has
+    /// counted none of its own yet.
+    pub(super) fn remember(&mut self, id: &str, roles: RoleTotals) {
+        if !roles.roles.is_empty() {
+            self.roles.entry(id.to_owned()).or_insert(roles);
+        }
+    }
+
     /// The session is closed or deleted.
     pub(super) fn forget(&mut self, id: &str) {
         self.listed.remove(id);

@@ -95,6 +95,15 @@ impl Observer {
         }
     }
 
+    /// A reopened session's calls by role from the ledger, for `/usage` (a rare, small read).
+    pub(super) fn remembered_roles(&mut self, id: &str) {
+        let Some(path) = self.settings.ledger.as_deref() else { return };
+        match crate::sinks::ledger::Store::open_read(path).and_then(|st| st.roles(id)) {
+            Ok(roles) => self.usage.remember(id, roles),
+            Err(err) => tracing::warn!("cannot read the ledger {}: {err}", path.display()),
+        }
+    }
+
     /// Remembers a learned baseline or window of the session's agent and model.
     pub(super) fn record_agent(&mut self, key: String, entry: Entry) {
         if self.settings.ledger.is_some() {

@@ -445,6 +445,44 @@ impl Store {
         Ok(())
     }
 
+    /// A session's calls in the ledger, by role (every run's, provisional rows of a run still
+    /// going included): what `/usage` shows for a session reopened in a new process.
+    pub fn roles(&self, session_id: &str) -> rusqlite::Result<acp_usage_core::account::RoleTotals> {
+        use acp_usage_core::account::{Role, RoleTotals};
+        let mut q = self.conn.prepare(
+            "SELECT c.role, SUM(c.calls), SUM(c.input), SUM(c.cache_read),
+                    SUM(c.cache_write_5m + c.cache_write_1h), SUM(c.output), SUM(c.thought)
+             FROM calls c JOIN sessions s ON s.id = c.session
+             WHERE s.session_id = ?1 GROUP BY c.role",
+        )?;
+        let rows = q.query_map([session_id], |r| {
+            let role: String = r.get(0)?;
+            let n = |i: usize| r.get::<_, i64>(i).map(|v| v.max(0) as u64);
+            let totals = acp_usage_core::TokenTotals {
+                calls: n(1)?,
+                input: n(2)?,
+                cache_read: n(3)?,
+                cache_write: n(4)?,
+                output: n(5)?,
+                thought: n(6)?,
+            };
+            Ok((role, totals))
+        })?;
+        let mut out = RoleTotals::default();
+        for row in rows {
+            let (role, totals) = row?;
+            let role = match role.as_str() {
+                "main" => Role::Main,
+                "subagent" => Role::Subagent,
+                "side" => Role::Side,
+                _ => continue,
+            };
+            out.roles.push((role, totals));
+        }
+        out.roles.sort_by_key(|(r, _)| *r);
+        Ok(out)
+    }
+
     /// What an earlier run accounted for a session.
     pub fn carried(&self, session_id: &str) -> rusqlite::Result<Option<SessionEntry>> {
         let json: Option<Option<String>> = self
