@@ -106,6 +106,18 @@ pub fn initialize_round_trip(target: &Target) -> anyhow::Result<Duration> {
     Ok(took)
 }
 
+/// The round trips of `initialize` and one `session/new` from spawn: what an editor waits for
+/// before a session is open (the relay's ledger must be in place for the second).
+pub fn open_round_trip(target: &Target) -> anyhow::Result<Duration> {
+    let start = Instant::now();
+    let mut conn = Conn::spawn(target)?;
+    let res = conn.handshake(1);
+    let took = start.elapsed();
+    let exit = conn.close();
+    res.map_err(|e| e.context(format!("the command {exit}")))?;
+    Ok(took)
+}
+
 /// The client's `initialize` request (id 0).
 const INITIALIZE: &[u8] = br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}
 "#;

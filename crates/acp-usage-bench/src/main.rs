@@ -486,15 +486,54 @@ fn run_startup(args: &Args, runs: usize) -> anyhow::Result<()> {
             target: Target {
                 env: [target(Vec::new()).env, vec![("ACP_USAGE_GUARD".into(), "0".into())]]
                     .concat(),
-                ..target(vec![path, "--".into(), agent])
+                ..target(vec![path.clone(), "--".into(), agent.clone()])
             },
         },
     ];
     let rounds = if args.quick { 20 } else { 50 } * runs;
     eprintln!("start-up: {rounds} rounds of {} commands", subjects.len());
     let times = startup::measure(&subjects, rounds);
-    let _ = std::fs::remove_dir_all(&state);
     println!("{}", startup::table(&subjects, &times?));
+
+    // The windows remembered at start: Claude's profile (its key says whose windows to show)
+    // with a fresh ledger, and with one holding a year of observations of that account.
+    let year = state.join("year");
+    std::fs::create_dir_all(&year)?;
+    let filled = startup::year_of_windows(&year.join("ledger.db"))?;
+    let claude = |ledger: &std::path::Path| Target {
+        env: vec![
+            ("ACP_USAGE_LEDGER".into(), ledger.into()),
+            ("ACP_USAGE_STATE_DIR".into(), "off".into()),
+            ("ANTHROPIC_API_KEY".into(), startup::BENCH_KEY.into()),
+        ],
+        ..target(vec![
+            path.clone(),
+            "--profile".into(),
+            "claude".into(),
+            "--tap".into(),
+            "off".into(),
+            "--".into(),
+            agent.clone(),
+        ])
+    };
+    let opened = [
+        Subject { name: "direct", target: target(vec![agent.clone()]) },
+        Subject {
+            name: "acp-usage --profile claude, a fresh ledger",
+            target: claude(&state.join("fresh").join("ledger.db")),
+        },
+        Subject {
+            name: "the same, a year of windows in the ledger",
+            target: claude(&year.join("ledger.db")),
+        },
+    ];
+    eprintln!(
+        "start-up with a session: {rounds} rounds of {} commands, {filled} observations",
+        opened.len()
+    );
+    let times = startup::measure_open(&opened, rounds);
+    let _ = std::fs::remove_dir_all(&state);
+    println!("{}", startup::open_table(&opened, &times?));
     Ok(())
 }
 

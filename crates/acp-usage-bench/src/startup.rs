@@ -21,14 +21,76 @@ pub struct Subject {
     pub target: Target,
 }
 
+/// The API key the remembered-windows subjects run with (the account their windows are of).
+pub const BENCH_KEY: &str = "sk-ant-bench-remembered-windows";
+
+/// Fills a ledger at `path` with a year of subscription-window observations of [`BENCH_KEY`]'s
+/// account, as a heavy user's would hold: Claude's 5-hour and 7-day windows observed every
+/// five minutes (210,240 rows), the latest periods still running. Returns the rows written.
+pub fn year_of_windows(path: &std::path::Path) -> anyhow::Result<usize> {
+    use acp_usage_core::limits::{Limit, LimitSource};
+    let fingerprints = acp_usage::accounts::Fingerprints::load(Some(path));
+    let account = fingerprints.of(BENCH_KEY);
+    let mut store = acp_usage::sinks::ledger::Store::open(path)?;
+    let now_s =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs() as i64;
+    let step = 300;
+    let start = now_s - 365 * 86_400;
+    let window = |name: &str, minutes: i64, at: i64| {
+        let length = minutes * 60;
+        let began = start + (at - start) / length * length;
+        Limit {
+            provider: "anthropic".into(),
+            window: name.into(),
+            limit_id: None,
+            window_minutes: Some(minutes as u64),
+            used_percent: ((at - began) as f64 / length as f64 * 80.0).round(),
+            resets_at: Some(began + length),
+            status: Some("allowed".into()),
+            source: LimitSource::Tap,
+            observed_ms: at * 1000,
+            account: Some(account.clone()),
+            runs_out_at: None,
+        }
+    };
+    let mut written = 0;
+    let mut batch = Vec::with_capacity(2_000);
+    let mut at = start;
+    while at <= now_s {
+        batch.push(window("five_hour", 300, at));
+        batch.push(window("seven_day", 10_080, at));
+        if batch.len() >= 2_000 {
+            store.limits(&batch, None)?;
+            written += batch.len();
+            batch.clear();
+        }
+        at += step;
+    }
+    store.limits(&batch, None)?;
+    Ok(written + batch.len())
+}
+
 /// Round trips of each subject, in milliseconds, in the subjects' order. One untimed round
 /// first, so the binaries are in the page cache for all.
 pub fn measure(subjects: &[Subject], rounds: usize) -> anyhow::Result<Vec<Vec<f64>>> {
+    measure_with(subjects, rounds, client::initialize_round_trip)
+}
+
+/// [`measure`] of `initialize` and a `session/new`.
+pub fn measure_open(subjects: &[Subject], rounds: usize) -> anyhow::Result<Vec<Vec<f64>>> {
+    measure_with(subjects, rounds, client::open_round_trip)
+}
+
+fn measure_with(
+    subjects: &[Subject],
+    rounds: usize,
+    round_trip: fn(&client::Target) -> anyhow::Result<Duration>,
+) -> anyhow::Result<Vec<Vec<f64>>> {
     let mut times = vec![Vec::with_capacity(rounds); subjects.len()];
     for round in 0..=rounds {
         for (s, out) in subjects.iter().zip(&mut times) {
-            let took = client::initialize_round_trip(&s.target)
-                .map_err(|e| e.context(format!("start-up of {}", s.name)))?;
+            let took =
+                round_trip(&s.target).map_err(|e| e.context(format!("start-up of {}", s.name)))?;
             if round > 0 {
                 out.push(ms(took));
             }
@@ -44,9 +106,18 @@ fn ms(d: Duration) -> f64 {
 /// The table: p50 and p90 of each subject, and each one's difference to the first (the agent
 /// alone).
 pub fn table(subjects: &[Subject], times: &[Vec<f64>]) -> String {
+    table_of(subjects, times, "`initialize`", "initialize round trip")
+}
+
+/// [`table`] of `initialize` and a `session/new`.
+pub fn open_table(subjects: &[Subject], times: &[Vec<f64>]) -> String {
+    table_of(subjects, times, "`initialize` and `session/new`", "open round trip")
+}
+
+fn table_of(subjects: &[Subject], times: &[Vec<f64>], what: &str, row: &str) -> String {
     let mut out = String::new();
     let rounds = times.first().map_or(0, Vec::len);
-    let _ = writeln!(out, "## start-up: `initialize` round trip from spawn ({rounds} rounds)\n");
+    let _ = writeln!(out, "## start-up: {what} round trip from spawn ({rounds} rounds)\n");
     let names: Vec<&str> = subjects.iter().map(|s| s.name).collect();
     let _ = writeln!(out, "| | {} |", names.join(" | "));
     let _ = writeln!(out, "|---|{}", "---|".repeat(names.len()));
@@ -62,7 +133,7 @@ pub fn table(subjects: &[Subject], times: &[Vec<f64>]) -> String {
                 (None, _) => "-".to_owned(),
             })
             .collect();
-        let _ = writeln!(out, "| initialize round trip {label} | {} |", cells.join(" | "));
+        let _ = writeln!(out, "| {row} {label} | {} |", cells.join(" | "));
     }
     out
 }

@@ -42,6 +42,9 @@ pub(super) struct Alerting {
     sessions: HashMap<String, SessionAlerts>,
     /// What the day's and month's spending crossed, per period (its start, Unix ms).
     periods: HashMap<(Scope, i64), Crossings>,
+    /// The periods this process has looked at, and whether their run-out was told (or already
+    /// held when it first looked).
+    forecasts_told: HashMap<(Scope, i64), bool>,
 }
 
 /// What one session has crossed so far.
@@ -153,6 +156,9 @@ impl Observer {
                         .update(&lines, after, limit)
                 }
             };
+            if scope != Scope::Session {
+                self.budget_forecast(id, scope, limit, before, after);
+            }
             let Some(fraction) = crossed else { continue };
             let what = spent_where(scope);
             let title = if fraction >= 1.0 {
@@ -170,6 +176,37 @@ impl Observer {
             self.notice(id, severity, &title, &description, meta);
             self.chat_warning(id, &format!("{title}: {description}"));
         }
+    }
+
+    /// A day's or month's budget that at this pace runs out before the period ends: told once
+    /// per period; what already held when this process first looked was told by another.
+    fn budget_forecast(&mut self, id: &str, scope: Scope, limit: f64, before: f64, after: f64) {
+        let month = scope == Scope::Month;
+        let period = (scope, period_start_ms(month));
+        let now = crate::sinks::ledger::now_ms();
+        let told = self.alerting.forecasts_told.entry(period).or_insert_with(|| {
+            crate::sinks::ledger::budget_runs_out(month, before, limit, now).is_some()
+        });
+        if *told || after >= limit {
+            return;
+        }
+        let Some(out) = crate::sinks::ledger::budget_runs_out(month, after, limit, now) else {
+            return;
+        };
+        *told = true;
+        let out = out / 1000;
+        let ends = if month { "month" } else { "day" };
+        let title = format!(
+            "At this pace the {} budget of ${limit:.2} runs out {}",
+            scope.adjective(),
+            super::limits::when(out, now / 1000)
+        );
+        let description =
+            format!("${after:.2} {} so far, before the {ends} ends.", spent_where(scope));
+        tracing::warn!(session = id, "{title}: {description}");
+        let meta = json!({"budget": scope.as_str(), "runsOut": true, "limit": limit, "spent": after, "currency": "USD"});
+        self.notice(id, "warning", &title, &description, meta);
+        self.chat_warning(id, &format!("{title}: {description}"));
     }
 
     /// After a `usage_update`: a notice when `used` crossed a line of the window.

@@ -242,6 +242,23 @@ impl Observer {
         };
         let limits = self.current_limits();
         let credits = self.current_credits();
+        let now = now_ms();
+        let budgets_run_out: Vec<(Scope, i64)> = self
+            .settings
+            .budgets
+            .limits
+            .iter()
+            .filter_map(|(scope, limit)| {
+                let spent = match scope {
+                    Scope::Day => today.as_ref().ok()?,
+                    Scope::Month => month.as_ref().ok()?,
+                    Scope::Session => return None,
+                };
+                let month = *scope == Scope::Month;
+                let out = crate::sinks::ledger::budget_runs_out(month, *spent, *limit, now)?;
+                Some((*scope, out / 1000))
+            })
+            .collect();
         let empty = RoleTotals::default();
         let figures = Figures {
             snapshot: snap,
@@ -251,6 +268,7 @@ impl Observer {
             limits: &limits,
             credits: credits.as_ref(),
             budgets: &self.settings.budgets.limits,
+            budgets_run_out: &budgets_run_out,
             now: now_ms() / 1000,
         };
         usage_text::render(name, view, &figures)

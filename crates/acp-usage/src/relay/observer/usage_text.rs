@@ -42,6 +42,9 @@ pub struct Figures<'a> {
     pub credits: Option<&'a Credits>,
     /// The budgets set, in USD.
     pub budgets: &'a [(Scope, f64)],
+    /// When a day's or month's budget runs out at this pace, Unix seconds (only those that do
+    /// before their period ends).
+    pub budgets_run_out: &'a [(Scope, i64)],
     /// Now, in Unix seconds (for "resets in ...").
     pub now: i64,
 }
@@ -217,12 +220,15 @@ fn budget_rows(f: &Figures<'_>, scopes: &[Scope]) -> Rows {
                 Scope::Day => f.today.clone(),
                 Scope::Month => f.month.clone(),
             };
-            let value = match spent {
+            let mut value = match spent {
                 Ok(spent) => {
                     format!("{} of {} ({:.0}%)", money(spent), money(*limit), spent * 100.0 / limit)
                 }
                 Err(_) => format!("{} (spending not available)", money(*limit)),
             };
+            if let Some((_, out)) = f.budgets_run_out.iter().find(|(s, _)| s == scope) {
+                value.push_str(&format!(", at this pace runs out {}", when(*out, f.now)));
+            }
             (format!("Budget ({})", scope.as_str()), value)
         })
         .collect()
@@ -308,6 +314,7 @@ mod tests {
             limits: &limits,
             credits: None,
             budgets: &[(Scope::Day, 20.0)],
+            budgets_run_out: &[(Scope::Day, NOW + 3600)],
             now: NOW,
         };
         let want = "**/usage**: this session, your spending and limits (answered by acp-usage; \
@@ -323,7 +330,7 @@ mod tests {
                     Claude 5-hour  73% used, at this pace runs out at 12:33 UTC (in 38 min), \
                     resets at 14:00 UTC (in 2 h 5 min)\n\
                     Claude weekly  25% used, resets on 2026-11-29 at 11:55 UTC (in 72 h)\n\
-                    Budget (day)   $1.50 of $20.00 (8%)\n```";
+                    Budget (day)   $1.50 of $20.00 (8%), at this pace runs out at 12:55 UTC (in 1 h)\n```";
         assert_eq!(render("usage", View::All, &f), want);
     }
 
@@ -341,6 +348,7 @@ mod tests {
             limits: &[],
             credits: None,
             budgets: &[(Scope::Session, 1.0), (Scope::Day, 5.0), (Scope::Month, 50.0)],
+            budgets_run_out: &[],
             now: NOW,
         };
         assert_eq!(
@@ -394,6 +402,7 @@ mod tests {
             limits: std::slice::from_ref(&week),
             credits: credits.as_ref(),
             budgets: &[],
+            budgets_run_out: &[],
             now: NOW,
         };
         assert_eq!(

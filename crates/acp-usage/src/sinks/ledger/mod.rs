@@ -62,6 +62,36 @@ pub fn period_start_ms(month: bool) -> i64 {
     start_of_day(if month { today.with_day(1).unwrap_or(today) } else { today })
 }
 
+/// When the current local day (or month, with `month`) ends, in Unix ms: the next one's start.
+pub fn period_end_ms(month: bool) -> i64 {
+    use chrono::Datelike;
+    let today = chrono::Local::now().date_naive();
+    let next = if month {
+        let first = today.with_day(1).unwrap_or(today);
+        first.checked_add_months(chrono::Months::new(1))
+    } else {
+        today.succ_opt()
+    };
+    next.map_or(now_ms() + 24 * 3600 * 1000, start_of_day)
+}
+
+/// When a day's (or month's) budget of `limit` runs out at this pace, having spent `spent`
+/// since the period began: the windows' forecast ([`acp_usage_core::limits::forecast`]) on the
+/// period's spending, which the ledger holds from its start (so it began at nothing).
+pub fn budget_runs_out(month: bool, spent: f64, limit: f64, now: i64) -> Option<i64> {
+    if limit <= 0.0 || spent <= 0.0 {
+        return None;
+    }
+    let start = period_start_ms(month);
+    let period = acp_usage_core::limits::forecast::Period {
+        start_ms: start,
+        end_ms: period_end_ms(month),
+        first: (start, 0.0),
+        last: (now, spent * 100.0 / limit),
+    };
+    acp_usage_core::limits::forecast::runs_out(&period, now)
+}
+
 /// When a local day began, in Unix ms.
 pub fn start_of_day(date: chrono::NaiveDate) -> i64 {
     use chrono::TimeZone;
@@ -380,5 +410,21 @@ mod tests {
         assert_eq!((m.day(), m.month()), (1, today.month()));
         assert!(period_start_ms(true) <= period_start_ms(false));
         assert!(period_start_ms(false) <= now_ms());
+    }
+
+    #[test]
+    fn a_budget_runs_out_at_its_days_pace() {
+        let (start, end) = (period_start_ms(false), period_end_ms(false));
+        assert!(end > start && end - start <= 25 * 3600 * 1000, "{start} {end}");
+        let at = |share: f64| start + ((end - start) as f64 * share) as i64;
+        // 60% of $10 spent half way through the day: out at five sixths of it.
+        let out = budget_runs_out(false, 6.0, 10.0, at(0.5)).expect("a forecast");
+        assert!((out - at(5.0 / 6.0)).abs() < 1000, "{out} vs {}", at(5.0 / 6.0));
+        // 30% half way through lasts the day; nothing spent, nothing said; an hour into the
+        // day is too early.
+        assert_eq!(budget_runs_out(false, 3.0, 10.0, at(0.5)), None);
+        assert_eq!(budget_runs_out(false, 0.0, 10.0, at(0.5)), None);
+        assert_eq!(budget_runs_out(false, 9.0, 10.0, at(0.05)), None);
+        assert!(period_end_ms(true) >= end);
     }
 }
