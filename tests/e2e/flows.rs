@@ -174,13 +174,21 @@ fn history(agent: Agent, relay_args: Option<&[&str]>) -> anyhow::Result<History>
     let session_id = session_id(&new_result)?;
     let mark = client.mark();
     // Agents send their command lists and the like around session/new (Copilot before its
-    // answer too): the record shows what comes before the first prompt once the command list
-    // is in (waited for up to 10 s; a run without one goes on and its checks say what is amiss).
+    // answer too): the record shows what comes before the first prompt once everything the
+    // tests check of it is in, each waited for up to 10 s (not coming is a failure). pi-acp's
+    // own `usage_update` may come after its command list (under load, it did).
+    let mut awaited = Vec::new();
     if agent.announces_commands() {
-        let commands = |l: &Line| {
-            l.session_update().is_some_and(|u| u["sessionUpdate"] == "available_commands_update")
-        };
-        let _ = client.wait_for_line(before_new, Duration::from_secs(10), commands);
+        awaited.push("available_commands_update");
+    }
+    if relay_args.is_none() && agent.reports_usage_on_open() {
+        awaited.push("usage_update");
+    }
+    for kind in awaited {
+        let of_kind = |l: &Line| l.session_update().is_some_and(|u| u["sessionUpdate"] == kind);
+        client
+            .wait_for_line(before_new, Duration::from_secs(10), of_kind)
+            .map_err(|err| anyhow::anyhow!("no {kind} after session/new: {err:#}"))?;
     }
     let updates_after_new = client
         .notifications_since(mark)
