@@ -323,28 +323,24 @@ fn codex_ts_title_thread_through_the_tap() {
     want_rows.sort();
     got_rows.sort();
     assert_eq!(got_rows, want_rows, "the ledger's {TITLE_MODEL} calls vs the mock's");
-    // The session's final cost: every call the catalog prices (the title thread's warm-up, on
-    // the main model, among them) at the catalog's prices, plus what acp-usage's catalog makes
-    // of the title model's calls (the tests' price table does not have it).
-    let priced: Vec<&Call> = billed
-        .iter()
-        .copied()
-        .filter(|c| support::price(c.model.as_deref().unwrap_or("")).is_some())
-        .collect();
-    let want_cost = support::catalog_cost(priced.iter().copied()).expect("priced");
+    // The session's final cost: every billed call, the title model's too, at the catalog's
+    // prices; the title model's calls alone as well, so a wrong price for it is named.
+    let want_cost = support::catalog_cost(billed.iter().copied());
+    let titles: Vec<&Call> =
+        billed.iter().copied().filter(|c| c.model.as_deref() == Some(TITLE_MODEL)).collect();
+    let want_title = support::catalog_cost(titles.iter().copied());
     let cost_of = |sql: &str| -> f64 {
         store.conn().query_row(sql, [TITLE_MODEL], |r| r.get(0)).expect("a cost")
     };
-    let priced_cost = cost_of("SELECT COALESCE(SUM(cost), 0) FROM calls WHERE model != ?1");
-    assert!(
-        support::close(priced_cost, want_cost),
-        "the ledger's cost of the priced calls {priced_cost} vs the catalog's {want_cost}"
-    );
     let title_cost = cost_of("SELECT COALESCE(SUM(cost), 0) FROM calls WHERE model = ?1");
+    assert!(
+        support::close(title_cost, want_title),
+        "the ledger's cost of the {TITLE_MODEL} calls {title_cost} vs the catalog's {want_title}"
+    );
     let total = totals["cost"].as_f64().unwrap_or(f64::NAN);
     assert!(
-        support::close(total, want_cost + title_cost),
-        "the final cost {total} vs {want_cost} + the title model's {title_cost}: {totals}"
+        support::close(total, want_cost),
+        "the final cost {total} vs the catalog's {want_cost} for every billed call: {totals}"
     );
 }
 

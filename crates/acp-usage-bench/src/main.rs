@@ -32,6 +32,8 @@ const LEDGER: &str = "ledger";
 const STARTUP: &str = "startup";
 /// The reports benchmark's name among the scenarios.
 const REPORTS: &str = "reports";
+/// The `/usage` benchmark's name among the scenarios.
+const USAGE_CMD: &str = "usage-cmd";
 
 /// Side-by-side benchmark of acp-usage: a synthetic ACP agent streams through no relay
 /// ("direct", the client+agent ceiling), a raw byte copy (the physical limit of a relay),
@@ -43,6 +45,9 @@ const REPORTS: &str = "reports";
 /// lines), rtt (2,000 round trips), sessions (100 sessions interleaving prompts), load
 /// (session/load replaying 100,000 messages), slow (an editor reading a 64 MiB burst at 1 MB/s
 /// for its first 4 MB; run once).
+///
+/// usage-cmd: acp-usage's answer to a `/usage` prompt in front of the bench agent, from the
+/// request to its result, 200 prompts (quick: 50) times --runs after one turn of the agent's.
 ///
 /// startup: the `initialize` round trip from spawn, the agent alone and through acp-usage (as
 /// it starts, as Claude Code with the tap and without it, and without its guard process; the
@@ -74,7 +79,7 @@ struct Args {
     #[arg(long, value_name = "RELAY", value_delimiter = ',')]
     only: Vec<String>,
     /// Only these scenarios (comma-separated): small, large-64k, large-1m, large-16m, rtt,
-    /// sessions, load, slow, startup, tap, ledger, reports.
+    /// sessions, load, slow, startup, usage-cmd, tap, ledger, reports.
     #[arg(long, value_name = "NAME", value_delimiter = ',')]
     scenario: Vec<String>,
     /// Only the LLM-API tap benchmark (with --scenario: those and the tap).
@@ -152,7 +157,7 @@ fn run(args: Args) -> anyhow::Result<bool> {
     // The tap is measured in this process, apart from the relays; it runs after them.
     let mut names: Vec<&str> = match (args.scenario.is_empty(), args.tap, args.ledger) {
         (true, false, false) => {
-            NAMES.iter().copied().chain([STARTUP, TAP, LEDGER, REPORTS]).collect()
+            NAMES.iter().copied().chain([STARTUP, USAGE_CMD, TAP, LEDGER, REPORTS]).collect()
         }
         (true, tap, ledger) => {
             [(tap, TAP), (ledger, LEDGER)].iter().filter(|(on, _)| *on).map(|(_, n)| *n).collect()
@@ -169,13 +174,15 @@ fn run(args: Args) -> anyhow::Result<bool> {
     let with_ledger = names.contains(&LEDGER);
     let with_startup = names.contains(&STARTUP);
     let with_reports = names.contains(&REPORTS);
-    names.retain(|n| ![TAP, LEDGER, STARTUP, REPORTS].contains(n));
+    let with_usage_cmd = names.contains(&USAGE_CMD);
+    names.retain(|n| ![TAP, LEDGER, STARTUP, REPORTS, USAGE_CMD].contains(n));
     let scenarios = names
         .iter()
         .map(|n| {
             Scenario::by_name(n, quick).ok_or_else(|| {
                 anyhow::anyhow!(
-                    "unknown scenario {n:?} (known: {}, {STARTUP}, {TAP}, {LEDGER}, {REPORTS})",
+                    "unknown scenario {n:?} (known: {}, {STARTUP}, {USAGE_CMD}, {TAP}, {LEDGER}, \
+                     {REPORTS})",
                     NAMES.join(", ")
                 )
             })
@@ -185,11 +192,11 @@ fn run(args: Args) -> anyhow::Result<bool> {
     if !scenarios.is_empty() {
         ok &= run_relays(&args, &scenarios, runs)?;
     }
-    if with_startup {
+    if with_startup || with_usage_cmd {
         if !scenarios.is_empty() {
             println!();
         }
-        run_startup(&args, runs)?;
+        run_startup(&args, runs, with_startup, with_usage_cmd)?;
     }
     if with_tap {
         if scenarios.is_empty() {
@@ -429,7 +436,8 @@ fn binaries(args: &Args, with_acp_usage: bool) -> anyhow::Result<(PathBuf, PathB
 
 /// The start-up benchmark: the agent alone, through acp-usage, and through it as Claude Code
 /// with and without the tap.
-fn run_startup(args: &Args, runs: usize) -> anyhow::Result<()> {
+/// The start-up benchmark and (`usage`) the `/usage` one, which start the same commands.
+fn run_startup(args: &Args, runs: usize, startup: bool, usage: bool) -> anyhow::Result<()> {
     let (bins, target_dir) = binaries(args, true)?;
     let agent: OsString = existing(bins.join("bench-agent"))?.into();
     let path: OsString =
@@ -490,11 +498,19 @@ fn run_startup(args: &Args, runs: usize) -> anyhow::Result<()> {
             },
         },
     ];
-    let rounds = if args.quick { 20 } else { 50 } * runs;
-    eprintln!("start-up: {rounds} rounds of {} commands", subjects.len());
-    let times = startup::measure(&subjects, rounds);
+    if usage {
+        let prompts = if args.quick { 50 } else { 200 } * runs;
+        eprintln!("/usage: {prompts} prompts through acp-usage");
+        let times = client::usage_command_round_trips(&subjects[1].target, prompts);
+        println!("{}", startup::usage_table(&startup::millis(&times?)));
+    }
+    if startup {
+        let rounds = if args.quick { 20 } else { 50 } * runs;
+        eprintln!("start-up: {rounds} rounds of {} commands", subjects.len());
+        let times = startup::measure(&subjects, rounds);
+        println!("{}", startup::table(&subjects, &times?));
+    }
     let _ = std::fs::remove_dir_all(&state);
-    println!("{}", startup::table(&subjects, &times?));
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 //! The start-up benchmark: the `initialize` round trip from spawn, the agent alone against the
 //! agent wrapped by acp-usage (as it starts by default, as Claude Code with and without the
-//! tap, and without its guard).
+//! tap, and without its guard); and the other wait an editor sees that is acp-usage's alone, its
+//! answer to `/usage` ([`usage_table`]).
 //!
 //! This is the wait an editor sees before its first answer, and the one figure where the relay's
 //! start-up (reading the config, the catalog, opening the ledger) is not hidden by a long run.
@@ -65,4 +66,23 @@ pub fn table(subjects: &[Subject], times: &[Vec<f64>]) -> String {
         let _ = writeln!(out, "| initialize round trip {label} | {} |", cells.join(" | "));
     }
     out
+}
+
+/// The `/usage` table: p50, p90 and the slowest of `times` (milliseconds, one relay process).
+pub fn usage_table(times: &[f64]) -> String {
+    let at = |p: f64| percentile(times, p).map_or_else(|| "-".to_owned(), |x| format!("{x:.2} ms"));
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "## `/usage` answered by acp-usage: prompt to result ({} prompts)\n",
+        times.len()
+    );
+    let _ = writeln!(out, "| p50 | p90 | slowest |\n|---|---|---|");
+    let _ = writeln!(out, "| {} | {} | {} |", at(50.0), at(90.0), at(100.0));
+    out
+}
+
+/// Milliseconds of each duration.
+pub fn millis(times: &[Duration]) -> Vec<f64> {
+    times.iter().copied().map(ms).collect()
 }
