@@ -10,6 +10,7 @@
 pub mod agents;
 pub mod catalog_file;
 pub mod cli;
+pub mod cli_reference;
 pub mod commands;
 pub mod config;
 pub mod logging;
