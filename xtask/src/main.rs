@@ -7,7 +7,9 @@
 //! - `schema/schema.json`, the JSON Schema of ACP v1 messages and acp-usage's `_meta` payloads,
 //!   generated from the Rust types (`acp_usage_schema::generate`);
 //! - `docs/cli-reference.md`, every command, option and environment variable, from the clap
-//!   definitions (`acp_usage::cli_reference`).
+//!   definitions (`acp_usage::cli_reference`);
+//! - the profiles table of `docs/agents.md` (between its markers), from the agent list
+//!   (`acp_usage::agents::table`).
 //!
 //! `codegen --check` fails instead of writing when a file is stale (for CI); the tests
 //! `crates/acp-usage/tests/it/catalog.rs`, `crates/acp-usage/tests/it/docs.rs` and
@@ -29,6 +31,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use acp_usage::agents::table as agents_table;
 use acp_usage::catalog_file::{EMBEDDED_CATALOG_FILE, EMBEDDED_LITELLM_FILE, generate_embedded};
 use acp_usage::cli_reference::{self, REFERENCE_FILE};
 use acp_usage_schema::{SCHEMA_FILE, generate};
@@ -134,6 +137,11 @@ fn codegen(check: bool) -> anyhow::Result<ExitCode> {
             path: REFERENCE_FILE,
             text: cli_reference::markdown(),
             what: "the command-line reference, from the clap definitions".to_owned(),
+        },
+        Generated {
+            path: agents_table::PAGE,
+            text: agents_table::splice(&std::fs::read_to_string(root.join(agents_table::PAGE))?)?,
+            what: "its profiles table, from the agent list".to_owned(),
         },
     ];
     let mut stale = false;

@@ -1,6 +1,7 @@
 //! The pages that describe the code, checked against it: the command-line reference is what
-//! the clap definitions make of it, every environment variable the code reads is in it, and the
-//! config file documented in docs/cli.md has every key the code reads and no other.
+//! the clap definitions make of it, every environment variable the code reads is in it, the
+//! profiles table of docs/agents.md is what the agent list makes of it, and the config file
+//! documented in docs/cli.md has every key the code reads and no other.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -21,6 +22,23 @@ fn the_cli_reference_is_fresh() {
     if current.replace("\r\n", "\n") != fresh {
         std::fs::write(&path, &fresh).unwrap();
         panic!("{REFERENCE_FILE} was stale; regenerated, commit it");
+    }
+}
+
+/// The profiles table of docs/agents.md is what the agent list makes of it (rewritten and
+/// failed when not, as the reference).
+#[test]
+fn the_agents_profiles_table_is_fresh() {
+    use acp_usage::agents::table::{PAGE, splice};
+    let path = workspace_root().join(PAGE);
+    let current = std::fs::read_to_string(&path).unwrap().replace("\r\n", "\n");
+    let fresh = splice(&current).unwrap();
+    if current != fresh {
+        std::fs::write(&path, &fresh).unwrap();
+        panic!("{PAGE}'s profiles table was stale; regenerated, commit it");
+    }
+    for p in acp_usage::agents::Profile::all() {
+        assert!(fresh.contains(&format!("| `{}` |", p.name())), "{} not in the table", p.name());
     }
 }
 
