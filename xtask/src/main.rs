@@ -24,6 +24,9 @@
 //! `links` lists the relative links and anchors of the pages (README.md, docs/*.md) that go
 //! nowhere (see [`links`]); a test runs the same check on every `cargo test --workspace`.
 //!
+//! `screenshot` takes the README's picture of `report --html` with headless Chromium (see
+//! [`screenshot`]); run by hand, its PNG committed.
+//!
 //! `dist` makes what a release ships (see [`dist`]): `dist npm` packs the npm packages, `dist
 //! check` checks the release workflow against the platform table.
 
@@ -40,9 +43,10 @@ use anyhow::{Context, bail};
 mod cycles;
 mod dist;
 mod links;
+mod screenshot;
 mod sizes;
 
-const USAGE: &str = "usage: cargo xtask codegen [--check]\n       cargo xtask cycles\n       cargo xtask sizes\n       cargo xtask links\n       cargo xtask dist ... (cargo xtask dist --help)";
+const USAGE: &str = "usage: cargo xtask codegen [--check]\n       cargo xtask cycles\n       cargo xtask sizes\n       cargo xtask links\n       cargo xtask screenshot\n       cargo xtask dist ... (cargo xtask dist --help)";
 
 fn main() -> ExitCode {
     match run(std::env::args().skip(1).collect()) {
@@ -95,6 +99,7 @@ fn run(args: Vec<String>) -> anyhow::Result<ExitCode> {
             }
             Ok(if problems.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
+        ["screenshot"] => screenshot::run(&workspace_root()).map(|()| ExitCode::SUCCESS),
         ["dist", "help" | "--help" | "-h"] => {
             eprintln!("{}", dist::USAGE);
             Ok(ExitCode::SUCCESS)
