@@ -257,11 +257,12 @@ fn vibe_relay_names_the_title_it_cannot_see() {
         let turn = run_turn(&client, &lab.mock, &session, flows::PLAIN_PROMPT).expect("turn");
         // The title may end after the result: wait for it, then for the update that follows.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while std::time::Instant::now() < deadline
-            && !lab.mock.calls_since(mark).iter().any(|c| c.kind == CallKind::Auxiliary)
-        {
+        let titled = || lab.mock.calls_since(mark).iter().any(|c| c.kind == CallKind::Auxiliary);
+        while std::time::Instant::now() < deadline && !titled() {
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
+        // Without the title, what follows would check a session without the call it is about.
+        checks.check(titled(), || "no title call within 10 s of the result".to_owned());
         // Through the tap the title is counted once it ends, and an update says so: waited
         // for (up to 10 s). Without the tap no source sees it, and nothing follows.
         if tap {
