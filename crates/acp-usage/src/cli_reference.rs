@@ -25,11 +25,11 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ),
     (
         "ACP_USAGE_LEDGER",
-        "the ledger file (default `$XDG_DATA_HOME/acp-usage/ledger.db`); every command's `--ledger` wins over it",
+        "the ledger file (default `$XDG_DATA_HOME/acp-usage/ledger.db`, else `~/.local/share/acp-usage/ledger.db`; `off`: no ledger); every command's `--ledger` wins over it",
     ),
     (
         "ACP_USAGE_STATE_DIR",
-        "where an old `learned.json` is looked for, to bring into the ledger once (default `~/.local/state/acp-usage`; `off`: nowhere)",
+        "where an old `learned.json` is looked for, to bring into the ledger once (default `$XDG_STATE_HOME/acp-usage`, else `~/.local/state/acp-usage`; `off`: nowhere)",
     ),
     (
         "ACP_USAGE_GUARD",

@@ -85,6 +85,9 @@ pub struct Config {
     /// `[commands] usage`: the name of the `/usage` command acp-usage answers itself (`None`:
     /// off).
     pub usage_command: Option<String>,
+    /// The config file's keys nothing reads (`budget.sesion`): ignored, logged, and named by
+    /// `doctor`.
+    pub unknown_keys: Vec<String>,
 }
 
 impl Config {
@@ -227,15 +230,17 @@ pub fn load_from(
     let mut budgets = Budgets::default();
     let mut otlp = None;
     let mut usage_command = Some(DEFAULT_USAGE_COMMAND.to_owned());
+    let mut unknown_keys = Vec::new();
 
     if let Some((path, explicit)) = config {
         match std::fs::read_to_string(&path) {
             Ok(text) => {
                 let (file, unknown) = keys::parse(&text)
                     .with_context(|| format!("in config file {}", path.display()))?;
-                for key in unknown {
+                for key in &unknown {
                     tracing::warn!("config file {}: ignoring unknown key `{key}`", path.display());
                 }
+                unknown_keys = unknown;
                 tap = file.tap;
                 budgets = read_budgets(&path, &file)?;
                 otlp = file.otlp.clone();
@@ -266,6 +271,7 @@ pub fn load_from(
         budgets,
         otlp,
         usage_command,
+        unknown_keys,
     })
 }
 

@@ -15,8 +15,36 @@ use super::ConfigFile;
 pub(crate) fn parse(text: &str) -> anyhow::Result<(ConfigFile, Vec<String>)> {
     let mut unknown = Vec::new();
     let de = toml::Deserializer::parse(text)?;
-    let file = serde_ignored::deserialize(de, |path| unknown.push(path.to_string()))?;
+    let file = serde_ignored::deserialize(de, |path| unknown.push(dotted(&path)))?;
     Ok((file, unknown))
+}
+
+/// A path as the file spells it, `budget.sesion` (serde_ignored's own text marks the optional
+/// tables on the way: `budget.?.sesion`).
+fn dotted(path: &serde_ignored::Path<'_>) -> String {
+    use serde_ignored::Path;
+    let mut parts = Vec::new();
+    let mut at = path;
+    loop {
+        match at {
+            Path::Root => break,
+            Path::Seq { parent, index } => {
+                parts.push(index.to_string());
+                at = parent;
+            }
+            Path::Map { parent, key } => {
+                parts.push(key.clone());
+                at = parent;
+            }
+            Path::Some { parent }
+            | Path::NewtypeStruct { parent }
+            | Path::NewtypeVariant { parent } => {
+                at = parent;
+            }
+        }
+    }
+    parts.reverse();
+    parts.join(".")
 }
 
 /// The keys no table reads in `text` (an error when it is no config file).
