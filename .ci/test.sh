@@ -6,6 +6,20 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 run_started=$SECONDS
+# Every test binary runs through .ci/test-runner.sh (cargo's runner for the host), which asks
+# libtest for each test's time and keeps those lines in $times_log; the slowest ten are printed
+# when the run ends, passed or failed. The runner changes nothing of what runs or how tests are
+# grouped, and no build (cargo does not fingerprint it).
+times_log=$(mktemp)
+export ACP_USAGE_TEST_TIMES=$times_log
+host_var=$(rustc -vV | sed -n 's/^host: //p' | tr 'a-z.-' 'A-Z__')
+export "CARGO_TARGET_${host_var}_RUNNER=$PWD/.ci/test-runner.sh"
+slowest_tests() {
+  echo "test.sh: the slowest tests:" >&2
+  sed -nE 's/^test (.*) \.\.\. [a-zA-Z]+ <([0-9.]+)s>$/\2 s  \1/p' "$times_log" |
+    sort -rn | head -10 | sed 's/^/  /' >&2
+}
+trap 'slowest_tests; rm -f "$times_log"' EXIT
 # Runs one step: prints it, runs it, prints its wall time (stderr, like cargo's own output).
 step() {
   local started=$SECONDS
@@ -51,7 +65,8 @@ side=$!
 rest_log=$(mktemp)
 setsid bash -c 'cargo test --workspace --exclude acp-usage-tests' >"$rest_log" 2>&1 &
 rest=$!
-trap 'kill -- -"$side" -"$rest" 2>/dev/null || true; rm -f "$side_log" "$rest_log"' EXIT
+trap 'kill -- -"$side" -"$rest" 2>/dev/null || true; rm -f "$side_log" "$rest_log"; slowest_tests
+  rm -f "$times_log"' EXIT
 
 step cargo test -p acp-usage-tests
 

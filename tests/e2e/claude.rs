@@ -102,8 +102,8 @@ fn claude_direct() {
         billed.extend(turn.billed_calls().into_iter().cloned());
         main.extend(calls.iter().map(|call| (*call).clone()));
         if let Some(update) = updates.last() {
-            let own = support::catalog_cost(&main).unwrap_or(-1.0);
-            let all = support::catalog_cost(&billed).unwrap_or(-1.0);
+            let own = support::catalog_cost(&main);
+            let all = support::catalog_cost(&billed);
             let got = update["cost"]["amount"].as_f64().unwrap_or(-1.0);
             checks.check(got >= own - 1e-9 && got <= all + 1e-9, || {
                 format!("{phase}: claude's cost {got} outside [{own}, {all}]")
@@ -124,8 +124,8 @@ fn claude_direct() {
         let last = calls.last().and_then(|call| call.usage).unwrap_or_default();
         if let Some(update) = turn.usage_updates().last() {
             // Between the turn's own calls and everything billed so far.
-            let own = support::catalog_cost(calls.iter().copied()).unwrap_or(-1.0);
-            let all = support::catalog_cost(history.billed().iter()).unwrap_or(-1.0);
+            let own = support::catalog_cost(calls.iter().copied());
+            let all = support::catalog_cost(history.billed().iter());
             let got = update["cost"]["amount"].as_f64().unwrap_or(-1.0);
             checks.check(got >= own - 1e-9 && got <= all + 1e-9, || {
                 format!("{phase}: claude's cost {got} outside [{own}, {all}]")

@@ -74,7 +74,7 @@ fn check_agent_turn(checks: &mut Checks, phase: &str, turn: &Turn, main_so_far: 
     checks.check(support::u64_at(update, "size") == Some(AGENT_WINDOW), || {
         format!("{phase}: opencode's size {:?} != {AGENT_WINDOW}", update["size"])
     });
-    let cost = support::catalog_cost(main_so_far).unwrap_or(-1.0);
+    let cost = support::catalog_cost(main_so_far);
     let got = update["cost"]["amount"].as_f64().unwrap_or(-1.0);
     checks.check(support::close(got, cost), || {
         format!("{phase}: opencode's cost {got} != catalog price of the main calls {cost}")

@@ -105,15 +105,14 @@ fn zed_entries_on_a_commented_settings_file_come_and_go_byte_for_byte() {
     // the file's object below setup's comment; not one other byte changed.
     let at = original.find("\"agent_servers\": {").unwrap() + "\"agent_servers\": {".len();
     let top = original.find("\n{\n").unwrap() + 2;
-    let meter = format!("\n  {METER}\n  \"agent\": {{\"show_usage_status\": true}},");
+    let meter = format!("\n  {METER}\n  \"agent\": {{\n    \"show_usage_status\": true\n  }},");
     assert_eq!(
         written,
         format!("{}{meter}{}{entries}{}", &original[..top], &original[top..at], &original[at..])
     );
 
     // A second run finds nothing to do and does not touch the file.
-    let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(20));
+    let modified = backdate(&file);
     let again = ok(&setup(&scratch, &bin, &["zed", "--settings", settings, "--yes"]));
     assert!(again.contains("nothing to change"), "{again}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), written);
@@ -175,8 +174,7 @@ fn jetbrains_acp_json_in_home_gets_strict_json_with_absolute_paths() {
         [original.find("        \"My Agent\"").unwrap()..original.rfind("\n    }").unwrap()];
     assert!(written.contains(mine), "{written}");
 
-    let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(20));
+    let modified = backdate(&file);
     ok(&setup(&scratch, &bin, &["jetbrains"]));
     assert_eq!(std::fs::read_to_string(&file).unwrap(), written);
     assert_eq!(std::fs::metadata(&file).unwrap().modified().unwrap(), modified);
@@ -193,7 +191,7 @@ fn a_missing_file_is_created_and_a_broken_one_left_alone() {
     ok(&setup(&scratch, &bin, &["zed", "--yes"]));
     let created = std::fs::read_to_string(&file).unwrap();
     let start = format!(
-        "{{\n  {METER}\n  \"agent\": {{\"show_usage_status\": true}},\n  \"agent_servers\": {{\n    \
+        "{{\n  {METER}\n  \"agent\": {{\n    \"show_usage_status\": true\n  }},\n  \"agent_servers\": {{\n    \
          \"Claude Agent (metered)\""
     );
     assert!(created.starts_with(&start), "{created}");
@@ -310,4 +308,13 @@ fn zed_registry_agents_come_from_zeds_settings_and_index() {
     let removed = ok(&run(&["zed", "--remove", "--yes"]));
     assert_eq!(removed.matches("removed    ").count(), 2, "{removed}");
     assert_eq!(std::fs::read_to_string(&settings).unwrap(), original);
+}
+
+/// Sets `file`'s modification time an hour back and returns it: a run that rewrites the file,
+/// however soon, gives it another (no waiting for the clock to move on).
+fn backdate(file: &std::path::Path) -> std::time::SystemTime {
+    let past = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    let f = std::fs::File::options().write(true).open(file).unwrap();
+    f.set_modified(past).unwrap();
+    std::fs::metadata(file).unwrap().modified().unwrap()
 }

@@ -51,7 +51,8 @@ pub fn u64_at(value: &Value, key: &str) -> Option<u64> {
     value.get(key).and_then(Value::as_u64)
 }
 
-/// Catalog prices in USD per token (LiteLLM 1.109.1, `data/`), for the models the agents use.
+/// Prices in USD per token, every one resolved (a cache price the catalog leaves out is the
+/// input price, as acp-usage bills it).
 #[derive(Debug, Clone, Copy)]
 pub struct Price {
     pub input: f64,
@@ -61,105 +62,37 @@ pub struct Price {
     pub cache_write_1h: f64,
 }
 
-pub fn price(model: &str) -> Option<Price> {
-    let price = match model {
-        "claude-opus-4-8" | "claude-opus-4-7" => Price {
-            input: 5e-6,
-            output: 25e-6,
-            cache_read: 0.5e-6,
-            cache_write_5m: 6.25e-6,
-            cache_write_1h: 10e-6,
-        },
-        // Opus 5.5: claude-agent-acp 0.101.0's default model.
-        "claude-opus-5-5" => Price {
-            input: 4e-6,
-            output: 20e-6,
-            cache_read: 0.2e-6,
-            cache_write_5m: 5e-6,
-            cache_write_1h: 8e-6,
-        },
-        // Claude Code 2.1.318's auto-mode safety classifier.
-        "claude-sonnet-5" | "claude-sonnet-5-5" => Price {
-            input: 2e-6,
-            output: 10e-6,
-            cache_read: if model == "claude-sonnet-5" { 0.2e-6 } else { 0.1e-6 },
-            cache_write_5m: 2.5e-6,
-            cache_write_1h: 4e-6,
-        },
-        // Copilot CLI names Sonnet 4.5 with a dot.
-        "claude-sonnet-4-6" | "claude-sonnet-4-5" | "claude-sonnet-4.5" => Price {
-            input: 3e-6,
-            output: 15e-6,
-            cache_read: 0.3e-6,
-            cache_write_5m: 3.75e-6,
-            cache_write_1h: 6e-6,
-        },
-        "claude-haiku-4-5" | "claude-haiku-4-5-20251001" => Price {
-            input: 1e-6,
-            output: 5e-6,
-            cache_read: 0.1e-6,
-            cache_write_5m: 1.25e-6,
-            cache_write_1h: 2e-6,
-        },
-        "gpt-5.2-codex" | "gpt-5.2" => Price {
-            input: 1.75e-6,
-            output: 14e-6,
-            cache_read: 0.175e-6,
-            cache_write_5m: 0.0,
-            cache_write_1h: 0.0,
-        },
-        // codex-acp 2.6's title model.
-        "gpt-5.6-luna" => Price {
-            input: 0.2e-6,
-            output: 1.2e-6,
-            cache_read: 0.02e-6,
-            cache_write_5m: 0.0,
-            cache_write_1h: 0.0,
-        },
-        "gpt-5.4-mini" => Price {
-            input: 0.75e-6,
-            output: 4.5e-6,
-            cache_read: 0.075e-6,
-            cache_write_5m: 0.0,
-            cache_write_1h: 0.0,
-        },
-        // Mistral Vibe's default model (`mistral/mistral-vibe-cli-latest`; Vibe's own prices
-        // for it are the same).
-        "mistral-vibe-cli-latest" => Price {
-            input: 1.5e-6,
-            output: 7.5e-6,
-            cache_read: 0.15e-6,
-            cache_write_5m: 0.0,
-            cache_write_1h: 0.0,
-        },
-        // Vibe's fast model, which it probes for (a one-token call) when a utility feature may
-        // use it.
-        "mistral-vibe-cli-fast" => Price {
-            input: 0.15e-6,
-            output: 0.6e-6,
-            cache_read: 0.015e-6,
-            cache_write_5m: 0.0,
-            cache_write_1h: 0.0,
-        },
-        // Below the 200k long-context tier, which the tests never reach.
-        "gemini-2.5-pro" => Price {
-            input: 1.25e-6,
-            output: 10e-6,
-            cache_read: 0.125e-6,
-            cache_write_5m: 0.0,
-            cache_write_1h: 0.0,
-        },
-        _ => return None,
-    };
-    Some(price)
+/// The embedded catalog's prices of `model` for a request with `prompt` input tokens (its
+/// long-context tier when the prompt passes it): the catalog acp-usage prices with, so a model
+/// an agent starts using is priced here the day it is there. Fails the test for a model the
+/// catalog does not price: a cost check is never skipped.
+pub fn price(model: &str, prompt: u64) -> Price {
+    let info = acp_usage_core::Catalog::embedded().lookup(model).unwrap_or_else(|| {
+        panic!("the catalog has no model {model:?}: its cost cannot be checked")
+    });
+    let prices =
+        info.prices.as_ref().unwrap_or_else(|| panic!("the catalog has no prices for {model:?}"));
+    let p = acp_usage_core::pricing::prices_for_prompt(prices, prompt);
+    Price {
+        input: p.input,
+        output: p.output,
+        cache_read: p.cache_read.unwrap_or(p.input),
+        cache_write_5m: p.cache_write_5m.unwrap_or(p.input),
+        cache_write_1h: p.cache_write_1h.unwrap_or(p.input),
+    }
 }
 
-/// What the catalog says `calls` cost, or `None` when a model is not in the table above.
-pub fn catalog_cost<'a>(calls: impl IntoIterator<Item = &'a Call>) -> Option<f64> {
+/// What the catalog says `calls` cost, each at the prices of its own prompt's size. A billed
+/// call without a model, or with one the catalog does not price, fails the test.
+pub fn catalog_cost<'a>(calls: impl IntoIterator<Item = &'a Call>) -> f64 {
     let mut total = 0.0;
     for call in calls {
         let Some(usage) = call.usage else { continue };
-        let price = price(call.model.as_deref()?)?;
+        let model = call
+            .model
+            .as_deref()
+            .unwrap_or_else(|| panic!("call {} has usage and no model: {call:?}", call.seq));
+        let price = price(model, usage.input);
         let uncached = usage.input - usage.cache_read - usage.cache_write();
         total += uncached as f64 * price.input
             + usage.cache_read as f64 * price.cache_read
@@ -167,7 +100,7 @@ pub fn catalog_cost<'a>(calls: impl IntoIterator<Item = &'a Call>) -> Option<f64
             + usage.cache_write_1h as f64 * price.cache_write_1h
             + usage.output as f64 * price.output;
     }
-    Some(total)
+    total
 }
 
 pub fn sum(calls: &[&Call]) -> Usage {

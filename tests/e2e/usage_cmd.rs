@@ -2,9 +2,10 @@
 //! the relay (tap on, as by default) writing a scratch ledger.
 //!
 //! Guarantees checked:
-//! - after two turns, `/usage` is answered by acp-usage within 200 ms: a `usage_update`, the
-//!   text, and `{"stopReason":"end_turn","usage":{all zero}}`; the mock served no call for it
-//!   and Claude Code's transcript holds no `/usage`;
+//! - after two turns, `/usage` is answered by acp-usage: a `usage_update`, the text, and
+//!   `{"stopReason":"end_turn","usage":{all zero}}`; the mock served no call for it and Claude
+//!   Code's transcript holds no `/usage` (how fast it answers is a figure of the benchmark,
+//!   `acp-usage-bench --scenario usage-cmd`, in docs/performance.md);
 //! - the text's figures equal the `usage_update` the editor got last (context, cost, tokens),
 //!   and its day's and month's spending equal `report daily|monthly --json` and `status` on its
 //!   ledger;
@@ -84,15 +85,25 @@ fn command_lists(client: &AcpClient, session: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// The last `usage_update` the client got for `session`.
-fn last_update(client: &AcpClient, session: &str) -> Value {
+/// Every `usage_update` the client got for `session`, in order.
+fn usage_updates(client: &AcpClient, session: &str) -> Vec<Value> {
     let lines = client.all_lines();
-    let update = lines.iter().rev().filter(|l| l.dir == Dir::In).find_map(|l| {
+    let updates = lines.iter().filter(|l| l.dir == Dir::In).filter_map(|l| {
         let u = l.session_update()?;
         let mine = l.json.as_ref()?["params"]["sessionId"] == session;
         (mine && u["sessionUpdate"] == "usage_update").then(|| u.clone())
     });
-    update.unwrap_or_default()
+    updates.collect()
+}
+
+/// The last `usage_update` the client got for `session`.
+fn last_update(client: &AcpClient, session: &str) -> Value {
+    usage_updates(client, session).pop().unwrap_or_default()
+}
+
+/// What an update says caused it (`turn`, `between_turns`, `command`, ...).
+fn trigger(update: &Value) -> &str {
+    update["_meta"]["acpUsage"]["trigger"].as_str().unwrap_or_default()
 }
 
 /// The cost of the last row (this day, this month: the ledger is this test's) of a report.
@@ -131,39 +142,35 @@ fn claude_usage_command() {
     let id = flows::session_id(&client.new_session(&lab.scratch.work()).expect("new")).unwrap();
     run_turn(&client, &lab.mock, &id, flows::PLAIN_PROMPT).expect("turn 1");
     run_turn(&client, &lab.mock, &id, flows::TOOL_PROMPT).expect("turn 2");
-    let (calls_after_turn, lines_after_turn) = (lab.mock.mark(), client.mark());
     settle(&lab.mock, Duration::from_secs(2));
-    if lab.mock.mark() > calls_after_turn {
-        // Calls after the result: the relay shows them in a coalesced update of its own; wait
-        // for it (a call it counted in the turn after all gets none, so the wait is bounded).
-        let _ = client.wait_for_line(lines_after_turn, Duration::from_secs(2), |l| {
-            l.session_update().is_some_and(|u| {
-                u["sessionUpdate"] == "usage_update"
-                    && u["_meta"]["acpUsage"]["trigger"] == "between_turns"
-            })
-        });
-    }
-    let before = last_update(&client, &id);
 
     let (served, mark) = (lab.mock.mark(), client.mark());
-    let started = Instant::now();
     let result = client.prompt(&id, "/usage").expect("/usage");
-    let took = started.elapsed();
-    eprintln!("/usage answered in {took:?}");
-    checks.check(took < Duration::from_millis(200), || format!("/usage took {took:?}"));
     let zero = json!({"totalTokens": 0, "inputTokens": 0, "outputTokens": 0, "thoughtTokens": 0,
                       "cachedReadTokens": 0, "cachedWriteTokens": 0});
     checks.check(result == json!({"stopReason": "end_turn", "usage": zero}), || {
         format!("/usage's result: {result}")
     });
-    let updates: Vec<Value> =
-        client.notifications_since(mark).into_iter().map(|p| p["update"].clone()).collect();
+    // Calls that ended after the second result (Claude Code's prompt suggestion) are counted
+    // in an update of the relay's own between turns, which may come as late as right before
+    // the answer; the answer repeats whatever the editor got last before it.
+    let updates: Vec<Value> = client
+        .notifications_since(mark)
+        .into_iter()
+        .map(|p| p["update"].clone())
+        .skip_while(|u| u["sessionUpdate"] == "usage_update" && trigger(u) == "between_turns")
+        .collect();
     let kinds: Vec<&str> =
         updates.iter().map(|u| u["sessionUpdate"].as_str().unwrap_or("")).collect();
     checks.check(kinds == ["usage_update", "agent_message_chunk"], || {
         format!("/usage sent {kinds:?}")
     });
-    let update = last_update(&client, &id);
+    let all = usage_updates(&client, &id);
+    let at = all.iter().rposition(|u| trigger(u) == "command");
+    checks
+        .check(at.is_some_and(|at| at > 0), || format!("no /usage update after another: {all:?}"));
+    let update = at.map(|at| all[at].clone()).unwrap_or_default();
+    let before = at.and_then(|at| at.checked_sub(1)).map(|i| all[i].clone()).unwrap_or_default();
     for key in ["used", "size", "cost"] {
         checks.check(update[key] == before[key], || {
             format!("/usage's update {key} {} != the last one's {}", update[key], before[key])
@@ -265,12 +272,14 @@ fn check_command_lists(checks: &mut Checks, lab: &Lab, first: Vec<Vec<String>>) 
     off.initialize().expect("initialize");
     let id = flows::session_id(&off.new_session(&lab.scratch.work()).expect("new")).unwrap();
     let listed = |c: &AcpClient, id: &str| {
-        let _ = c.wait_for_line(0, Duration::from_secs(20), |l| {
+        // The agent's own list (more than acp-usage's one command); not coming is a failure.
+        c.wait_for_line(0, Duration::from_secs(20), |l| {
             l.session_update().is_some_and(|u| {
                 u["sessionUpdate"] == "available_commands_update"
                     && u["availableCommands"].as_array().is_some_and(|a| a.len() > 1)
             }) && l.json.as_ref().is_some_and(|j| j["params"]["sessionId"] == id)
-        });
+        })
+        .expect("the agent's command list");
         command_lists(c, id)
     };
     let agents = listed(&off, &id);

@@ -154,6 +154,12 @@ impl Agent {
         !matches!(self, Agent::Cline)
     }
 
+    /// Whether the agent sends a `usage_update` of its own after answering `session/new`, as
+    /// pi-acp does (the others send none then, which their tests check).
+    pub fn reports_usage_on_open(self) -> bool {
+        matches!(self, Agent::Pi)
+    }
+
     pub fn args(self) -> Vec<String> {
         match self {
             // A fixed model: the default `auto` router makes classifier calls and may switch models.

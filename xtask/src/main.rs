@@ -5,17 +5,27 @@
 //!   the same compiler the binary uses for `--catalog` files, so the embedded catalog and a
 //!   user-supplied LiteLLM file can never be read differently;
 //! - `schema/schema.json`, the JSON Schema of ACP v1 messages and acp-usage's `_meta` payloads,
-//!   generated from the Rust types (`acp_usage_schema::generate`).
+//!   generated from the Rust types (`acp_usage_schema::generate`);
+//! - `docs/cli-reference.md`, every command, option and environment variable, from the clap
+//!   definitions (`acp_usage::cli_reference`);
+//! - the profiles table of `docs/agents.md` (between its markers), from the agent list
+//!   (`acp_usage::agents::table`).
 //!
 //! `codegen --check` fails instead of writing when a file is stale (for CI); the tests
-//! `crates/acp-usage/tests/it/catalog.rs` and `crates/acp-usage-schema/tests/it/schema.rs` do the same
-//! check on every `cargo test`.
+//! `crates/acp-usage/tests/it/catalog.rs`, `crates/acp-usage/tests/it/docs.rs` and
+//! `crates/acp-usage-schema/tests/it/schema.rs` do the same check on every `cargo test`.
 //!
 //! `cycles` lists the module cycles of the workspace's crates (see [`cycles`]); a test runs the
 //! same check on every `cargo test --workspace`.
 //!
 //! `sizes` lists the functions of the product's code over 100 lines and the constructors over
 //! 5 parameters (see [`sizes`]); a test runs the same check on every `cargo test --workspace`.
+//!
+//! `links` lists the relative links and anchors of the pages (README.md, docs/*.md) that go
+//! nowhere (see [`links`]); a test runs the same check on every `cargo test --workspace`.
+//!
+//! `screenshot` takes the README's picture of `report --html` with headless Chromium (see
+//! [`screenshot`]); run by hand, its PNG committed.
 //!
 //! `dist` makes what a release ships (see [`dist`]): `dist npm` packs the npm packages, `dist
 //! check` checks the release workflow against the platform table.
@@ -24,15 +34,19 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use acp_usage::agents::table as agents_table;
 use acp_usage::catalog_file::{EMBEDDED_CATALOG_FILE, EMBEDDED_LITELLM_FILE, generate_embedded};
+use acp_usage::cli_reference::{self, REFERENCE_FILE};
 use acp_usage_schema::{SCHEMA_FILE, generate};
 use anyhow::{Context, bail};
 
 mod cycles;
 mod dist;
+mod links;
+mod screenshot;
 mod sizes;
 
-const USAGE: &str = "usage: cargo xtask codegen [--check]\n       cargo xtask cycles\n       cargo xtask sizes\n       cargo xtask dist ... (cargo xtask dist --help)";
+const USAGE: &str = "usage: cargo xtask codegen [--check]\n       cargo xtask cycles\n       cargo xtask sizes\n       cargo xtask links\n       cargo xtask screenshot\n       cargo xtask dist ... (cargo xtask dist --help)";
 
 fn main() -> ExitCode {
     match run(std::env::args().skip(1).collect()) {
@@ -75,6 +89,17 @@ fn run(args: Vec<String>) -> anyhow::Result<ExitCode> {
             );
             Ok(if scan.findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
+        ["links"] => {
+            let root = workspace_root();
+            let problems = links::check(&root, &links::pages(&root)?)?;
+            // The listing is the command's output, as `cycles` writes it.
+            let mut out = std::io::stdout().lock();
+            for problem in &problems {
+                writeln!(out, "{problem}")?;
+            }
+            Ok(if problems.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        ["screenshot"] => screenshot::run(&workspace_root()).map(|()| ExitCode::SUCCESS),
         ["dist", "help" | "--help" | "-h"] => {
             eprintln!("{}", dist::USAGE);
             Ok(ExitCode::SUCCESS)
@@ -113,6 +138,16 @@ fn codegen(check: bool) -> anyhow::Result<ExitCode> {
             what: format!("{models} models, from {EMBEDDED_LITELLM_FILE}"),
         },
         Generated { path: SCHEMA_FILE, text: schema, what: format!("{defs} definitions") },
+        Generated {
+            path: REFERENCE_FILE,
+            text: cli_reference::markdown(),
+            what: "the command-line reference, from the clap definitions".to_owned(),
+        },
+        Generated {
+            path: agents_table::PAGE,
+            text: agents_table::splice(&std::fs::read_to_string(root.join(agents_table::PAGE))?)?,
+            what: "its profiles table, from the agent list".to_owned(),
+        },
     ];
     let mut stale = false;
     for file in files {

@@ -118,6 +118,41 @@ pub fn open_round_trip(target: &Target) -> anyhow::Result<Duration> {
     Ok(took)
 }
 
+/// `/usage` prompts answered by a relay in front of the bench agent, as an editor sends them:
+/// one session, one turn of the agent's first (10 chunks), then `rounds` `/usage` prompts (one
+/// untimed before them), each timed from the request to its result. Fails when an answer did
+/// not come from the relay (no message text before the result: the prompt reached the agent).
+pub fn usage_command_round_trips(target: &Target, rounds: usize) -> anyhow::Result<Vec<Duration>> {
+    let mut conn = Conn::spawn(target)?;
+    let sid = wire::session_id(0);
+    let prompt = |id: usize, text: &str, chunks: u64| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"session/prompt","params":{{"sessionId":"{sid}","prompt":[{{"type":"text","text":"{text}"}}],"_meta":{{"bench":{{"chunks":{chunks}}}}}}}}}"#
+        ) + "\n"
+    };
+    let run = |conn: &mut Conn| -> anyhow::Result<Vec<Duration>> {
+        conn.handshake(1)?;
+        conn.send(prompt(2, "hello", 10).as_bytes())?;
+        conn.answer(2).context("the agent's turn")?;
+        let mut times = Vec::with_capacity(rounds);
+        for round in 0..=rounds {
+            let id = 3 + round;
+            let start = Instant::now();
+            conn.send(prompt(id, "/usage", 0).as_bytes())?;
+            let from_relay = conn.answer(id as u64)?;
+            let took = start.elapsed();
+            anyhow::ensure!(from_relay, "/usage (request {id}) got no text: it reached the agent");
+            if round > 0 {
+                times.push(took);
+            }
+        }
+        Ok(times)
+    };
+    let res = run(&mut conn);
+    let exit = conn.close();
+    res.map_err(|e| e.context(format!("the command {exit}")))
+}
+
 /// The client's `initialize` request (id 0).
 const INITIALIZE: &[u8] = br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}
 "#;
@@ -248,6 +283,26 @@ impl Conn {
                         "unexpected chunk while waiting for response {id}: {}",
                         excerpt(self.lines.get(r))
                     )
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Reads up to the result of prompt `id`, whatever comes before it; whether message text
+    /// that is no bench chunk came first (the relay's own answer).
+    fn answer(&mut self, id: u64) -> anyhow::Result<bool> {
+        let mut text = false;
+        loop {
+            match self.next()? {
+                (Msg::Response { id: got, error }, r) if got == id => {
+                    if error {
+                        bail!("request {id} failed: {}", excerpt(self.lines.get(r)));
+                    }
+                    return Ok(text);
+                }
+                (Msg::Other, r) => {
+                    text |= memmem::find(self.lines.get(r), b"\"agent_message_chunk\"").is_some();
                 }
                 _ => {}
             }

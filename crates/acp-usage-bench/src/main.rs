@@ -17,9 +17,11 @@ use std::time::Duration;
 use acp_usage_bench::client::{self, Measurement, Target};
 use acp_usage_bench::scenario::{Kind, NAMES, Scenario};
 use acp_usage_bench::startup::{self, Subject};
-use acp_usage_bench::stats::{median, percentile, thousands};
 use acp_usage_bench::tap::{self, TapOptions};
 use clap::Parser;
+
+mod relay_table;
+use relay_table::{Table, brief};
 
 const CONDUCTOR: &str = "agent-client-protocol-conductor";
 const CONDUCTOR_VERSION: &str = "5.0.0";
@@ -32,6 +34,8 @@ const LEDGER: &str = "ledger";
 const STARTUP: &str = "startup";
 /// The reports benchmark's name among the scenarios.
 const REPORTS: &str = "reports";
+/// The `/usage` benchmark's name among the scenarios.
+const USAGE_CMD: &str = "usage-cmd";
 
 /// Side-by-side benchmark of acp-usage: a synthetic ACP agent streams through no relay
 /// ("direct", the client+agent ceiling), a raw byte copy (the physical limit of a relay),
@@ -43,6 +47,9 @@ const REPORTS: &str = "reports";
 /// lines), rtt (2,000 round trips), sessions (100 sessions interleaving prompts), load
 /// (session/load replaying 100,000 messages), slow (an editor reading a 64 MiB burst at 1 MB/s
 /// for its first 4 MB; run once).
+///
+/// usage-cmd: acp-usage's answer to a `/usage` prompt in front of the bench agent, from the
+/// request to its result, 200 prompts (quick: 50) times --runs after one turn of the agent's.
 ///
 /// startup: the `initialize` round trip from spawn, the agent alone and through acp-usage (as
 /// it starts, as Claude Code with the tap and without it, and without its guard process; the
@@ -74,7 +81,7 @@ struct Args {
     #[arg(long, value_name = "RELAY", value_delimiter = ',')]
     only: Vec<String>,
     /// Only these scenarios (comma-separated): small, large-64k, large-1m, large-16m, rtt,
-    /// sessions, load, slow, startup, tap, ledger, reports.
+    /// sessions, load, slow, startup, usage-cmd, tap, ledger, reports.
     #[arg(long, value_name = "NAME", value_delimiter = ',')]
     scenario: Vec<String>,
     /// Only the LLM-API tap benchmark (with --scenario: those and the tap).
@@ -152,7 +159,7 @@ fn run(args: Args) -> anyhow::Result<bool> {
     // The tap is measured in this process, apart from the relays; it runs after them.
     let mut names: Vec<&str> = match (args.scenario.is_empty(), args.tap, args.ledger) {
         (true, false, false) => {
-            NAMES.iter().copied().chain([STARTUP, TAP, LEDGER, REPORTS]).collect()
+            NAMES.iter().copied().chain([STARTUP, USAGE_CMD, TAP, LEDGER, REPORTS]).collect()
         }
         (true, tap, ledger) => {
             [(tap, TAP), (ledger, LEDGER)].iter().filter(|(on, _)| *on).map(|(_, n)| *n).collect()
@@ -169,13 +176,15 @@ fn run(args: Args) -> anyhow::Result<bool> {
     let with_ledger = names.contains(&LEDGER);
     let with_startup = names.contains(&STARTUP);
     let with_reports = names.contains(&REPORTS);
-    names.retain(|n| ![TAP, LEDGER, STARTUP, REPORTS].contains(n));
+    let with_usage_cmd = names.contains(&USAGE_CMD);
+    names.retain(|n| ![TAP, LEDGER, STARTUP, REPORTS, USAGE_CMD].contains(n));
     let scenarios = names
         .iter()
         .map(|n| {
             Scenario::by_name(n, quick).ok_or_else(|| {
                 anyhow::anyhow!(
-                    "unknown scenario {n:?} (known: {}, {STARTUP}, {TAP}, {LEDGER}, {REPORTS})",
+                    "unknown scenario {n:?} (known: {}, {STARTUP}, {USAGE_CMD}, {TAP}, {LEDGER}, \
+                     {REPORTS})",
                     NAMES.join(", ")
                 )
             })
@@ -185,11 +194,11 @@ fn run(args: Args) -> anyhow::Result<bool> {
     if !scenarios.is_empty() {
         ok &= run_relays(&args, &scenarios, runs)?;
     }
-    if with_startup {
+    if with_startup || with_usage_cmd {
         if !scenarios.is_empty() {
             println!();
         }
-        run_startup(&args, runs)?;
+        run_startup(&args, runs, with_startup, with_usage_cmd)?;
     }
     if with_tap {
         if scenarios.is_empty() {
@@ -429,7 +438,8 @@ fn binaries(args: &Args, with_acp_usage: bool) -> anyhow::Result<(PathBuf, PathB
 
 /// The start-up benchmark: the agent alone, through acp-usage, and through it as Claude Code
 /// with and without the tap.
-fn run_startup(args: &Args, runs: usize) -> anyhow::Result<()> {
+/// The start-up benchmark and (`usage`) the `/usage` one, which start the same commands.
+fn run_startup(args: &Args, runs: usize, startup: bool, usage: bool) -> anyhow::Result<()> {
     let (bins, target_dir) = binaries(args, true)?;
     let agent: OsString = existing(bins.join("bench-agent"))?.into();
     let path: OsString =
@@ -490,50 +500,22 @@ fn run_startup(args: &Args, runs: usize) -> anyhow::Result<()> {
             },
         },
     ];
-    let rounds = if args.quick { 20 } else { 50 } * runs;
-    eprintln!("start-up: {rounds} rounds of {} commands", subjects.len());
-    let times = startup::measure(&subjects, rounds);
-    println!("{}", startup::table(&subjects, &times?));
-
-    // The windows remembered at start: Claude's profile (its key says whose windows to show)
-    // with a fresh ledger, and with one holding a year of observations of that account.
-    let year = state.join("year");
-    std::fs::create_dir_all(&year)?;
-    let filled = startup::year_of_windows(&year.join("ledger.db"))?;
-    let claude = |ledger: &std::path::Path| Target {
-        env: vec![
-            ("ACP_USAGE_LEDGER".into(), ledger.into()),
-            ("ACP_USAGE_STATE_DIR".into(), "off".into()),
-            ("ANTHROPIC_API_KEY".into(), startup::BENCH_KEY.into()),
-        ],
-        ..target(vec![
-            path.clone(),
-            "--profile".into(),
-            "claude".into(),
-            "--tap".into(),
-            "off".into(),
-            "--".into(),
-            agent.clone(),
-        ])
-    };
-    let opened = [
-        Subject { name: "direct", target: target(vec![agent.clone()]) },
-        Subject {
-            name: "acp-usage --profile claude, a fresh ledger",
-            target: claude(&state.join("fresh").join("ledger.db")),
-        },
-        Subject {
-            name: "the same, a year of windows in the ledger",
-            target: claude(&year.join("ledger.db")),
-        },
-    ];
-    eprintln!(
-        "start-up with a session: {rounds} rounds of {} commands, {filled} observations",
-        opened.len()
-    );
-    let times = startup::measure_open(&opened, rounds);
+    if usage {
+        let prompts = if args.quick { 50 } else { 200 } * runs;
+        eprintln!("/usage: {prompts} prompts through acp-usage");
+        let times = client::usage_command_round_trips(&subjects[1].target, prompts);
+        println!("{}", startup::usage_table(&startup::millis(&times?)));
+    }
+    if startup {
+        let rounds = if args.quick { 20 } else { 50 } * runs;
+        eprintln!("start-up: {rounds} rounds of {} commands", subjects.len());
+        let times = startup::measure(&subjects, rounds);
+        println!("{}", startup::table(&subjects, &times?));
+        let (acp_usage, agent) = (path.clone(), agent.clone());
+        let timeout = Duration::from_secs(args.timeout);
+        println!("{}", startup::remembered_windows(&acp_usage, &agent, &state, timeout, rounds)?);
+    }
     let _ = std::fs::remove_dir_all(&state);
-    println!("{}", startup::open_table(&opened, &times?));
     Ok(())
 }
 
@@ -587,245 +569,5 @@ fn conductor(args: &Args, root: &Path, target_dir: &Path) -> Option<PathBuf> {
     } else {
         eprintln!("note: cargo install {CONDUCTOR} {CONDUCTOR_VERSION} failed (offline?)");
         None
-    }
-}
-
-fn msgs_per_s(m: &Measurement) -> f64 {
-    m.messages as f64 / m.elapsed.as_secs_f64()
-}
-
-fn mb_per_s(m: &Measurement) -> f64 {
-    m.bytes as f64 / m.elapsed.as_secs_f64() / 1e6
-}
-
-fn cpu_per_msg_us(m: &Measurement) -> Option<f64> {
-    Some(m.cpu?.as_secs_f64() * 1e6 / m.messages.max(1) as f64)
-}
-
-/// One line of progress.
-fn brief(sc: &Scenario, m: &Measurement) -> String {
-    let cpu = m.cpu.map(|c| format!(", cpu {:.2} s", c.as_secs_f64())).unwrap_or_default();
-    let rss = m.hwm_kib.map(|k| format!(", peak RSS {}", mib(k as f64))).unwrap_or_default();
-    let main = match sc.kind {
-        Kind::RoundTrip { .. } => format!(
-            "p50 {:.1} µs, p99 {:.1} µs",
-            percentile(&m.rtts_us, 50.0).unwrap_or(f64::NAN),
-            percentile(&m.rtts_us, 99.0).unwrap_or(f64::NAN)
-        ),
-        _ if sc.is_bulk() => format!("{:.0} MB/s", mb_per_s(m)),
-        Kind::Slow { .. } => format!("{} chunks, {:.1} s", m.messages, m.elapsed.as_secs_f64()),
-        _ => format!("{} msg/s", thousands(msgs_per_s(m))),
-    };
-    format!("{main}{cpu}{rss}, {} usage_update, {}", m.usage_updates, m.exit)
-}
-
-/// A ratio with enough digits to tell small ones apart.
-fn times(r: f64) -> String {
-    if r >= 0.095 { format!("{r:.2}x") } else { format!("{r:.4}x") }
-}
-
-fn mib(kib: f64) -> String {
-    format!("{:.1} MiB", kib / 1024.0)
-}
-
-/// One column of the summary: a title and the cell of a relay.
-type Column<'a> = Box<dyn Fn(&str) -> String + 'a>;
-
-/// Formats the medians.
-struct Table<'a> {
-    relays: &'a [&'a str],
-    results: &'a BTreeMap<(&'a str, &'a str), Vec<Measurement>>,
-    failed: &'a BTreeMap<(&'a str, &'a str), String>,
-}
-
-impl Table<'_> {
-    /// The median of `f` over the runs of `relay` in `sc`.
-    fn med(&self, relay: &str, sc: &str, f: impl Fn(&Measurement) -> Option<f64>) -> Option<f64> {
-        let runs = self.results.get(&(relay, sc))?;
-        median(&runs.iter().filter_map(f).collect::<Vec<_>>())
-    }
-
-    fn cell(
-        &self,
-        relay: &str,
-        sc: &str,
-        value: Option<f64>,
-        fmt: impl Fn(f64) -> String,
-    ) -> String {
-        match value {
-            Some(v) => fmt(v),
-            None if self.failed.contains_key(&(relay, sc)) => "FAILED".into(),
-            None => "–".into(),
-        }
-    }
-
-    /// A value with its ratio to the raw copy's.
-    fn ratio(
-        &self,
-        relay: &str,
-        sc: &str,
-        f: impl Fn(&Measurement) -> Option<f64> + Copy,
-        unit: &str,
-    ) -> String {
-        let v = self.med(relay, sc, f);
-        let raw = self.med("raw-copy", sc, f);
-        self.cell(relay, sc, v, |v| match raw {
-            Some(r) if r > 0.0 && relay != "raw-copy" => {
-                format!("{}{unit} ({})", thousands(v), times(v / r))
-            }
-            _ => format!("{}{unit}", thousands(v)),
-        })
-    }
-
-    fn rss(&self, relay: &str, sc: &str) -> String {
-        let v = self.med(relay, sc, |m| m.hwm_kib.map(|k| k as f64));
-        self.cell(relay, sc, v, mib)
-    }
-
-    fn cpu(&self, relay: &str, sc: &str) -> String {
-        let v = self.med(relay, sc, cpu_per_msg_us);
-        self.cell(relay, sc, v, |v| format!("{v:.2} µs"))
-    }
-
-    fn rtt(&self, relay: &str, sc: &str) -> String {
-        let p = |q: f64| self.med(relay, sc, move |m| percentile(&m.rtts_us, q));
-        let raw50 = self.med("raw-copy", sc, |m| percentile(&m.rtts_us, 50.0));
-        let (p50, p99) = (p(50.0), p(99.0));
-        self.cell(relay, sc, p50, |v| {
-            let diff = match raw50 {
-                Some(r) if relay != "raw-copy" => format!(" ({:+.1})", v - r),
-                _ => String::new(),
-            };
-            format!("{v:.1} µs{diff} / p99 {:.1} µs", p99.unwrap_or(f64::NAN))
-        })
-    }
-
-    fn scenario(&self, sc: &Scenario) {
-        let runs = self
-            .relays
-            .iter()
-            .filter_map(|r| self.results.get(&(*r, sc.name)))
-            .map(Vec::len)
-            .max()
-            .unwrap_or(0);
-        println!("## {sc} (median of {runs})\n");
-        match sc.kind {
-            Kind::RoundTrip { .. } => {
-                println!("| relay | round trip p50 (vs raw) / p99 | peak RSS |\n|---|---|---|");
-                for r in self.relays {
-                    println!("| {r} | {} | {} |", self.rtt(r, sc.name), self.rss(r, sc.name));
-                }
-            }
-            Kind::Slow { chunks, size, .. } => {
-                println!(
-                    "| relay | checked chunks | time | peak RSS | peak RSS / burst |\n|---|---|---|---|---|"
-                );
-                let burst = (chunks * size as u64) as f64 / 1024.0;
-                for r in self.relays.iter().filter(|r| **r != "direct") {
-                    let n = self.med(r, sc.name, |m| Some(m.messages as f64));
-                    let t = self.med(r, sc.name, |m| Some(m.elapsed.as_secs_f64()));
-                    let h = self.med(r, sc.name, |m| m.hwm_kib.map(|k| k as f64));
-                    println!(
-                        "| {r} | {} | {} | {} | {} |",
-                        self.cell(r, sc.name, n, thousands),
-                        self.cell(r, sc.name, t, |t| format!("{t:.1} s")),
-                        self.rss(r, sc.name),
-                        self.cell(r, sc.name, h, |h| format!("{:.0}%", 100.0 * h / burst)),
-                    );
-                }
-            }
-            _ => {
-                println!(
-                    "| relay | messages/s | MB/s | relay CPU/msg | peak RSS | usage_update |\n|---|---|---|---|---|---|"
-                );
-                for r in self.relays {
-                    let u = self.med(r, sc.name, |m| Some(m.usage_updates as f64));
-                    println!(
-                        "| {r} | {} | {} | {} | {} | {} |",
-                        self.ratio(r, sc.name, |m| Some(msgs_per_s(m)), ""),
-                        self.ratio(r, sc.name, |m| Some(mb_per_s(m)), ""),
-                        self.cpu(r, sc.name),
-                        self.rss(r, sc.name),
-                        self.cell(r, sc.name, u, thousands),
-                    );
-                }
-            }
-        }
-        let altered: Vec<String> = self
-            .relays
-            .iter()
-            .filter_map(|r| {
-                let n: u64 = self.results.get(&(*r, sc.name))?.iter().map(|m| m.altered).sum();
-                (n > 0).then(|| format!("{r}: {n} chunks re-serialised (not byte for byte)"))
-            })
-            .collect();
-        if !altered.is_empty() {
-            println!("\nnote: {}", altered.join("; "));
-        }
-        println!();
-    }
-
-    fn summary(&self, scenarios: &[Scenario]) {
-        let has = |n: &str| scenarios.iter().any(|s| s.name == n);
-        let mut cols: Vec<(&str, Column<'_>)> = Vec::new();
-        if has("small") {
-            cols.push((
-                "messages/s (200 B)",
-                Box::new(|r| self.ratio(r, "small", |m| Some(msgs_per_s(m)), "")),
-            ));
-        }
-        for (n, title) in [
-            ("large-64k", "MB/s 64 KiB lines"),
-            ("large-1m", "MB/s 1 MiB"),
-            ("large-16m", "MB/s 16 MiB"),
-        ] {
-            if has(n) {
-                cols.push((title, Box::new(move |r| self.ratio(r, n, |m| Some(mb_per_s(m)), ""))));
-            }
-        }
-        if has("rtt") {
-            cols.push(("round trip p50 (vs raw) / p99", Box::new(|r| self.rtt(r, "rtt"))));
-        }
-        cols.push((
-            "peak RSS (max over scenarios)",
-            Box::new(|r| {
-                let v = scenarios
-                    .iter()
-                    .filter(|s| !matches!(s.kind, Kind::Slow { .. }))
-                    .filter_map(|s| self.med(r, s.name, |m| m.hwm_kib.map(|k| k as f64)))
-                    .reduce(f64::max);
-                v.map(mib).unwrap_or_else(|| "–".into())
-            }),
-        ));
-        if has("small") {
-            cols.push(("CPU/msg (200 B)", Box::new(|r| self.cpu(r, "small"))));
-        }
-        if has("sessions") {
-            cols.push((
-                "100 sessions msgs/s",
-                Box::new(|r| self.ratio(r, "sessions", |m| Some(msgs_per_s(m)), "")),
-            ));
-        }
-        if has("load") {
-            cols.push((
-                "load replay msgs/s",
-                Box::new(|r| self.ratio(r, "load", |m| Some(msgs_per_s(m)), "")),
-            ));
-        }
-        if has("slow") {
-            cols.push(("slow editor peak RSS", Box::new(|r| self.rss(r, "slow"))));
-        }
-        println!("## Summary (medians; ratios to the raw copy)\n");
-        let head: Vec<&str> = cols.iter().map(|c| c.0).collect();
-        println!("| relay | {} |", head.join(" | "));
-        println!("|---|{}", "---|".repeat(cols.len()));
-        for r in self.relays {
-            let cells: Vec<String> = cols.iter().map(|c| (c.1)(r)).collect();
-            println!("| {r} | {} |", cells.join(" | "));
-        }
-        println!(
-            "\nscenario sizes: {}",
-            scenarios.iter().map(|s| s.to_string()).collect::<Vec<_>>().join("; ")
-        );
     }
 }

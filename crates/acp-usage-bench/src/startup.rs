@@ -1,6 +1,7 @@
 //! The start-up benchmark: the `initialize` round trip from spawn, the agent alone against the
 //! agent wrapped by acp-usage (as it starts by default, as Claude Code with and without the
-//! tap, and without its guard).
+//! tap, and without its guard); and the other wait an editor sees that is acp-usage's alone, its
+//! answer to `/usage` ([`usage_table`]).
 //!
 //! This is the wait an editor sees before its first answer, and the one figure where the relay's
 //! start-up (reading the config, the catalog, opening the ledger) is not hidden by a long run.
@@ -70,6 +71,53 @@ pub fn year_of_windows(path: &std::path::Path) -> anyhow::Result<usize> {
     Ok(written + batch.len())
 }
 
+/// The windows remembered at start: `initialize` and `session/new` through acp-usage as
+/// Claude Code (its key says whose windows to show; `--tap off`), with a fresh ledger and with
+/// one holding a year of observations of that account, beside the agent alone. The table.
+pub fn remembered_windows(
+    acp_usage: &std::ffi::OsStr,
+    agent: &std::ffi::OsStr,
+    state: &std::path::Path,
+    timeout: Duration,
+    rounds: usize,
+) -> anyhow::Result<String> {
+    let year = state.join("year");
+    std::fs::create_dir_all(&year)?;
+    let filled = year_of_windows(&year.join("ledger.db"))?;
+    let target = |argv: Vec<std::ffi::OsString>, ledger: &std::path::Path| Target {
+        argv,
+        env: vec![
+            ("ACP_USAGE_LEDGER".into(), ledger.into()),
+            ("ACP_USAGE_STATE_DIR".into(), "off".into()),
+            ("ANTHROPIC_API_KEY".into(), BENCH_KEY.into()),
+        ],
+        stderr: None,
+        byte_exact: true,
+        measure: false,
+        timeout,
+    };
+    let claude = |ledger: &std::path::Path| {
+        let argv = ["--profile", "claude", "--tap", "off", "--"].map(std::ffi::OsString::from);
+        let argv = std::iter::once(acp_usage.to_owned())
+            .chain(argv)
+            .chain(std::iter::once(agent.to_owned()))
+            .collect();
+        target(argv, ledger)
+    };
+    let fresh = state.join("fresh").join("ledger.db");
+    let subjects = [
+        Subject { name: "direct", target: target(vec![agent.to_owned()], &fresh) },
+        Subject { name: "acp-usage --profile claude, a fresh ledger", target: claude(&fresh) },
+        Subject {
+            name: "the same, a year of windows in the ledger",
+            target: claude(&year.join("ledger.db")),
+        },
+    ];
+    eprintln!("start-up with a session: {rounds} rounds of 3 commands, {filled} observations");
+    let times = measure_open(&subjects, rounds)?;
+    Ok(open_table(&subjects, &times))
+}
+
 /// Round trips of each subject, in milliseconds, in the subjects' order. One untimed round
 /// first, so the binaries are in the page cache for all.
 pub fn measure(subjects: &[Subject], rounds: usize) -> anyhow::Result<Vec<Vec<f64>>> {
@@ -136,4 +184,23 @@ fn table_of(subjects: &[Subject], times: &[Vec<f64>], what: &str, row: &str) -> 
         let _ = writeln!(out, "| {row} {label} | {} |", cells.join(" | "));
     }
     out
+}
+
+/// The `/usage` table: p50, p90 and the slowest of `times` (milliseconds, one relay process).
+pub fn usage_table(times: &[f64]) -> String {
+    let at = |p: f64| percentile(times, p).map_or_else(|| "-".to_owned(), |x| format!("{x:.2} ms"));
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "## `/usage` answered by acp-usage: prompt to result ({} prompts)\n",
+        times.len()
+    );
+    let _ = writeln!(out, "| p50 | p90 | slowest |\n|---|---|---|");
+    let _ = writeln!(out, "| {} | {} | {} |", at(50.0), at(90.0), at(100.0));
+    out
+}
+
+/// Milliseconds of each duration.
+pub fn millis(times: &[Duration]) -> Vec<f64> {
+    times.iter().copied().map(ms).collect()
 }

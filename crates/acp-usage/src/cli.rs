@@ -79,9 +79,8 @@ pub struct RelayArgs {
     #[arg(long)]
     pub validate: bool,
 
-    /// Read the agent's own transcripts (Claude Code, Codex, Gemini CLI, opencode) for exact
-    /// per-call numbers; `off` uses only what the agent reports over ACP.
-    #[arg(long, value_enum, default_value_t = Transcripts::On)]
+    // The help names the agents whose transcripts are read, from their profiles.
+    #[arg(long, value_enum, default_value_t = Transcripts::On, help = transcripts_help())]
     pub transcripts: Transcripts,
 
     /// The LLM-API tap, on by default for every agent acp-usage has a profile for: the agent
@@ -137,8 +136,9 @@ pub enum Command {
     /// A live view of the sessions running now and in the last hour, and today's total cost.
     ///
     /// Every acp-usage process's sessions, from the ledger: context use, turns, cost, project,
-    /// last activity, redrawn as the ledger changes. Quit with q, Esc or Ctrl-C. When stdout is
-    /// not a terminal (or with --once) it prints one plain-text snapshot and exits.
+    /// last activity, redrawn as the ledger changes. r reads the ledger again at once; q, Esc or
+    /// Ctrl-C quits. When stdout is not a terminal (or with --once) it prints one plain-text
+    /// snapshot and exits.
     Watch(WatchArgs),
     /// Print one line for status bars and prompts: the latest session and today's total cost.
     ///
@@ -146,9 +146,8 @@ pub enum Command {
     /// e.g. `claude · 42% of 200k · $0.31 · today $4.20`. Never creates the ledger; with no
     /// session yet it prints --empty and exits 0.
     Status(StatusArgs),
-    /// Fill the ledger from the agents' transcripts already on disk (Claude Code, Codex, Gemini
-    /// CLI, opencode, qwen-code, Copilot CLI, cline), so reports cover sessions that never ran
-    /// through acp-usage. Safe to run again: a call already in the ledger is not counted twice.
+    // The agents it reads come from their profiles.
+    #[command(about = import_about(), long_about = import_about())]
     Import(ImportArgs),
     /// Send what the ledger holds that the OpenTelemetry collector has not acknowledged
     /// (OTEL_EXPORTER_OTLP_ENDPOINT or the config's [otlp]), once, and exit.
@@ -310,6 +309,39 @@ pub struct ImportArgs {
     pub ledger: Option<PathBuf>,
 }
 
+/// `--transcripts`' help: the agents whose transcripts the relay reads.
+fn transcripts_help() -> String {
+    let names: Vec<&str> =
+        Profile::all().filter(|p| p.transcripts().is_some()).map(|p| p.name()).collect();
+    format!(
+        "Read the agent's own transcripts ({}) for exact per-call numbers; `off` uses only what \
+         the agent reports over ACP (and the tap)",
+        names.join(", ")
+    )
+}
+
+/// `import`'s help: the agents whose records it reads.
+fn import_about() -> String {
+    let names: Vec<&str> = commands::import::agents().map(|p| p.name()).collect();
+    format!(
+        "Fill the ledger from the agents' records already on disk ({}), so reports cover \
+         sessions that never ran through acp-usage. Safe to run again: a call already in the \
+         ledger is not counted twice.",
+        names.join(", ")
+    )
+}
+
+/// `status --format`'s help: its placeholders and its default line.
+fn status_format_help() -> String {
+    let names: Vec<String> = commands::status::placeholders().map(|n| format!("{{{n}}}")).collect();
+    format!(
+        "The line, with placeholders {}; `{{{{` and `}}}}` are literal braces. Default: `{}`, \
+         leaving out the parts that are unknown.",
+        names.join(" "),
+        commands::status::DEFAULT_FORMAT
+    )
+}
+
 /// `import --agent` values: the agents whose records `import` reads.
 fn import_agent_parser() -> impl clap::builder::TypedValueParser<Value = Profile> {
     let names = commands::import::agents().map(|p| PossibleValue::new(p.name()).help(p.about()));
@@ -453,11 +485,8 @@ pub struct WatchArgs {
 /// Options of `acp-usage status`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct StatusArgs {
-    /// The line, with placeholders {agent} {agent_name} {model} {title} {project} {session}
-    /// {used} {size} {percent} {cost} {today} {turns} {ago} {state}; `{{` and `}}` are literal
-    /// braces. Default: `{agent} · {percent} of {size} · {cost} · today {today}`, leaving out
-    /// the parts that are unknown.
-    #[arg(long, value_name = "TEMPLATE")]
+    // The placeholders and the default come from `status` itself.
+    #[arg(long, value_name = "TEMPLATE", help = status_format_help())]
     pub format: Option<String>,
     /// What to print when the ledger holds no session yet (or there is no ledger).
     #[arg(long, value_name = "TEXT", default_value = "")]

@@ -85,6 +85,9 @@ pub struct Config {
     /// `[commands] usage`: the name of the `/usage` command acp-usage answers itself (`None`:
     /// off).
     pub usage_command: Option<String>,
+    /// The config file's keys nothing reads (`budget.sesion`): ignored, logged, and named by
+    /// `doctor`.
+    pub unknown_keys: Vec<String>,
 }
 
 impl Config {
@@ -164,9 +167,9 @@ struct CommandsTable {
 }
 
 /// The config file's shape. Keys this version does not know are logged, not refused, so an
-/// older binary still starts with a newer config.
+/// older binary still starts with a newer config ([`keys::parse`] collects them).
 #[derive(Debug, Default, Deserialize)]
-struct ConfigFile {
+pub(crate) struct ConfigFile {
     catalog: Option<PathBuf>,
     default_window: Option<u64>,
     tap: Option<bool>,
@@ -178,9 +181,11 @@ struct ConfigFile {
     notices: Option<NoticesTable>,
     commands: Option<CommandsTable>,
     otlp: Option<crate::sinks::otlp::OtlpTable>,
-    #[serde(flatten)]
-    unknown: BTreeMap<String, toml::Value>,
 }
+
+// The keys the file's types read, and the ones a file has that none reads.
+#[path = "config_keys.rs"]
+pub mod keys;
 
 /// Where the config file is, and whether the user named it (then it must exist).
 pub fn config_path(explicit: Option<&Path>) -> Option<(PathBuf, bool)> {
@@ -225,12 +230,17 @@ pub fn load_from(
     let mut budgets = Budgets::default();
     let mut otlp = None;
     let mut usage_command = Some(DEFAULT_USAGE_COMMAND.to_owned());
+    let mut unknown_keys = Vec::new();
 
     if let Some((path, explicit)) = config {
         match std::fs::read_to_string(&path) {
             Ok(text) => {
-                let file: ConfigFile = toml::from_str(&text)
+                let (file, unknown) = keys::parse(&text)
                     .with_context(|| format!("in config file {}", path.display()))?;
+                for key in &unknown {
+                    tracing::warn!("config file {}: ignoring unknown key `{key}`", path.display());
+                }
+                unknown_keys = unknown;
                 tap = file.tap;
                 budgets = read_budgets(&path, &file)?;
                 otlp = file.otlp.clone();
@@ -261,6 +271,7 @@ pub fn load_from(
         budgets,
         otlp,
         usage_command,
+        unknown_keys,
     })
 }
 
@@ -342,9 +353,6 @@ fn apply_config(
     catalog: &mut Catalog,
     default_window: &mut u64,
 ) -> anyhow::Result<Option<PathBuf>> {
-    for key in file.unknown.keys() {
-        tracing::warn!("config file {}: ignoring unknown key `{key}`", path.display());
-    }
     if let Some(window) = file.default_window {
         if window == 0 {
             bail!("in config file {}: default_window must be positive", path.display());

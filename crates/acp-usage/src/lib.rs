@@ -11,6 +11,7 @@ pub mod accounts;
 pub mod agents;
 pub mod catalog_file;
 pub mod cli;
+pub mod cli_reference;
 pub mod commands;
 pub mod config;
 pub mod logging;

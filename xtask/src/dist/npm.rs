@@ -31,6 +31,9 @@ pub enum Binaries {
 /// The main package's sources, relative to the workspace root.
 const LAUNCHER_DIR: &str = "npm/acp-usage";
 const NPM_README: &str = "npm/README.md";
+/// The license files at the workspace root (Cargo.toml's `MIT OR Apache-2.0`): every package
+/// lists and holds both.
+pub const LICENSE_FILES: [&str; 2] = ["LICENSE-MIT", "LICENSE-APACHE"];
 
 pub fn run(ws: &Workspace, out: &Path, binaries: &Binaries) -> anyhow::Result<()> {
     let npm = npm_command();
@@ -235,7 +238,9 @@ fn stage_platform(
     common_fields(ws, &mut package);
     package.insert("os".into(), json!([platform.os]));
     package.insert("cpu".into(), json!([platform.cpu]));
-    package.insert("files".into(), json!([bin]));
+    let mut files = vec![bin.clone()];
+    files.extend(LICENSE_FILES.iter().map(|f| (*f).to_owned()));
+    package.insert("files".into(), json!(files));
     // Package managers that run packages from a zip (Yarn PnP) must unpack this one: it is run
     // as an executable, not loaded by Node.
     package.insert("preferUnplugged".into(), json!(true));
@@ -273,15 +278,22 @@ fn stage_main(ws: &Workspace, dir: &Path) -> anyhow::Result<()> {
         ws.platforms.iter().map(|p| (p.package(), json!(ws.version))).collect();
     package.insert("optionalDependencies".into(), Value::Object(optional));
 
-    // What the template's `files` lists is what the package holds (README and license files
-    // aside, which npm always packs).
+    // What the template's `files` lists is what the package holds (the README aside, which
+    // npm always packs): the launcher from its directory, the license files from the root.
     let files = package.get("files").and_then(Value::as_array).cloned().unwrap_or_default();
     if files.is_empty() {
         bail!("{} lists no files", template_path.display());
     }
+    for license in LICENSE_FILES {
+        if !files.contains(&json!(license)) {
+            bail!("{} must list {license} in `files`", template_path.display());
+        }
+    }
     for file in files {
         let file = file.as_str().context("`files` holds a non-string")?;
-        copy_executable(&source.join(file), &dir.join(file))?;
+        if !LICENSE_FILES.contains(&file) {
+            copy_executable(&source.join(file), &dir.join(file))?;
+        }
     }
     write_json(&dir.join("package.json"), &Value::Object(package))?;
     let readme = ws.root.join(NPM_README);
@@ -290,16 +302,13 @@ fn stage_main(ws: &Workspace, dir: &Path) -> anyhow::Result<()> {
     copy_licenses(ws, dir)
 }
 
-/// The workspace's license files (`LICENSE*` at the root), if it has any; npm packs them
-/// whatever `files` says.
+/// The workspace's license files into a staged package; a missing one stops the packing (a
+/// package without its license cannot be published).
 fn copy_licenses(ws: &Workspace, dir: &Path) -> anyhow::Result<()> {
-    for entry in std::fs::read_dir(&ws.root)? {
-        let entry = entry?;
-        let name = entry.file_name();
-        if name.to_string_lossy().starts_with("LICENSE") && entry.file_type()?.is_file() {
-            std::fs::copy(entry.path(), dir.join(&name))
-                .with_context(|| format!("copying {}", entry.path().display()))?;
-        }
+    for name in LICENSE_FILES {
+        let from = ws.root.join(name);
+        std::fs::copy(&from, dir.join(name))
+            .with_context(|| format!("copying {} into the package", from.display()))?;
     }
     Ok(())
 }
@@ -401,5 +410,30 @@ mod tests {
         let all = binaries_to_pack(&ws, &Binaries::All(dir.clone())).expect("all there");
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(all.len(), ws.platforms.len());
+    }
+
+    #[test]
+    fn every_package_holds_both_license_files() {
+        let ws = Workspace::read(crate::workspace_root()).expect("the workspace");
+        let staging = Staging::new().expect("staging");
+        let main = staging.0.join("main");
+        stage_main(&ws, &main).expect("the main package stages");
+        let platform = &ws.platforms[0];
+        let binary = staging.0.join("binary");
+        write_file(&binary, b"binary").expect("binary");
+        let plat = staging.0.join("platform");
+        stage_platform(&ws, platform, &binary, &plat).expect("a platform package stages");
+        for dir in [&main, &plat] {
+            let package: Value =
+                serde_json::from_str(&std::fs::read_to_string(dir.join("package.json")).unwrap())
+                    .unwrap();
+            for license in LICENSE_FILES {
+                let text = std::fs::read_to_string(dir.join(license)).expect(license);
+                assert!(text.contains("License"), "{license} in {}", dir.display());
+                let files = package["files"].as_array().expect("files");
+                assert!(files.contains(&json!(license)), "{license} not in {files:?}");
+            }
+            assert_eq!(package["license"], json!("MIT OR Apache-2.0"));
+        }
     }
 }

@@ -105,6 +105,18 @@ pub fn check_workflow(platforms: &[Platform], workflow: &str) -> Vec<String> {
     if !workflow.contains(ARCHIVE_TEMPLATE) {
         problems.push(format!("{WORKFLOW_FILE} no longer names archives {ARCHIVE_TEMPLATE}"));
     }
+    // Both archive commands (tar and zip) name the license files beside the binary.
+    let with_licenses = workflow
+        .lines()
+        .filter(|l| l.contains("$archive\"") && l.contains("matrix.binary"))
+        .filter(|l| super::npm::LICENSE_FILES.iter().all(|f| l.contains(f)))
+        .count();
+    if with_licenses < 2 {
+        problems.push(format!(
+            "{WORKFLOW_FILE} must put {} beside the binary in both kinds of archive",
+            super::npm::LICENSE_FILES.join(" and ")
+        ));
+    }
     if !workflow.contains("cargo xtask dist npm") || !workflow.contains("--binaries") {
         problems.push(format!(
             "{WORKFLOW_FILE} must pack the npm packages with `cargo xtask dist npm --binaries`, \
@@ -247,6 +259,17 @@ mod tests {
             problems[0].contains("x86_64-pc-windows-msvc says archive: tar.gz"),
             "{problems:?}"
         );
+    }
+
+    #[test]
+    fn the_archives_hold_the_license_files() {
+        let ws = workspace();
+        let workflow = read(WORKFLOW_FILE);
+        let without = workflow.replacen(" LICENSE-MIT LICENSE-APACHE)", ")", 1);
+        assert_ne!(without, workflow, "the zip command moved");
+        let problems = check_workflow(&ws.platforms, &without);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("LICENSE-MIT and LICENSE-APACHE"), "{problems:?}");
     }
 
     #[test]

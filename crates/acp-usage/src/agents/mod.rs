@@ -23,6 +23,7 @@ pub use acp::{AgentUpdate, CostView, UpdateMeta};
 
 mod found;
 pub mod installed;
+pub mod table;
 /// acp-usage as codex-acp's Codex app server (see `codex::app_server`).
 pub(crate) use codex::app_server as codex_app_server;
 pub mod zed_registry;

@@ -126,6 +126,11 @@ enum Field {
     Limit,
 }
 
+/// The placeholders' names, in the order `--format`'s help lists them.
+pub fn placeholders() -> impl Iterator<Item = &'static str> {
+    FIELDS.iter().map(|(name, _)| *name)
+}
+
 /// The placeholders, with what each stands for (shown in the error for an unknown one).
 const FIELDS: &[(&str, Field)] = &[
     ("agent", Field::Agent),

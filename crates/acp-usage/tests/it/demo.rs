@@ -40,9 +40,48 @@ fn demo_shows_what_acp_usage_adds() {
         lines[from..].iter().position(|l| l.contains(needle)).map(|i| i + from)
     };
 
-    // An update right after session/new.
+    // An update right after session/new, and acp-usage's own command list, marked as its own.
     let new = find(0, "session/new result").expect("session/new answered");
     assert!(lines[new + 1].contains("INJECTED   usage_update (after session/new)"), "{out}");
+    assert!(
+        lines[new + 2].contains("INJECTED   available_commands_update /usage (acp-usage's own"),
+        "{out}"
+    );
+    // The agent's list, after the reload, with /usage added: rewritten, not passed through.
+    let list = find(new + 3, "available_commands_update").expect("the agent's list");
+    assert!(lines[list].contains("REWRITTEN  available_commands_update /init /usage"), "{out}");
+    // No line passes unmarked that acp-usage wrote or changed: every unmarked agent line is the
+    // agent's own kind of message.
+    for l in lines.iter().filter(|l| l.starts_with("agent → editor  ") && l.len() > 27) {
+        let unmarked = l["agent → editor  ".len()..].starts_with("          ");
+        assert!(
+            !(unmarked && (l.contains("usage_update") || l.contains("available_commands"))),
+            "an unmarked line of acp-usage's: {l}"
+        );
+    }
+
+    // /usage: acp-usage's answer, every line of it marked, with the figures and the windows.
+    let asked = find(0, "session/prompt \"/usage\"").expect("/usage asked");
+    assert!(
+        lines[asked + 1].contains("INJECTED   usage_update (before the /usage answer)"),
+        "{out}"
+    );
+    assert!(lines[asked + 2].contains("INJECTED   agent_message_chunk, the answer:"), "{out}");
+    let answer = find(asked, "INJECTED   session/prompt result: end_turn; usage").expect("result");
+    let text = lines[asked + 3..answer].join("\n");
+    assert!(text.contains("Context") && text.contains("Cost"), "{text}");
+    assert!(text.contains("Claude 5-hour  42% used"), "{text}");
+    // Zed's meter: from the turn whose agent reported its plan's windows on.
+    let meter = format!(
+        "Zed's meter 5h {:.0}% · 7d {:.0}%",
+        agent::RATE_LIMIT[0].1 * 100.0,
+        agent::RATE_LIMIT[1].1 * 100.0
+    );
+    let first = find(0, &meter).expect("the meter shows");
+    assert!(lines[first].contains("REWRITTEN  usage_update (the agent's own)"), "{out}");
+    let later: Vec<&&str> =
+        lines[first + 1..].iter().filter(|l| l.contains(" usage_update (")).collect();
+    assert!(later.len() >= 4 && later.iter().all(|l| l.contains(&meter)), "{out}");
 
     // One per turn, just before the rewritten prompt result, with the cost growing.
     let turn_updates: Vec<usize> = (0..lines.len())
@@ -68,11 +107,12 @@ fn demo_shows_what_acp_usage_adds() {
         lines[change + 1]
     );
 
-    // One after the reload, following the replayed history.
+    // One after the reload, following the replayed history and the agent's command list.
     let load = find(0, "session/load result").expect("session reloaded");
     assert!(lines[load + 1].contains("INJECTED   usage_update (after session/load)"), "{out}");
+    assert!(lines[load - 1].contains("available_commands_update"), "{out}");
     assert!(
-        lines[load - 1].contains("agent_message_chunk"),
+        lines[load - 2].contains("agent_message_chunk"),
         "no replay before the load result\n{out}"
     );
 
@@ -127,7 +167,17 @@ fn raw_lines_are_json_and_carry_the_numbers() {
         .collect();
     assert_eq!(
         triggers,
-        ["session/new", "turn", "turn", "model_change", "turn", "session/load", "turn"],
+        [
+            "session/new",
+            "turn",
+            "turn",
+            "model_change",
+            "agent",
+            "turn",
+            "session/load",
+            "turn",
+            "command"
+        ],
         "{out}"
     );
     let costs: Vec<f64> = updates
@@ -141,7 +191,10 @@ fn raw_lines_are_json_and_carry_the_numbers() {
     assert!(costs.windows(2).all(|w| w[1] > w[0]), "cost must grow: {costs:?}");
 
     // Each prompt result carries the normalised sum of the agent's report, and the report itself.
-    let results: Vec<&Value> = raw.iter().filter_map(|m| m.pointer("/result/usage")).collect();
+    let mut results: Vec<&Value> = raw.iter().filter_map(|m| m.pointer("/result/usage")).collect();
+    // The last is acp-usage's answer to /usage: no tokens.
+    let own = results.pop().expect("the /usage result");
+    assert_eq!(own["totalTokens"], 0, "{own}");
     assert_eq!(results.len(), TURNS.len());
     for (n, usage) in results.iter().enumerate() {
         let r = agent::reported_usage(n);

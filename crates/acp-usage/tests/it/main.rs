@@ -7,6 +7,7 @@
 mod carry;
 mod catalog;
 mod demo;
+mod docs;
 mod emission_schema;
 mod flood;
 mod follow;

@@ -160,13 +160,26 @@ async fn a_followed_transcript_nobody_writes_is_read_about_once_a_second() {
     worker.send(Command::Release(SESSION.into()));
     // The watched directory is quiet from here on but for the worker's own reads, which must
     // not wake it again (they did: inotify reports opens, and each read woke the next one).
-    // Idle, it reads on its one-second tick: a window of two seconds sees about two rounds.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let before = worker.rounds();
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let idle_rounds = worker.rounds() - before;
-    assert!(idle_rounds <= 5, "{idle_rounds} read rounds in 2 s with nothing written");
+    // Idle, it reads on its one-second tick: from one round on, three more take about three
+    // seconds; reads that woke each other would make them in milliseconds.
+    rounds_after(&worker, 1).await;
+    let took = rounds_after(&worker, 3).await;
+    assert!(took >= Duration::from_millis(1500), "3 read rounds in {took:?} with nothing written");
     assert!(failed.is_empty(), "{failed:?}");
+}
+
+/// Waits until the worker has made `n` more read rounds and returns how long that took; fails
+/// the test when they do not come within 20 s.
+async fn rounds_after(worker: &Worker, n: u64) -> Duration {
+    let start = tokio::time::Instant::now();
+    let want = worker.rounds() + n;
+    // The worker counts its rounds and announces none: the count is looked at every 5 ms.
+    let mut look = tokio::time::interval(Duration::from_millis(5));
+    while worker.rounds() < want {
+        assert!(start.elapsed() < Duration::from_secs(20), "{n} read rounds did not come in 20 s");
+        look.tick().await;
+    }
+    start.elapsed()
 }
 
 #[tokio::test]
@@ -184,10 +197,21 @@ async fn an_unreadable_transcript_is_given_up_once() {
         .await;
     assert_eq!(failed.len(), 1);
     assert!(failed[0].contains("unreadable lines"), "{failed:?}");
-    // Asked again, the worker stays quiet about it: the relay already falls back.
+    // Asked again, the worker stays quiet about it: the relay already falls back. The worker
+    // takes its commands in order, so once a session tracked after the poll is answered, the
+    // poll was handled.
     worker.send(Command::Poll(SESSION.into()));
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(rx.try_recv().is_err(), "a given-up transcript is not reported again");
+    let other = "00000000-0000-4000-8000-000000000000";
+    worker.send(Command::Track { session: other.into(), format: claude_format() });
+    worker.send(Command::Hold(other.into()));
+    let mut seen = Vec::new();
+    read_until(&mut rx, &mut calls, &mut failed, |_, u| {
+        seen.push(u.session.clone());
+        u.session == other && matches!(u.kind, UpdateKind::Events { at_end: true, .. })
+    })
+    .await;
+    assert!(seen.iter().all(|s| s == other), "a given-up transcript is reported again: {seen:?}");
+    assert_eq!(failed.len(), 1, "{failed:?}");
     assert!(calls.is_empty());
 }
 

@@ -3,12 +3,15 @@
 //! It behaves like a partly silent real agent: it answers every `session/prompt` with a per-turn
 //! `usage` in Anthropic style, exactly as claude-agent-acp fills it (`inputTokens` without the
 //! cache, `cachedReadTokens`, `cachedWriteTokens`, `outputTokens`, and `totalTokens` = the sum of
-//! all four), and never sends a `usage_update` of its own. Everything else in the demo's output
-//! is what acp-usage adds.
+//! all four). Like claude-agent-acp on a Claude subscription it sends one `usage_update` of its
+//! own, in the third turn, carrying its plan's windows in `_meta["_claude/rateLimit"]`
+//! ([`RATE_LIMIT`]); and like most agents it sends its command list (`/init`) when a session is
+//! loaded. Everything else in the demo's output is what acp-usage adds.
 //!
 //! The script is public so that the demo's tests and the agent share one source of truth: the
 //! prompts ([`TURNS`]), the model calls behind each turn ([`Turn::calls`]) and what the agent
-//! reports for them ([`reported_usage`]). Nothing depends on randomness or the clock.
+//! reports for them ([`reported_usage`]). Nothing depends on randomness; only the windows'
+//! reset times depend on the clock.
 
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
@@ -27,6 +30,15 @@ pub const MODELS: [(&str, &str, &str); 3] = [
     ("claude-opus-4-6", "Claude Opus 4.6", "Most capable, 1M context"),
     ("claude-haiku-4-5", "Claude Haiku 4.5", "Fastest, 200k context"),
 ];
+/// The turn (0-based) whose agent reports its plan's windows, as claude-agent-acp forwards
+/// Claude Code's rate-limit event.
+pub const RATE_LIMIT_TURN: usize = 2;
+/// The plan's windows it reports: (window, utilization, seconds until it resets).
+pub const RATE_LIMIT: [(&str, f64, u64); 2] =
+    [("five_hour", 0.42, 2 * 3600), ("seven_day", 0.18, 4 * 86_400)];
+/// The command the agent lists (after `session/load`): acp-usage adds its own `/usage`.
+pub const AGENT_COMMAND: &str = "init";
+
 /// The model a new session starts with.
 pub const FIRST_MODEL: &str = MODELS[0].0;
 /// The model the demo client switches to before the third prompt.
@@ -235,6 +247,10 @@ impl Agent {
                         update(json!({"sessionUpdate": kind, "content": {"type": "text", "text": text}}))
                     })
                     .collect();
+                out.push(update(json!({
+                    "sessionUpdate": "available_commands_update",
+                    "availableCommands": [{"name": AGENT_COMMAND, "description": "Write an AGENTS.md for this project"}],
+                })));
                 out.push(result(id, Value::Null));
                 out
             }
@@ -326,12 +342,44 @@ impl Agent {
                 }
             }
         }
+        if n == RATE_LIMIT_TURN {
+            // Its `size` is its model's window, as the catalog has it (the agent's own report).
+            let window = acp_usage_core::Catalog::embedded()
+                .lookup(self.model)
+                .and_then(|m| m.max_input)
+                .unwrap_or(200_000);
+            out.push(rate_limit_update(reported_usage(n).total, window));
+        }
         out.push(result(
             id,
             json!({"stopReason": "end_turn", "usage": reported_usage(n).to_json()}),
         ));
         out
     }
+}
+
+/// A `usage_update` as claude-agent-acp sends it on a subscription: its own `used` and `size`,
+/// and the plan's windows in `_meta["_claude/rateLimit"]`, reset times counted from now.
+fn rate_limit_update(used: u64, size: u64) -> Value {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let windows: serde_json::Map<String, Value> = RATE_LIMIT
+        .iter()
+        .map(|(w, u, resets)| {
+            ((*w).to_owned(), json!({"utilization": u, "resetsAt": now + resets}))
+        })
+        .collect();
+    let (first, fraction, resets) = RATE_LIMIT[0];
+    update(json!({
+        "sessionUpdate": "usage_update",
+        "used": used,
+        "size": size,
+        "_meta": {"_claude/rateLimit": {
+            "status": "allowed", "rateLimitType": first, "utilization": fraction,
+            "resetsAt": now + resets, "unifiedWindows": windows,
+        }},
+    }))
 }
 
 fn result(id: Value, result: Value) -> Value {
@@ -404,7 +452,32 @@ mod tests {
         );
         let load = a.handle(&json!({"jsonrpc": "2.0", "id": 2, "method": "session/load",
             "params": {"sessionId": SESSION_ID, "cwd": CWD, "mcpServers": []}}));
-        assert_eq!(load.len(), 3);
-        assert_eq!(load[2]["result"], Value::Null);
+        // The history replayed, the agent's command list, then the result.
+        assert_eq!(load.len(), 4);
+        let list = &load[2]["params"]["update"];
+        assert_eq!(list["sessionUpdate"], "available_commands_update");
+        assert_eq!(list["availableCommands"][0]["name"], AGENT_COMMAND);
+        assert_eq!(load[3]["result"], Value::Null);
+    }
+
+    #[test]
+    fn the_third_turn_reports_the_plans_windows_as_claude_agent_acp_does() {
+        let mut a = Agent::default();
+        a.handle(&json!({"jsonrpc": "2.0", "id": 0, "method": "session/new", "params": {"cwd": CWD, "mcpServers": []}}));
+        let updates: Vec<Vec<Value>> = (0..TURNS.len())
+            .map(|n| {
+                let params = json!({"sessionId": SESSION_ID, "prompt": [{"type": "text", "text": TURNS[n].prompt}]});
+                a.handle(&json!({"jsonrpc": "2.0", "id": n + 1, "method": "session/prompt", "params": params}))
+                    .into_iter()
+                    .filter(|m| m.pointer("/params/update/sessionUpdate") == Some(&json!("usage_update")))
+                    .collect()
+            })
+            .collect();
+        let counts: Vec<usize> = updates.iter().map(Vec::len).collect();
+        assert_eq!(counts, [0, 0, 1, 0]);
+        let windows = &updates[RATE_LIMIT_TURN][0]["params"]["update"]["_meta"]["_claude/rateLimit"]
+            ["unifiedWindows"];
+        assert_eq!(windows["five_hour"]["utilization"], RATE_LIMIT[0].1);
+        assert_eq!(windows["seven_day"]["utilization"], RATE_LIMIT[1].1);
     }
 }

@@ -4,9 +4,10 @@
 //! relay wrapping the scripted agent (`acp-usage -- acp-usage demo-agent`, see [`agent`]),
 //! drives a session over the relay's stdin/stdout, and prints every message for a human
 //! ([`render`]): initialize, session/new, a plain question, a tool-use turn, a model switch, a
-//! third prompt, session/load of the same session, and a fourth prompt. The agent reports only a
-//! per-turn `usage` on its prompt results and no `usage_update`, so every `usage_update` shown
-//! is one acp-usage added.
+//! third prompt, session/load of the same session, a fourth prompt, and acp-usage's own `/usage`.
+//! The agent reports a per-turn `usage` on its prompt results and, in the third turn, one
+//! `usage_update` with its plan's windows (as claude-agent-acp on a subscription); every other
+//! `usage_update` shown is one acp-usage added, and Zed's meter shows from the third turn on.
 //!
 //! This is the one command whose stdout is for humans. Every read has a timeout, so a broken
 //! relay ends the demo with its stderr instead of a hang.
@@ -87,10 +88,12 @@ fn script<W: Write>(relay: &mut Relay, p: &mut Printer<W>) -> anyhow::Result<()>
     p.text("acp-usage demo: a scripted editor talks to a scripted agent through the real relay,")?;
     p.text("  editor (this demo) ⇄ acp-usage ⇄ agent (acp-usage demo-agent).")?;
     p.text("The agent reports a per-turn usage on its prompt results (Anthropic style, like")?;
-    p.text("claude-agent-acp) and never a usage_update. Lines marked INJECTED were added by")?;
     p.text(
-        "acp-usage, lines marked REWRITTEN were changed by it; everything else passed through.",
+        "claude-agent-acp), one usage_update with its plan's windows (as claude-agent-acp does",
     )?;
+    p.text("on a subscription) and its command list. Lines marked INJECTED were added by")?;
+    p.text("acp-usage (its usage updates, its own /usage command and the answers to it), lines")?;
+    p.text("marked REWRITTEN were changed by it; everything else passed through unchanged.")?;
 
     let mut s = Session { relay, next_id: 0 };
     p.section("start")?;
@@ -105,6 +108,8 @@ fn script<W: Write>(relay: &mut Relay, p: &mut Printer<W>) -> anyhow::Result<()>
         false,
     )?;
     s.request(p, "session/new", json!({"cwd": CWD, "mcpServers": []}), true)?;
+    // acp-usage lists its own command once the session is open (the agent sent no list yet).
+    s.until(p, "session/new", "available_commands_update")?;
 
     p.section("prompt 1: a plain question (one model call)")?;
     s.prompt(p, 0)?;
@@ -128,6 +133,10 @@ fn script<W: Write>(relay: &mut Relay, p: &mut Printer<W>) -> anyhow::Result<()>
     )?;
     p.section("prompt 4: after the reload")?;
     s.prompt(p, 3)?;
+    p.section("/usage: answered by acp-usage itself (the agent never sees it; no tokens)")?;
+    p.answering(true);
+    let params = json!({"sessionId": SESSION_ID, "prompt": [{"type": "text", "text": "/usage"}]});
+    s.request(p, "session/prompt", params, false)?;
     p.summary()?;
     Ok(())
 }
@@ -172,15 +181,25 @@ impl Session<'_> {
             }
         }
         if update_after {
-            loop {
-                let (line, msg) = self.next(method)?;
-                p.agent(&line, &msg, None)?;
-                if msg.pointer("/params/update/sessionUpdate") == Some(&json!("usage_update")) {
-                    break;
-                }
-            }
+            self.until(p, method, "usage_update")?;
         }
         Ok(())
+    }
+
+    /// Prints what comes up to the next session update of `kind` (after `method`'s answer).
+    fn until<W: Write>(
+        &mut self,
+        p: &mut Printer<W>,
+        method: &str,
+        kind: &str,
+    ) -> anyhow::Result<()> {
+        loop {
+            let (line, msg) = self.next(method)?;
+            p.agent(&line, &msg, None)?;
+            if msg.pointer("/params/update/sessionUpdate") == Some(&json!(kind)) {
+                return Ok(());
+            }
+        }
     }
 
     fn next(&mut self, waiting_for: &str) -> anyhow::Result<(String, Value)> {

@@ -3,7 +3,9 @@
 //!
 //! A line is acp-usage's own when it carries `_meta.acpUsage`: a `usage_update` whose trigger is
 //! not `agent` was injected; one with trigger `agent` is the agent's own, rewritten; a prompt
-//! result whose `usage` carries it was rewritten.
+//! result whose `usage` carries it was rewritten. A command list holding only acp-usage's
+//! `/usage` entry was injected, an agent's list with it added was rewritten. While acp-usage
+//! answers `/usage` itself ([`Printer::answering`]), every line up to the result is its own.
 
 use std::io::{self, Write};
 
@@ -34,12 +36,16 @@ pub struct Stats {
     pub output: u64,
     /// `usage_update`s acp-usage injected.
     pub injected: u64,
-    /// Lines acp-usage rewrote (prompt results, the agent's own updates).
+    /// Other lines acp-usage wrote itself: its command list, its answers to `/usage`.
+    pub injected_other: u64,
+    /// Lines acp-usage rewrote (prompt results, the agent's own updates and command lists).
     pub rewritten: u64,
-    /// `usage_update`s the agent sent itself.
+    /// `usage_update`s the agent sent itself (passed through or rewritten).
     pub agent_updates: u64,
     /// The cost of the latest `usage_update`, with its source and whether it is partial.
     pub cost: Option<(f64, String, bool)>,
+    /// Zed's plan-usage meter as the latest `usage_update` draws it (`5h 42% · 7d 18%`).
+    pub meter: Option<String>,
 }
 
 /// Writes the annotated traffic to `out`.
@@ -47,6 +53,8 @@ pub struct Stats {
 pub struct Printer<W: Write> {
     out: W,
     raw: bool,
+    /// acp-usage answers the prompt in flight itself: the agent never sees it.
+    answering: bool,
     /// Running totals for the summary.
     pub stats: Stats,
 }
@@ -54,7 +62,12 @@ pub struct Printer<W: Write> {
 impl<W: Write> Printer<W> {
     /// A printer; with `raw`, every message's JSON line follows its human line.
     pub fn new(out: W, raw: bool) -> Printer<W> {
-        Printer { out, raw, stats: Stats::default() }
+        Printer { out, raw, answering: false, stats: Stats::default() }
+    }
+
+    /// From now until the next response, the lines are acp-usage's answer to its own command.
+    pub fn answering(&mut self, on: bool) {
+        self.answering = on;
     }
 
     /// Gives the writer back.
@@ -117,6 +130,17 @@ impl<W: Write> Printer<W> {
         let s = |k: &str| update.get(k).and_then(Value::as_str).unwrap_or("?");
         let desc = match kind {
             "usage_update" => return self.usage_update(line, update),
+            "available_commands_update" => return self.commands(line, update),
+            "agent_message_chunk" if self.answering => {
+                let text = update.pointer("/content/text").and_then(Value::as_str).unwrap_or("");
+                self.stats.injected_other += 1;
+                self.line("agent → editor", "INJECTED", "agent_message_chunk, the answer:", line)?;
+                let pad = " ".repeat(DIR_WIDTH + MARK_WIDTH + 2);
+                for l in text.lines() {
+                    writeln!(self.out, "{pad}  {l}")?;
+                }
+                return Ok(());
+            }
             "agent_message_chunk" | "user_message_chunk" | "agent_thought_chunk" => {
                 let text = update.pointer("/content/text").and_then(Value::as_str).unwrap_or("");
                 format!("{kind} {}", quote(text))
@@ -142,6 +166,34 @@ impl<W: Write> Printer<W> {
             other => other.to_string(),
         };
         self.line("agent → editor", "", &desc, line)
+    }
+
+    /// A command list: acp-usage's own (only its entry), or the agent's with its entry added.
+    fn commands(&mut self, line: &str, update: &Value) -> io::Result<()> {
+        let list = update.get("availableCommands").and_then(Value::as_array);
+        let entries = list.map(Vec::as_slice).unwrap_or_default();
+        let is_ours = |c: &Value| {
+            let name = c.get("name").and_then(Value::as_str).unwrap_or_default();
+            serde_json::from_str::<Value>(&crate::relay::observer::command_entry(name)).ok()
+                == Some(c.clone())
+        };
+        let names: Vec<String> = entries
+            .iter()
+            .map(|c| format!("/{}", c.get("name").and_then(Value::as_str).unwrap_or("?")))
+            .collect();
+        let ours = entries.iter().filter(|c| is_ours(c)).count();
+        let (mark, how) = match (ours, entries.len() - ours) {
+            (0, _) => ("", String::new()),
+            (_, 0) => ("INJECTED", " (acp-usage's own command)".to_owned()),
+            (_, _) => ("REWRITTEN", " (the agent's list, acp-usage's /usage added)".to_owned()),
+        };
+        match mark {
+            "INJECTED" => self.stats.injected_other += 1,
+            "REWRITTEN" => self.stats.rewritten += 1,
+            _ => {}
+        }
+        let desc = format!("available_commands_update {}{how}", names.join(" "));
+        self.line("agent → editor", mark, &desc, line)
     }
 
     fn response(&mut self, line: &str, msg: &Value, request: &str) -> io::Result<()> {
@@ -188,6 +240,14 @@ impl<W: Write> Printer<W> {
 
     fn prompt_result(&mut self, line: &str, r: &Value) -> io::Result<()> {
         let stop = r.get("stopReason").and_then(Value::as_str).unwrap_or("?");
+        if std::mem::take(&mut self.answering) {
+            self.stats.injected_other += 1;
+            let desc = format!(
+                "session/prompt result: {stop}; usage {} (acp-usage answered: no model call)",
+                r.get("usage").map_or_else(|| "none".to_owned(), usage_counts)
+            );
+            return self.line("agent → editor", "INJECTED", &desc, line);
+        }
         let Some(usage) = r.get("usage").filter(|u| u.is_object()) else {
             return self.line(
                 "agent → editor",
@@ -241,12 +301,14 @@ impl<W: Write> Printer<W> {
             }
             Some("agent") => {
                 self.stats.rewritten += 1;
+                self.stats.agent_updates += 1;
                 ("REWRITTEN", "the agent's own".to_string())
             }
             Some(t) => {
                 self.stats.injected += 1;
                 let label = match t {
                     "turn" => "end of turn".to_string(),
+                    "command" => "before the /usage answer".to_string(),
                     "model_change" => "model change".to_string(),
                     t if t.starts_with("session/") => format!("after {t}"),
                     t => t.to_string(),
@@ -271,7 +333,7 @@ impl<W: Write> Printer<W> {
             Some(c) => format!("cost {}", usd(c)),
             None => "cost —".to_string(),
         };
-        let desc = format!(
+        let mut desc = format!(
             "usage_update ({label}): {}/{} ({pct:.1}%) {cost_text} (sources: used={}, size={}, cost={})",
             thousands(used),
             thousands(size),
@@ -279,6 +341,10 @@ impl<W: Write> Printer<W> {
             source("size"),
             source("cost"),
         );
+        if let Some(meter) = meter(u) {
+            desc.push_str(&format!("; Zed's meter {meter}"));
+            self.stats.meter = Some(meter);
+        }
         self.line("agent → editor", mark, &desc, line)
     }
 
@@ -322,16 +388,37 @@ impl<W: Write> Printer<W> {
         )?;
         writeln!(
             self.out,
-            "acp-usage injected {} usage_update notifications and rewrote {} lines; the agent itself sent {} usage_update.",
+            "acp-usage injected {} usage_update notifications and {} other lines (its command list, its /usage answer) and rewrote {} lines; the agent itself sent {} usage_update.",
             s.injected,
+            s.injected_other,
             s.rewritten,
             if s.agent_updates == 0 { "no".to_string() } else { s.agent_updates.to_string() },
         )?;
+        if let Some(meter) = &s.meter {
+            writeln!(
+                self.out,
+                "Zed's plan-usage meter, from the windows the agent reported: {meter} (on every \
+                 usage_update since, in _meta[\"_claude/rateLimit\"], whatever the provider)."
+            )?;
+        }
         writeln!(
             self.out,
             "With a real agent, put acp-usage in front of its command, e.g. `acp-usage -- claude-agent-acp` (see `acp-usage --help`)."
         )
     }
+}
+
+/// Zed's meter as an update's `_meta["_claude/rateLimit"]` draws it: `5h 42% · 7d 18%`.
+fn meter(u: &Value) -> Option<String> {
+    let windows = u.pointer("/_meta/_claude~1rateLimit/unifiedWindows")?.as_object()?;
+    let parts: Vec<String> = [("five_hour", "5h"), ("seven_day", "7d")]
+        .iter()
+        .filter_map(|(key, short)| {
+            let f = windows.get(*key)?.get("utilization")?.as_f64()?;
+            Some(format!("{short} {:.0}%", f * 100.0))
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(" · "))
 }
 
 /// The `currentValue` of the model option (category or id `model`).

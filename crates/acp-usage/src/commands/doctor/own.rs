@@ -46,6 +46,15 @@ pub(super) fn config(inputs: &Inputs) -> (Config, Finding) {
             let message = format!("none at {}: defaults", path.display());
             (c, finding("config", Status::Info, message).at(path))
         }
+        (Some((path, _)), Ok(c)) if !c.unknown_keys.is_empty() => {
+            let keys: Vec<String> = c.unknown_keys.iter().map(|k| format!("`{k}`")).collect();
+            let message = format!(
+                "{} read; nothing reads {} (a typo? ignored; the keys are in docs/cli.md)",
+                path.display(),
+                keys.join(", ")
+            );
+            (c, finding("config", Status::Warn, message).at(path))
+        }
         (Some((path, _)), Ok(c)) => {
             let message = format!("{} read", path.display());
             (c, finding("config", Status::Ok, message).at(path))

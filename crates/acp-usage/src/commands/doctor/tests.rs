@@ -409,6 +409,17 @@ fn a_config_that_does_not_load_fails() {
 }
 
 #[test]
+fn a_config_key_nothing_reads_is_named() {
+    let m = Machine::new("config-typo");
+    m.write("config/acp-usage/config.toml", "tap = true\n[budget]\nsesion = 5.0\n[oltp]\n");
+    let config = one(&m.report(), None, "config").clone();
+    assert_eq!(config.status, Status::Warn, "{}", config.message);
+    assert!(config.message.contains("`budget.sesion`, `oltp`"), "{}", config.message);
+    m.write("config/acp-usage/config.toml", "tap = true\n[budget]\nsession = 5.0\n");
+    assert_eq!(one(&m.report(), None, "config").status, Status::Ok);
+}
+
+#[test]
 fn json_has_stable_fields() {
     let mut m = Machine::new("json");
     m.with_agent("claude");

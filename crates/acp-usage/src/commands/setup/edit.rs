@@ -5,8 +5,12 @@
 //! splicing text in and out at those positions: nothing is re-serialised, so comments, spacing,
 //! key order and the user's own entries stay exactly as written. Every insertion has one known
 //! inverse, which [`remove`] applies to the file as it finds it later: entries go in right after
-//! the object's `{` (and a comment on that line), each on a line of its own, with a comma after
-//! it when a property follows; taking one out takes its line break, indentation, text and comma.
+//! the object's `{` (and a comment on that line), each on a line of its own at the indentation of
+//! the object's properties, with a comma after it when a property follows; taking one out takes
+//! its line break, indentation, text and comma. The one change to bytes setup did not write: an
+//! object written on one line (`{"a": 1}`) is opened as a person would open it, its first
+//! property and its `}` on lines of their own, and it stays open after `--remove` (from there
+//! on, setup and `--remove` give back each other's file byte for byte).
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -148,7 +152,7 @@ pub fn setup(
                     if !wanted.is_empty() {
                         let ind = doc.prop_indent(root, &unit);
                         let servers = servers_text(wanted.iter(), dialect, &ind, &unit, nl);
-                        splices.push(doc.insert_props(root, &[servers], &ind, dialect));
+                        splices.extend(doc.insert_props(root, &[servers], &ind, dialect));
                     }
                 }
                 Some(Value::Object(servers)) => {
@@ -162,7 +166,7 @@ pub fn setup(
                         outcomes.push(outcome);
                     }
                     if !added.is_empty() {
-                        splices.push(doc.insert_props(servers, &added, &ind, dialect));
+                        splices.extend(doc.insert_props(servers, &added, &ind, dialect));
                     }
                 }
                 Some(_) => return Err(EditError::NotAnObject("\"agent_servers\"")),
@@ -421,27 +425,45 @@ impl<'t> Doc<'t> {
         }
     }
 
-    /// The splice that puts `items` (each a `"key": value` text) first in `obj`, each on its own
-    /// line at `ind`; see [`remove`] for how it comes out again.
+    /// The splices that put `items` (each a `"key": value` text) first in `obj`, each on its own
+    /// line at `ind`; see [`remove`] for how they come out again. An object written on one line
+    /// is opened as a person would: its first property and its `}` get lines of their own too
+    /// (only the spaces between are replaced), which `remove` leaves opened.
     fn insert_props(
         &self,
         obj: &Object,
         items: &[String],
         ind: &str,
         dialect: Dialect,
-    ) -> (Range<usize>, String) {
+    ) -> Vec<(Range<usize>, String)> {
         let nl = self.newline();
         let at = self.insertion_point(obj);
+        let outer = self.line_indent(obj.range.start);
         let mut s = items.iter().map(|it| format!("{nl}{ind}{it}")).collect::<Vec<_>>().join(",");
-        if !obj.properties.is_empty() {
-            s.push(',');
-        } else if dialect.trailing_commas && !self.text[at..obj.range.end].contains(['\n', '\r']) {
-            // `{}` on one line: the closing brace gets a line of its own, and the comma says so.
-            s.push(',');
-            s.push_str(nl);
-            s.push_str(self.line_indent(obj.range.start));
+        let Some(first) = obj.properties.first() else {
+            if dialect.trailing_commas && !self.text[at..obj.range.end].contains(['\n', '\r']) {
+                // `{}` on one line: the closing brace gets a line of its own, and the comma says
+                // so.
+                s.push(',');
+                s.push_str(nl);
+                s.push_str(outer);
+            }
+            return vec![(at..at, s)];
+        };
+        s.push(',');
+        if self.text[at..first.range.start].contains('\n') {
+            return vec![(at..at, s)];
         }
-        (at..at, s)
+        // Only spaces and tabs between (`insertion_point` took the comments on the `{` line).
+        s.push_str(nl);
+        s.push_str(ind);
+        let mut splices = vec![(at..first.range.start, s)];
+        let close = obj.range.end - 1;
+        let before = self.text[..close].trim_end_matches([' ', '\t']);
+        if !before.ends_with('\n') {
+            splices.push((before.len()..close, format!("{nl}{outer}")));
+        }
+        splices
     }
 
     /// What to do about `w` in the existing `servers`; an update's splices go to `splices`.
@@ -507,17 +529,27 @@ impl<'t> Doc<'t> {
     }
 
     /// The ranges that take the properties `gone` (indices, ascending) out of `obj`: each one's
-    /// line break, indentation and text, and the comma after it; for the last property, the
-    /// comma before it instead when the property before it stays.
+    /// line break, indentation and text, and the comma after it (when another property follows
+    /// on the same line, the text, the comma and the spaces after it); for the last property,
+    /// the comma before it instead when the property before it stays.
     fn cuts(&self, obj: &Object, gone: &[usize], dialect: Dialect) -> Vec<Range<usize>> {
         let props = &obj.properties;
         let all_gone = gone.len() == props.len();
         let mut cuts = Vec::new();
         for &i in gone {
             let p = &props[i];
-            cuts.push(self.lead_start(p.range.start)..p.range.end);
             match self.significant_after(p.range.end) {
                 Some((comma, Tok::Comma)) => {
+                    let rest = &self.text[comma.end..];
+                    let spaces = rest.len() - rest.trim_start_matches([' ', '\t']).len();
+                    if rest[spaces..].starts_with('"') {
+                        // The next property is on the same line (`{"a": 1, "b": 2}`): it
+                        // takes this one's place, after the same line break and spaces, so
+                        // no stray space is left (`{ "b": 2}`).
+                        cuts.push(p.range.start..comma.end + spaces);
+                        continue;
+                    }
+                    cuts.push(self.lead_start(p.range.start)..p.range.end);
                     cuts.push(comma.clone());
                     let last = i + 1 == props.len();
                     if last && all_gone && dialect.trailing_commas {
@@ -530,6 +562,7 @@ impl<'t> Doc<'t> {
                     }
                 }
                 _ => {
+                    cuts.push(self.lead_start(p.range.start)..p.range.end);
                     let kept = (0..i).rev().find(|j| !gone.contains(j));
                     if let Some(q) = kept
                         && let Some((comma, Tok::Comma)) =

@@ -73,7 +73,11 @@ pub fn turn_on(text: &str, dialect: Dialect) -> Result<(String, Outcome), EditEr
     let nl = doc.newline();
     let unit = doc.unit(root);
     let (obj, item) = match root.get(AGENT).map(|p| &p.value) {
-        None => (root, format!("\"{AGENT}\": {{\"{SETTING}\": true}}")),
+        None => {
+            // A new `agent` object, written over lines like the rest of the file.
+            let ind = doc.prop_indent(root, &unit);
+            (root, format!("\"{AGENT}\": {{{nl}{ind}{unit}\"{SETTING}\": true{nl}{ind}}}"))
+        }
         Some(Value::Object(agent)) => match agent.get(SETTING).map(|p| &p.value) {
             None => (agent, format!("\"{SETTING}\": true")),
             Some(Value::BooleanLit(b)) if b.value => return unchanged(Outcome::AlreadyOn),
@@ -85,7 +89,7 @@ pub fn turn_on(text: &str, dialect: Dialect) -> Result<(String, Outcome), EditEr
     let ind = doc.prop_indent(obj, &unit);
     let item = format!("{MARKER}{nl}{ind}{item}");
     let insertion = doc.insert_props(obj, &[item], &ind, dialect);
-    Ok((format!("{bom}{}", splice(body, vec![insertion])), Outcome::Added))
+    Ok((format!("{bom}{}", splice(body, insertion)), Outcome::Added))
 }
 
 /// `text` without the setting setup added (the one below its [`MARKER`]); whether there was one.
@@ -193,7 +197,7 @@ mod tests {
         assert_eq!(
             on,
             format!(
-                "{{\n  {MARKER}\n  \"agent\": {{\"show_usage_status\": true}},\n  \"theme\": \"One Dark\", // mine\n}}\n"
+                "{{\n  {MARKER}\n  \"agent\": {{\n    \"show_usage_status\": true\n  }},\n  \"theme\": \"One Dark\", // mine\n}}\n"
             )
         );
         round_trip("{}");
@@ -231,15 +235,42 @@ mod tests {
     }
 
     #[test]
+    fn an_agent_object_on_one_line_is_opened_for_the_setting() {
+        // The issue's case: the setting used to share a line with the user's key and `}`.
+        let original = "{\n  \"agent\": { \"default_model\": {\"provider\": \"zed.dev\"} },\n}\n";
+        let (on, outcome) = turn_on(original, ZED).unwrap();
+        assert_eq!(outcome, Outcome::Added);
+        assert_eq!(
+            on,
+            format!(
+                "{{\n  \"agent\": {{\n    {MARKER}\n    \"show_usage_status\": true,\n    \
+                 \"default_model\": {{\"provider\": \"zed.dev\"}}\n  }},\n}}\n"
+            )
+        );
+        // Off again, the object stays open; from there the round trip is exact.
+        let opened =
+            "{\n  \"agent\": {\n    \"default_model\": {\"provider\": \"zed.dev\"}\n  },\n}\n";
+        assert_eq!(turn_off(&on, ZED).unwrap(), (opened.to_owned(), true));
+        assert_eq!(round_trip(opened), on);
+    }
+
+    #[test]
     fn what_the_user_added_to_setups_agent_object_stays() {
         let (on, _) = turn_on("{\n  \"a\": 1\n}\n", ZED).unwrap();
         let edited = on.replace(
-            "{\"show_usage_status\": true}",
-            "{\"show_usage_status\": true, \"default_width\": 640}",
+            "\"show_usage_status\": true\n",
+            "\"show_usage_status\": true,\n    \"default_width\": 640\n",
         );
         let (off, removed) = turn_off(&edited, ZED).unwrap();
         assert!(removed);
-        assert_eq!(off, "{\n  \"agent\": { \"default_width\": 640},\n  \"a\": 1\n}\n");
+        assert_eq!(off, "{\n  \"agent\": {\n    \"default_width\": 640\n  },\n  \"a\": 1\n}\n");
+        // Added on the setting's line, the user's key leaves no stray space behind.
+        let same_line = on.replace(
+            "\"show_usage_status\": true\n",
+            "\"show_usage_status\": true, \"default_width\": 640\n",
+        );
+        let (off, _) = turn_off(&same_line, ZED).unwrap();
+        assert_eq!(off, "{\n  \"agent\": {\n    \"default_width\": 640\n  },\n  \"a\": 1\n}\n");
         // Turned off by hand since: the user's now, left as it is.
         let flipped = on.replace("true", "false");
         assert_eq!(turn_off(&flipped, ZED).unwrap(), (flipped.clone(), false));

@@ -203,7 +203,7 @@ fn zeds_meter_comes_with_the_entries_and_goes_with_them() {
     let entries_only = plan_setup(Editor::Zed, Some(ZED_FIXTURE), &agents, false).unwrap();
     // The setting, below setup's comment, first in the file's object; the rest as the entries
     // alone leave it.
-    let meter = format!("\n  {MARKER}\n  \"agent\": {{\"show_usage_status\": true}},");
+    let meter = format!("\n  {MARKER}\n  \"agent\": {{\n    \"show_usage_status\": true\n  }},");
     let entries_only = entries_only.after.unwrap();
     let at = entries_only.find("{\n  \"ui_font_size\"").unwrap() + 1;
     assert_eq!(after, format!("{}{meter}{}", &entries_only[..at], &entries_only[at..]));
@@ -244,4 +244,29 @@ fn a_meter_the_user_turned_off_stays_off() {
 
 fn agents_for_jetbrains() -> Vec<Agent> {
     agents(Editor::JetBrains, &on_path())
+}
+
+#[test]
+fn a_users_agent_object_on_one_line_gets_the_setting_on_a_line_of_its_own() {
+    use edit::meter::MARKER;
+    let original = "{\n  \"agent\": { \"default_model\": {\"provider\": \"zed.dev\"} },\n  \
+                    \"agent_servers\": {}\n}\n";
+    let agents = agents(Editor::Zed, &on_path());
+    let plan = plan_setup(Editor::Zed, Some(original), &agents, true).unwrap();
+    let after = plan.after.unwrap();
+    let agent = format!(
+        "{{\n  \"agent\": {{\n    {MARKER}\n    \"show_usage_status\": true,\n    \
+         \"default_model\": {{\"provider\": \"zed.dev\"}}\n  }},\n"
+    );
+    assert!(after.starts_with(&agent), "{after}");
+    // Every line setup wrote or moved is indented like its neighbours: no line ends in a space.
+    assert!(after.lines().all(|l| !l.ends_with(' ')), "{after}");
+    // `--remove` cannot close the object up again, and setup says so before it writes.
+    assert!(plan.warning.is_some_and(|w| w.contains("cannot restore")));
+    let removed = plan_remove(Editor::Zed, Some(&after), true).unwrap().after.unwrap();
+    assert_eq!(
+        removed,
+        "{\n  \"agent\": {\n    \"default_model\": {\"provider\": \"zed.dev\"}\n  },\n  \
+         \"agent_servers\": {}\n}\n"
+    );
 }

@@ -38,6 +38,8 @@ mod writes;
 use sessions::{Method, Pending, Session};
 
 pub use requests::EditorOutcome;
+/// The `/usage` entry acp-usage puts in command lists (the demo marks it by it).
+pub use usage_command::command_entry;
 pub use usage_command::{Invocation, invocation, merge_commands};
 pub use usage_text::View;
 

@@ -1,5 +1,6 @@
 //! Setup's edits and their inverse on the shapes settings files come in: every byte outside the
-//! entries kept, a second run a no-op, `remove` giving back the file byte for byte.
+//! entries kept, a second run a no-op, `remove` giving back the file byte for byte (an object
+//! written on one line aside: setup opens it, and it stays open).
 
 use super::*;
 
@@ -139,8 +140,6 @@ fn every_shape_round_trips_in_both_dialects() {
         "{}",
         "{}\n",
         "{ }",
-        "{\"a\":1}",
-        "{\"a\": 1, \"b\": [1, 2]}\n",
         "// only a comment\n",
         "/* block */ {\n  \"a\": 1\n} // after\n",
         "{ // same line\n  \"a\": 1\n}\n",
@@ -152,7 +151,6 @@ fn every_shape_round_trips_in_both_dialects() {
         "{\n  \"agent_servers\": {},\n  \"a\": 1\n}\n",
         "{\n  \"agent_servers\": {\n    \"x\": {\"command\": \"x\"}\n  }\n}\n",
         "{\n  \"agent_servers\": {\n    \"x\": {\"command\": \"x\"},\n  },\n}\n",
-        "{\n  \"agent_servers\": {\"x\": {\"command\": \"x\"}}\n}\n",
         "\u{feff}{\n  \"a\": \"é ☃\"\n}\n",
     ];
     for dialect in [ZED, STRICT] {
@@ -168,6 +166,66 @@ fn every_shape_round_trips_in_both_dialects() {
                 assert!(strict(&done), "strict JSON expected:\n{done}");
             }
         }
+    }
+}
+
+/// Setup on an `original` with an object on one line: what it writes, and what `remove` leaves
+/// (the same value, the object opened); from that file on, the round trip is exact.
+fn opened(dialect: Dialect, original: &str, wanted: &[Wanted], expected: &str, left: &str) {
+    let done = setup(Some(original), dialect, wanted, &own()).unwrap();
+    assert_eq!(done.text, expected, "from:\n{original}");
+    let undone = remove(&done.text, dialect, &own()).unwrap();
+    assert_eq!(undone.text, left, "from:\n{}", done.text);
+    let value = |s: &str| serde_json::from_str::<serde_json::Value>(s).unwrap();
+    assert_eq!(value(left), value(original), "the same value");
+    assert_eq!(round_trip(dialect, left, wanted), expected);
+}
+
+#[test]
+fn an_object_on_one_line_is_opened_as_a_person_would() {
+    let servers = "\"agent_servers\": {\n    \"Codex (metered)\": {\n      \
+                   \"command\": \"acp-usage\",\n      \"args\": [\"--\", \"codex-acp\"]\n    }\n  },";
+    let expected = format!("{{\n  {servers}\n  \"a\":1\n}}");
+    opened(STRICT, "{\"a\":1}", &two()[1..], &expected, "{\n  \"a\":1\n}");
+    // The spaces inside the braces give way to the line breaks; the rest of the line stays.
+    let expected = format!("{{\n  {servers}\n  \"a\": 1, \"b\": [1, 2]\n}}\n");
+    let left = "{\n  \"a\": 1, \"b\": [1, 2]\n}\n";
+    opened(STRICT, "{ \"a\": 1, \"b\": [1, 2] }\n", &two()[1..], &expected, left);
+    // The user's own entry on the `agent_servers` line: each entry on its own line, the `}` too.
+    let original = "{\n  \"agent_servers\": {\"x\": {\"command\": \"x\"}}\n}\n";
+    let expected = "{\n  \"agent_servers\": {\n    \"Codex (metered)\": {\n      \
+                    \"type\": \"custom\",\n      \"command\": \"acp-usage\",\n      \
+                    \"args\": [\"--\", \"codex-acp\"]\n    },\n    \
+                    \"x\": {\"command\": \"x\"}\n  }\n}\n";
+    let left = "{\n  \"agent_servers\": {\n    \"x\": {\"command\": \"x\"}\n  }\n}\n";
+    opened(ZED, original, &two()[1..], expected, left);
+}
+
+#[test]
+fn a_removed_entry_leaves_no_stray_space() {
+    // An entry of setup's the user moved onto one line with their own.
+    let cases = [
+        (
+            "{\"agent_servers\": {\"Codex (metered)\": CODEX, \"x\": 1}}",
+            "{\"agent_servers\": {\"x\": 1}}",
+        ),
+        (
+            "{\"agent_servers\": { \"Codex (metered)\": CODEX, \"x\": 1 }}",
+            "{\"agent_servers\": { \"x\": 1 }}",
+        ),
+        (
+            "{\"agent_servers\": {\"x\": 1, \"Codex (metered)\": CODEX}}",
+            "{\"agent_servers\": {\"x\": 1}}",
+        ),
+        (
+            "{\"agent_servers\": {\n  \"Codex (metered)\": CODEX, \"x\": 1\n}}",
+            "{\"agent_servers\": {\n  \"x\": 1\n}}",
+        ),
+    ];
+    let codex = "{\"command\": \"acp-usage\", \"args\": [\"--\", \"codex-acp\"]}";
+    for (text, left) in cases {
+        let text = text.replace("CODEX", codex);
+        assert_eq!(remove(&text, ZED, &own()).unwrap().text, left, "from {text}");
     }
 }
 
