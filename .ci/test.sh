@@ -14,12 +14,14 @@ times_log=$(mktemp)
 export ACP_USAGE_TEST_TIMES=$times_log
 host_var=$(rustc -vV | sed -n 's/^host: //p' | tr 'a-z.-' 'A-Z__')
 export "CARGO_TARGET_${host_var}_RUNNER=$PWD/.ci/test-runner.sh"
+# Prints them; changes no exit status (sed reads its whole input, so nothing in the pipe dies of
+# SIGPIPE, which under pipefail would have become the run's status).
 slowest_tests() {
   echo "test.sh: the slowest tests:" >&2
   sed -nE 's/^test (.*) \.\.\. [a-zA-Z]+ <([0-9.]+)s>$/\2 s  \1/p' "$times_log" |
-    sort -rn | head -10 | sed 's/^/  /' >&2
+    sort -rn | sed -n '1,10s/^/  /p' >&2 || true
 }
-trap 'slowest_tests; rm -f "$times_log"' EXIT
+trap 'status=$?; slowest_tests; rm -f "$times_log"; exit "$status"' EXIT
 # Runs one step: prints it, runs it, prints its wall time (stderr, like cargo's own output).
 step() {
   local started=$SECONDS
@@ -65,8 +67,8 @@ side=$!
 rest_log=$(mktemp)
 setsid bash -c 'cargo test --workspace --exclude acp-usage-tests' >"$rest_log" 2>&1 &
 rest=$!
-trap 'kill -- -"$side" -"$rest" 2>/dev/null || true; rm -f "$side_log" "$rest_log"; slowest_tests
-  rm -f "$times_log"' EXIT
+trap 'status=$?; kill -- -"$side" -"$rest" 2>/dev/null || true; rm -f "$side_log" "$rest_log"
+  slowest_tests; rm -f "$times_log"; exit "$status"' EXIT
 
 step cargo test -p acp-usage-tests
 

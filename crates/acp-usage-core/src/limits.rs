@@ -249,6 +249,31 @@ pub fn from_headers<'a>(
     out
 }
 
+/// The rate-limit and credit headers among `headers` whose value is not a number where one is
+/// stated (garbage a source sent, which the readers leave out): their names, for a debug line.
+pub fn unreadable_headers<'a>(
+    headers: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Vec<&'a str> {
+    const NUMBERS: [&str; 7] = [
+        "-utilization",
+        "-reset",
+        "-used-percent",
+        "-window-minutes",
+        "-reset-at",
+        "-credits-balance",
+        "-surpassed-threshold",
+    ];
+    headers
+        .into_iter()
+        .filter(|(k, v)| {
+            let k = k.to_ascii_lowercase();
+            let ours = k.starts_with("anthropic-ratelimit-unified-") || k.starts_with("x-");
+            ours && NUMBERS.iter().any(|s| k.ends_with(s)) && number(v).is_none()
+        })
+        .map(|(k, _)| k)
+        .collect()
+}
+
 fn number(text: &str) -> Option<f64> {
     text.trim().parse::<f64>().ok().filter(|n| n.is_finite())
 }

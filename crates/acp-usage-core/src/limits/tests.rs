@@ -80,6 +80,29 @@ fn codex_refusal_marks_the_window_used_up_rejected() {
 }
 
 #[test]
+fn garbage_values_are_named_for_the_log_and_left_out() {
+    let headers = [
+        ("anthropic-ratelimit-unified-5h-utilization", "high"),
+        ("anthropic-ratelimit-unified-5h-reset", ""),
+        ("anthropic-ratelimit-unified-7d-utilization", "0.5"),
+        ("x-codex-primary-used-percent", "NaN"),
+        ("x-codex-credits-balance", "12.5"),
+        ("x-request-id", "abc"),
+    ];
+    assert_eq!(
+        unreadable_headers(headers),
+        [
+            "anthropic-ratelimit-unified-5h-utilization",
+            "anthropic-ratelimit-unified-5h-reset",
+            "x-codex-primary-used-percent",
+        ]
+    );
+    let got = from_headers(headers, 0);
+    assert_eq!(got.len(), 1, "only the weekly window is readable: {got:?}");
+    assert_eq!(got[0].window, "seven_day");
+}
+
+#[test]
 fn codex_event_and_rollout_shapes() {
     let event = br#"{"type":"codex.rate_limits","plan_type":"pro","rate_limits":{"primary":{"used_percent":7,"window_minutes":300,"reset_at":1779398785},"secondary":null},"credits":null,"metered_limit_name":"codex_other"}"#;
     let got = from_codex_event(event, 1);

@@ -209,6 +209,23 @@ impl Options {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_ledger_whose_windows_cannot_be_read_leaves_none_remembered_and_still_opens() {
+        let dir = crate::test_support::scratch("relay-options", "windows-unreadable");
+        let path = dir.join("ledger.db");
+        let store = crate::sinks::ledger::open(&path).unwrap();
+        store.conn().execute_batch("DROP TABLE limit_windows").unwrap();
+        assert!(remembered_windows(&store, &path).is_empty());
+        drop(store);
+        // The run still has its ledger (the windows show from the first response).
+        let learned = open_ledger(&path).expect("the ledger opens");
+        assert!(learned.windows.is_empty());
+        // Garbage where the ledger should be: no ledger, as before windows were remembered.
+        std::fs::write(dir.join("junk.db"), b"not a database, not at all").unwrap();
+        assert!(open_ledger(&dir.join("junk.db")).is_none());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[cfg(unix)]
     #[test]
     fn a_link_to_the_agent_is_followed_to_its_target() {

@@ -83,6 +83,11 @@ pub(super) fn observe_headers(
     let pairs: Vec<(&str, &str)> =
         headers.iter().filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?))).collect();
     let now = now_ms();
+    let unreadable = limits::unreadable_headers(pairs.iter().copied());
+    if !unreadable.is_empty() {
+        // Names only: what a provider sent that is not a number is left out.
+        tracing::debug!(headers = ?unreadable, "tap: rate-limit headers with unreadable values ignored");
+    }
     let observed = Observed {
         session,
         limits: limits::from_headers(pairs.iter().copied(), now),
