@@ -6,7 +6,9 @@
 //!   `runsOutAt` before its `resetsAt`, and `/usage limits` says it on the window's line;
 //! - remembered: a second run on the same ledger, with the same key, shows the windows (and
 //!   Zed's meter) in the first `usage_update` after `session/new`, before the mock serves any
-//!   model call of that run;
+//!   model call of that run; the responses named their organisation
+//!   (`anthropic-organization-id`), which the ledger paired with the key, so the windows are the
+//!   organisation's;
 //!   And `/usage` in it, on the first run's session loaded, counts that history's calls by role;
 //! - per account: a third run with another API key shows none of the first key's windows.
 //!
@@ -22,6 +24,9 @@ use std::time::Duration;
 
 use crate::flows;
 use crate::limits::{lab, reset_in, script_with};
+
+/// The organisation the mock's responses name (Anthropic's `anthropic-organization-id`).
+const ORG: &str = "8d3f0c2e-0000-4000-8000-mockorg00001";
 
 /// The 5-hour window's fill after each turn.
 const FILLS: [f64; 3] = [0.10, 0.40, 0.70];
@@ -70,6 +75,7 @@ fn claude_window_forecast_remembered_per_account() {
             ("anthropic-ratelimit-unified-5h-reset", reset.to_string()),
             ("anthropic-ratelimit-unified-7d-utilization", "0.2".to_owned()),
             ("anthropic-ratelimit-unified-7d-reset", week_reset.to_string()),
+            ("anthropic-organization-id", ORG.to_owned()),
         ]
     });
     let mut lab = lab(Agent::Claude, script);
@@ -127,6 +133,8 @@ fn claude_window_forecast_remembered_per_account() {
     let shown = five_hour(&update).unwrap_or_else(|| panic!("not remembered: {update:#}"));
     assert_eq!(shown["usedPercent"].as_f64(), Some(70.0), "{shown}");
     assert!(shown["observedAt"].is_string() && shown.get("runsOutAt").is_some(), "{shown}");
+    // The organisation the responses named, found at start from the key they named it for.
+    assert_eq!(shown["account"], "org 8d3f0c", "{shown}");
     let meter = zed_meter::parse(&update["_meta"][zed_meter::KEY])
         .unwrap_or_else(|| panic!("Zed reads no meter: {update:#}"));
     let five = meter.five_hour.expect("Zed's 5-hour window");

@@ -1,9 +1,13 @@
 //! Whose subscription windows they are. A window belongs to an account, so each observation is
-//! labelled with one: the provider's account id where a request states it (Codex's
-//! `chatgpt-account-id`), else a keyed fingerprint of the credential the agent sends (its API
-//! key or OAuth token). At start the same label is made from the credentials the agent will
-//! find (each agent's module says where, [`crate::agents::Agent::credentials`]), so the windows
-//! remembered in the ledger are shown for that account only.
+//! labelled with one: the provider's organisation id where a response states it (Anthropic's
+//! `anthropic-organization-id`: `org:…`), its account id where a request states it (Codex's
+//! `chatgpt-account-id`: `acct:…`), else a keyed fingerprint of the credential the agent sends
+//! (its API key or OAuth token: `key:…`). When a response names the organisation of a
+//! credential, the ledger keeps that pairing (`account_aliases`), so an API key seen before
+//! names its organisation at the next start. At start the same label is made from the
+//! credentials the agent will find (each agent's module says where,
+//! [`crate::agents::Agent::credentials`]), so the windows remembered in the ledger are shown for
+//! that account only.
 //!
 //! The fingerprint is HMAC-SHA256 (ring, which the TLS stack brings) under a random key kept
 //! beside the ledger (`account.key`, mode 0600, made once by whichever process comes first):
@@ -18,8 +22,8 @@ use ring::hmac;
 /// What an agent's credentials say of its account before it starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Credential {
-    /// The provider's own id of the account (`acct:…`), as a request will carry it.
-    Id(String),
+    /// The account's label as a request or response will state it (`acct:…`, `org:…`).
+    Account(String),
     /// A secret the agent will send (an API key, an OAuth token): fingerprinted.
     Secret(String),
 }
@@ -62,6 +66,12 @@ impl Fingerprints {
         format!("key:{hex}")
     }
 
+    /// The account a response names (Anthropic's organisation), when it names one.
+    pub fn of_response(headers: &HeaderMap) -> Option<String> {
+        let org = headers.get("anthropic-organization-id")?.to_str().ok()?.trim();
+        (!org.is_empty()).then(|| format!("org:{org}"))
+    }
+
     /// The account a request names, else the fingerprint of the credential it carries.
     pub fn of_request(&self, headers: &HeaderMap) -> Option<String> {
         let get = |name: &str| {
@@ -83,7 +93,7 @@ impl Fingerprints {
         let mut labels: Vec<String> = found
             .iter()
             .map(|c| match c {
-                Credential::Id(id) => format!("acct:{id}"),
+                Credential::Account(label) => label.clone(),
                 Credential::Secret(s) => self.of(s),
             })
             .collect();
@@ -167,12 +177,16 @@ mod tests {
         h.insert("chatgpt-account-id", "user-123".parse().unwrap());
         assert_eq!(a.of_request(&h).as_deref(), Some("acct:user-123"));
         assert_eq!(a.of_request(&HeaderMap::new()), None);
+        let mut r = HeaderMap::new();
+        r.insert("anthropic-organization-id", "8d3f-org".parse().unwrap());
+        assert_eq!(Fingerprints::of_response(&r).as_deref(), Some("org:8d3f-org"));
+        assert_eq!(Fingerprints::of_response(&HeaderMap::new()), None);
 
         let one = [Credential::Secret("tok".into())];
         assert_eq!(a.of_credentials(&one), Some(a.of("tok")));
         let same = [Credential::Secret("tok".into()), Credential::Secret("tok".into())];
         assert_eq!(a.of_credentials(&same), Some(a.of("tok")));
-        let two = [Credential::Secret("tok".into()), Credential::Id("user-123".into())];
+        let two = [Credential::Secret("tok".into()), Credential::Account("acct:user-123".into())];
         assert_eq!(a.of_credentials(&two), None, "two logins: not a guess");
         assert_eq!(a.of_credentials(&[]), None);
     }

@@ -56,8 +56,10 @@ impl Agent for Claude {
         Some(Plan { provider: "anthropic", word: "Claude", own_family: None })
     }
 
-    /// Its variables (an API key, a bearer token, a long-lived OAuth token), else the OAuth
-    /// token of its login (`$CLAUDE_CONFIG_DIR/.credentials.json`, `claudeAiOauth`).
+    /// Its variables (an API key, a bearer token, a long-lived OAuth token), else its login:
+    /// the organisation it signed in to (`oauthAccount.organizationUuid` in `~/.claude.json`,
+    /// or `$CLAUDE_CONFIG_DIR/.claude.json`), which its responses name and which outlives the
+    /// OAuth token, else that token (`.credentials.json`, `claudeAiOauth`).
     fn credentials(&self, env: &Env) -> Vec<crate::accounts::Credential> {
         use crate::accounts::Credential;
         let vars = ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"];
@@ -68,6 +70,20 @@ impl Agent for Claude {
             .collect();
         if !set.is_empty() {
             return set;
+        }
+        let json = |path: &Path| {
+            (env.read_file)(path).and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        };
+        let config = match (env.var)("CLAUDE_CONFIG_DIR") {
+            Some(dir) => Some(Path::new(&dir).join(".claude.json")),
+            None => (env.var)("HOME").map(|h| Path::new(&h).join(".claude.json")),
+        };
+        let org = config.as_deref().and_then(json).and_then(|v| {
+            let org = v.pointer("/oauthAccount/organizationUuid")?.as_str()?.trim().to_owned();
+            (!org.is_empty()).then(|| format!("org:{org}"))
+        });
+        if let Some(org) = org {
+            return vec![Credential::Account(org)];
         }
         let dir = (env.var)("CLAUDE_CONFIG_DIR")
             .map(PathBuf::from)

@@ -85,7 +85,7 @@ impl Agent for Codex {
         };
         let Ok(auth) = serde_json::from_str::<serde_json::Value>(&auth) else { return Vec::new() };
         if let Some(id) = auth.pointer("/tokens/account_id").and_then(|v| v.as_str()) {
-            return vec![Credential::Id(id.to_owned())];
+            return vec![Credential::Account(format!("acct:{id}"))];
         }
         let key = auth.get("OPENAI_API_KEY").and_then(|v| v.as_str()).filter(|k| !k.is_empty());
         key.map(|k| Credential::Secret(k.to_owned())).into_iter().collect()

@@ -179,6 +179,9 @@ impl Core {
                 if let Some(credits) = observed.credits {
                     self.observer.credits_observed(credits);
                 }
+                if let Some((credential, account)) = observed.alias {
+                    self.observer.account_named(credential, account);
+                }
             }
         }
         let mut any = false;

@@ -61,8 +61,11 @@ impl PendingLedger {
         // A thread that panics drops the sender: the run goes on without the ledger.
         let spawned = std::thread::Builder::new().name("ledger-open".into()).spawn(move || {
             crate::lower_thread_priority();
-            let learned = open_ledger(&at).map(|mut l| {
-                l.accounts = start_accounts(profile, &at);
+            let store = crate::sinks::ledger::open(&at);
+            let learned = open_ledger(store.as_ref(), &at).map(|mut l| {
+                if let Ok(store) = &store {
+                    l.accounts = start_accounts(profile, store, &at);
+                }
                 l
             });
             let _ = tx.send(learned);
@@ -103,14 +106,20 @@ fn remembered_windows(
 
 /// The account `profile`'s agent will use, per provider, from the credentials it will find
 /// (none when they do not tell, or tell of two).
-fn start_accounts(profile: Profile, ledger: &Path) -> Vec<(String, String)> {
+fn start_accounts(
+    profile: Profile,
+    store: &crate::sinks::ledger::store::Store,
+    ledger: &Path,
+) -> Vec<(String, String)> {
     let Some(plan) = profile.plan() else { return Vec::new() };
     let var = |name: &str| std::env::var(name).ok();
     let read = |path: &Path| std::fs::read_to_string(path).ok();
     let env = crate::sources::tap::point::Env { var: &var, read_file: &read };
     let found = profile.credentials(&env);
     let fingerprints = crate::accounts::Fingerprints::load(Some(ledger));
-    let account = fingerprints.of_credentials(&found);
+    // A key whose organisation a response named before is that organisation's.
+    let account =
+        fingerprints.of_credentials(&found).map(|a| store.aliased(&a).ok().flatten().unwrap_or(a));
     tracing::debug!(
         provider = plan.provider,
         known = account.is_some(),
@@ -137,9 +146,14 @@ fn real_path(word: &str) -> Option<String> {
 /// Opens the ledger at `path` (made when missing, bringing in an old `learned.json`) and reads
 /// what earlier runs learned; `None` when it cannot be opened, which is logged: the run goes on
 /// without it.
-fn open_ledger(path: &Path) -> Option<Learned> {
-    let store = crate::sinks::ledger::open(path);
-    match store.and_then(|s| Ok((s.agents()?, remembered_windows(&s, path)))) {
+fn open_ledger(
+    store: Result<&crate::sinks::ledger::store::Store, &rusqlite::Error>,
+    path: &Path,
+) -> Option<Learned> {
+    let read = |s: &crate::sinks::ledger::store::Store| -> rusqlite::Result<_> {
+        Ok((s.agents()?, remembered_windows(s, path)))
+    };
+    match store.map_err(|e| e.to_string()).and_then(|s| read(s).map_err(|e| e.to_string())) {
         Ok((agents, windows)) => Some(Learned { agents, windows, ..Learned::default() }),
         Err(err) => {
             tracing::warn!("cannot open the ledger {}: {err}; going on without it", path.display());
@@ -218,11 +232,13 @@ mod tests {
         assert!(remembered_windows(&store, &path).is_empty());
         drop(store);
         // The run still has its ledger (the windows show from the first response).
-        let learned = open_ledger(&path).expect("the ledger opens");
+        let reopened = crate::sinks::ledger::open(&path);
+        let learned = open_ledger(reopened.as_ref(), &path).expect("the ledger opens");
         assert!(learned.windows.is_empty());
         // Garbage where the ledger should be: no ledger, as before windows were remembered.
         std::fs::write(dir.join("junk.db"), b"not a database, not at all").unwrap();
-        assert!(open_ledger(&dir.join("junk.db")).is_none());
+        let junk = dir.join("junk.db");
+        assert!(open_ledger(crate::sinks::ledger::open(&junk).as_ref(), &junk).is_none());
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -242,3 +242,41 @@ fn calls_the_tap_cannot_see_are_said_per_agent() {
     }
     assert!(untapped("codex", &[], None).is_empty());
 }
+
+#[test]
+fn the_login_an_agent_will_use_is_read_at_start() {
+    use crate::accounts::Credential;
+    let credentials =
+        |name: &str, vars: &[(&str, &str)], files: &[(&'static str, &'static str)]| {
+            let var = env_of(vars);
+            let files = files.to_vec();
+            let read = move |p: &std::path::Path| {
+                files.iter().find(|(f, _)| p.ends_with(f)).map(|(_, t)| (*t).to_owned())
+            };
+            profile(name).credentials(&Env { var: &var, read_file: &read })
+        };
+    let secret = |s: &str| Credential::Secret(s.to_owned());
+    let account = |s: &str| Credential::Account(s.to_owned());
+    let home = [("HOME", "/h")];
+    // Claude Code: its variables first, then the organisation it signed in to, then its token.
+    let key = [("HOME", "/h"), ("ANTHROPIC_API_KEY", "sk-ant-1")];
+    assert_eq!(credentials("claude", &key, &[]), [secret("sk-ant-1")]);
+    let both = [("ANTHROPIC_API_KEY", "a"), ("CLAUDE_CODE_OAUTH_TOKEN", "b")];
+    assert_eq!(credentials("claude", &both, &[]).len(), 2, "two: the start names none");
+    let login = [
+        (".claude.json", r#"{"oauthAccount":{"organizationUuid":"8d3f-org"}}"#),
+        (".credentials.json", r#"{"claudeAiOauth":{"accessToken":"sk-ant-oat01-x"}}"#),
+    ];
+    assert_eq!(credentials("claude", &home, &login), [account("org:8d3f-org")]);
+    assert_eq!(credentials("claude", &home, &login[1..]), [secret("sk-ant-oat01-x")]);
+    assert!(credentials("claude", &home, &[(".claude.json", "not json")]).is_empty());
+    // Codex: its key variables, else auth.json's ChatGPT account, else its stored key.
+    let chatgpt =
+        [(".codex/auth.json", r#"{"tokens":{"account_id":"user-9"},"OPENAI_API_KEY":null}"#)];
+    assert_eq!(credentials("codex", &home, &chatgpt), [account("acct:user-9")]);
+    let stored = [(".codex/auth.json", r#"{"OPENAI_API_KEY":"sk-proj-1"}"#)];
+    assert_eq!(credentials("codex", &home, &stored), [secret("sk-proj-1")]);
+    assert_eq!(credentials("codex", &[("OPENAI_API_KEY", "sk-2")], &chatgpt), [secret("sk-2")]);
+    // Agents without a plan of their own say nothing.
+    assert!(credentials("opencode", &key, &[]).is_empty());
+}

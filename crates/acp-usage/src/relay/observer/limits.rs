@@ -88,6 +88,14 @@ impl Observer {
         self.credits.insert(credits.provider.clone(), credits);
     }
 
+    /// A response named the account (organisation) of a credential: kept in the ledger, so
+    /// the credential names it at the next start. Written once per pairing in a run.
+    pub fn account_named(&mut self, credential: String, account: String) {
+        if self.aliases_written.insert((credential.clone(), account.clone())) {
+            self.writes.push(Write::Alias { credential, account });
+        }
+    }
+
     /// The credits stated for the account in use, for the updates and `/usage` (one
     /// provider's; the one whose account is known first, in name order).
     pub(super) fn current_credits(&self) -> Option<Credits> {

@@ -170,6 +170,8 @@ pub struct Observer {
     limit_board: acp_usage_core::limits::LimitBoard,
     /// The latest credits and plan stated, per provider.
     credits: std::collections::BTreeMap<String, acp_usage_core::limits::credits::Credits>,
+    /// The credential-to-account pairings written to the ledger in this run.
+    aliases_written: std::collections::HashSet<(String, String)>,
     /// acp-usage's own `/usage` command: the sessions with an agent's list, calls by role.
     usage: usage_command::CommandState,
 }
@@ -219,6 +221,7 @@ impl Observer {
             between_turns: Vec::new(),
             limit_board: acp_usage_core::limits::LimitBoard::new(limit_lines),
             credits: std::collections::BTreeMap::new(),
+            aliases_written: std::collections::HashSet::new(),
             usage: usage_command::CommandState::default(),
         }
     }

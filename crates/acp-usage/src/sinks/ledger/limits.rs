@@ -176,6 +176,31 @@ impl Store {
             .map(drop)
     }
 
+    /// Keeps the account a response named for a credential (its fingerprint).
+    pub fn alias(&mut self, credential: &str, account: &str) -> rusqlite::Result<()> {
+        self.conn_mut()
+            .prepare_cached(
+                "INSERT OR REPLACE INTO account_aliases(credential, account, at)
+                 VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![credential, account, super::now_ms()])
+            .map(drop)
+    }
+
+    /// The account a response last named for a credential, if one did.
+    pub fn aliased(&self, credential: &str) -> rusqlite::Result<Option<String>> {
+        if schema::version(self.conn())? < WINDOWS_VERSION {
+            return Ok(None);
+        }
+        self.conn()
+            .query_row(
+                "SELECT account FROM account_aliases WHERE credential = ?1",
+                [credential],
+                |r| r.get(0),
+            )
+            .optional()
+    }
+
     /// The latest statement of credits per account and provider.
     pub fn latest_credits(&self) -> rusqlite::Result<Vec<Credits>> {
         if schema::version(self.conn())? < WINDOWS_VERSION {

@@ -258,6 +258,8 @@ pub enum Write {
     Limits { limits: Vec<acp_usage_core::limits::Limit>, session: Option<String> },
     /// A provider stated the account's credits and plan.
     Credits(acp_usage_core::limits::credits::Credits),
+    /// A response named the account of a credential (its fingerprint).
+    Alias { credential: String, account: String },
     /// The session was closed in this process.
     Closed { session_id: String },
     /// The session was deleted.
@@ -388,6 +390,7 @@ fn apply(s: &mut Store, w: Write, pid: u32) -> rusqlite::Result<()> {
         Write::Agent { key, entry, at } => s.agent(&key, entry, at),
         Write::Limits { limits, session } => s.limits(&limits, session.as_deref()),
         Write::Credits(c) => s.credits(&c),
+        Write::Alias { credential, account } => s.alias(&credential, &account),
         Write::Closed { session_id } if session_id.is_empty() => s.closed(None, pid),
         Write::Closed { session_id } => s.closed(Some(&session_id), pid),
         Write::Forget { session_id } => s.forget(&session_id),

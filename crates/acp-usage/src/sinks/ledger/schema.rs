@@ -144,7 +144,8 @@ const MIGRATIONS: &[&str] = &[
     // window with its latest observation and the first of its current period, so a relay
     // loads the windows at start without reading a year of observations. Windows already
     // observed begin there with their latest observation as their first. And the credits and
-    // plan a provider states (Codex's; a balance in its own unit, as text), one row each time.
+    // plan a provider states (Codex's; a balance in its own unit, as text), one row each time;
+    // and the account a response named for a credential fingerprint (`account_aliases`).
     "
     ALTER TABLE limits ADD COLUMN account TEXT NOT NULL DEFAULT '';
     CREATE TABLE limit_windows (
@@ -173,6 +174,11 @@ const MIGRATIONS: &[&str] = &[
         at          INTEGER NOT NULL
     );
     CREATE INDEX credits_at ON credits(at);
+    CREATE TABLE account_aliases (
+        credential TEXT PRIMARY KEY,
+        account    TEXT NOT NULL,
+        at         INTEGER NOT NULL
+    );
     INSERT INTO limit_windows
     SELECT '', provider, limit_id, window, window_minutes, used_percent, resets_at, status,
            source, at, at, used_percent

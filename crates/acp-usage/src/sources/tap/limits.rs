@@ -17,6 +17,12 @@ pub struct Observed {
     pub session: Option<String>,
     pub limits: Vec<Limit>,
     pub credits: Option<Credits>,
+    /// The account the response itself names (Anthropic's organisation), which wins over the
+    /// request's.
+    pub named: Option<String>,
+    /// The request's credential fingerprint and the account the response named for it, for
+    /// the ledger's `account_aliases`.
+    pub alias: Option<(String, String)>,
 }
 
 /// The largest quota answer read (they are a few hundred bytes).
@@ -59,7 +65,13 @@ impl Sender {
     }
 
     fn send(&self, mut observed: Observed) -> bool {
-        let account = self.whose.latest.lock().ok().and_then(|l| l.clone());
+        let request = self.whose.latest.lock().ok().and_then(|l| l.clone());
+        if let (Some(named), Some(key)) = (&observed.named, &request)
+            && key.starts_with("key:")
+        {
+            observed.alias = Some((key.clone(), named.clone()));
+        }
+        let account = observed.named.clone().or(request);
         for l in &mut observed.limits {
             l.account = account.clone();
         }
@@ -92,6 +104,8 @@ pub(super) fn observe_headers(
         session,
         limits: limits::from_headers(pairs.iter().copied(), now),
         credits: credits::from_headers(pairs.iter().copied(), now),
+        named: crate::accounts::Fingerprints::of_response(headers),
+        alias: None,
     };
     send(limits_tx, notify, observed);
 }
@@ -109,6 +123,7 @@ pub(super) fn observe_event(
         session,
         limits: limits::from_codex_event_value(&event, now),
         credits: credits::from_codex_value(&event, now),
+        ..Observed::default()
     };
     send(limits_tx, notify, observed);
 }
@@ -120,11 +135,12 @@ pub(super) fn observe_read(
     session: Option<String>,
     found: Vec<Limit>,
 ) {
-    send(limits_tx, notify, Observed { session, limits: found, credits: None });
+    send(limits_tx, notify, Observed { session, limits: found, ..Observed::default() });
 }
 
 fn send(limits_tx: &Sender, notify: &tokio::sync::Notify, observed: Observed) {
-    let said = !observed.limits.is_empty() || observed.credits.is_some();
+    let said =
+        !observed.limits.is_empty() || observed.credits.is_some() || observed.named.is_some();
     // The relay may have ended: nobody is counting any more.
     if said && limits_tx.send(observed) {
         notify.notify_one();
