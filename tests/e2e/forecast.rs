@@ -34,11 +34,7 @@ const FILLS: [f64; 3] = [0.10, 0.40, 0.70];
 /// A client that shows notices, initialized.
 fn client(lab: &Lab) -> AcpClient {
     let client = lab.relayed().expect("relay");
-    let caps =
-        json!({"fs": {"readTextFile": false, "writeTextFile": false}, "session": {"notices": {}}});
-    client
-        .request("initialize", json!({"protocolVersion": 1, "clientCapabilities": caps}))
-        .expect("initialize");
+    crate::ledger::initialize(&client, true);
     client
 }
 

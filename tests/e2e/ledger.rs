@@ -171,6 +171,12 @@ fn config(scratch: &Scratch, body: &str) -> PathBuf {
 
 /// `initialize` advertising notices (or not), then a new session; returns its id.
 pub(crate) fn open(lab: &Lab, client: &AcpClient, notices: bool) -> String {
+    initialize(client, notices);
+    flows::session_id(&client.new_session(&lab.scratch.work()).expect("new")).unwrap()
+}
+
+/// `initialize` advertising notices (or not).
+pub(crate) fn initialize(client: &AcpClient, notices: bool) {
     let mut caps = json!({"fs": {"readTextFile": false, "writeTextFile": false}});
     if notices {
         caps["session"] = json!({"notices": {}});
@@ -178,7 +184,6 @@ pub(crate) fn open(lab: &Lab, client: &AcpClient, notices: bool) -> String {
     client
         .request("initialize", json!({"protocolVersion": 1, "clientCapabilities": caps}))
         .expect("initialize");
-    flows::session_id(&client.new_session(&lab.scratch.work()).expect("new")).unwrap()
 }
 
 fn notices(updates: &[Value]) -> Vec<&Value> {

@@ -22,7 +22,7 @@ use acp_usage_tests::agents::{self, Agent};
 use acp_usage_tests::lab::{Lab, run_turn};
 use acp_usage_tests::mock_llm::{CallKind, Script, Step};
 use acp_usage_tests::zed_meter;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::flows;
 use crate::support;
@@ -117,12 +117,7 @@ fn three_turns(lab: &Lab, provider: &str, window: &str, minutes: u64, windows: &
     let reset = windows.five_reset;
     let ledger = lab.scratch.path("ledger.db");
     let client = lab.relayed().expect("relay");
-    let caps =
-        json!({"fs": {"readTextFile": false, "writeTextFile": false}, "session": {"notices": {}}});
-    client
-        .request("initialize", json!({"protocolVersion": 1, "clientCapabilities": caps}))
-        .expect("initialize");
-    let id = flows::session_id(&client.new_session(&lab.scratch.work()).expect("new")).unwrap();
+    let id = crate::ledger::open(lab, &client, true);
     let mut notices: Vec<Value> = Vec::new();
     let mut meter = MeterCheck::default();
     for (k, fill) in FILLS.iter().enumerate() {

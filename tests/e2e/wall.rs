@@ -55,12 +55,7 @@ fn turn(client: &AcpClient, id: &str) -> Seen {
 
 /// A client that shows notices, with a session open.
 fn open(client: &AcpClient, lab: &Lab) -> String {
-    let caps =
-        json!({"fs": {"readTextFile": false, "writeTextFile": false}, "session": {"notices": {}}});
-    client
-        .request("initialize", json!({"protocolVersion": 1, "clientCapabilities": caps}))
-        .expect("initialize");
-    flows::session_id(&client.new_session(&lab.scratch.work()).expect("new")).unwrap()
+    crate::ledger::open(lab, client, true)
 }
 
 /// The two turns (an answer, then the refusal) directly and through acp-usage, from the same

@@ -28,6 +28,15 @@ pub enum Credential {
     Secret(String),
 }
 
+/// The secrets among an agent's variables `names` that are set (and not blank).
+pub fn secrets_in(var: &dyn Fn(&str) -> Option<String>, names: &[&str]) -> Vec<Credential> {
+    names
+        .iter()
+        .filter_map(|v| var(v).filter(|s| !s.trim().is_empty()))
+        .map(Credential::Secret)
+        .collect()
+}
+
 /// The key fingerprints are made with.
 #[derive(Debug)]
 pub struct Fingerprints {

@@ -63,11 +63,7 @@ impl Agent for Claude {
     fn credentials(&self, env: &Env) -> Vec<crate::accounts::Credential> {
         use crate::accounts::Credential;
         let vars = ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"];
-        let set: Vec<Credential> = vars
-            .iter()
-            .filter_map(|v| (env.var)(v).filter(|s| !s.trim().is_empty()))
-            .map(Credential::Secret)
-            .collect();
+        let set = crate::accounts::secrets_in(env.var, &vars);
         if !set.is_empty() {
             return set;
         }

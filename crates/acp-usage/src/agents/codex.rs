@@ -69,11 +69,7 @@ impl Agent for Codex {
     /// which its requests carry, or the API key stored there.
     fn credentials(&self, env: &Env) -> Vec<crate::accounts::Credential> {
         use crate::accounts::Credential;
-        let set: Vec<Credential> = ["CODEX_API_KEY", "OPENAI_API_KEY"]
-            .iter()
-            .filter_map(|v| (env.var)(v).filter(|s| !s.trim().is_empty()))
-            .map(Credential::Secret)
-            .collect();
+        let set = crate::accounts::secrets_in(env.var, &["CODEX_API_KEY", "OPENAI_API_KEY"]);
         if !set.is_empty() {
             return set;
         }
