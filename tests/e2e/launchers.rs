@@ -124,7 +124,9 @@ fn wrapped_fake(
         ("ACP_USAGE_LEDGER".to_owned(), scratch.path("ledger.sqlite").display().to_string()),
     ];
     vars.extend(env.iter().map(|(k, v)| ((*k).to_owned(), v.clone())));
-    let n = std::fs::read_dir(scratch.root()).map(|d| d.count()).unwrap_or(0);
+    // Numbered by the stderr files there so far (never removed), not by every entry: the
+    // ledger's -wal and -shm files come and go, and a number used twice would hide a run's log.
+    let n = stderr_files(scratch).len();
     let spec = CommandSpec {
         program: wrapper,
         args: Vec::new(),
