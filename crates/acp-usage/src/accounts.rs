@@ -135,9 +135,11 @@ fn key_file(path: &Path) -> std::io::Result<Vec<u8>> {
         options.write(true).create(true).truncate(true);
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        // Not synced: a key lost to a crash is made again, and only costs the windows'
+        // memory of that account until its next response; a sync would hold the tap's first
+        // request for as long as the disk takes.
         let mut f = options.open(&tmp)?;
         f.write_all(&key)?;
-        f.sync_all()?;
     }
     let linked = std::fs::hard_link(&tmp, path);
     let _ = std::fs::remove_file(&tmp);
