@@ -91,6 +91,15 @@ impl Limit {
         )
     }
 
+    /// Whether `other` states the same figures (another source of the same response, a
+    /// repeat): nothing the editor shows would change.
+    pub fn same_figures(&self, other: &Limit) -> bool {
+        self.used_percent == other.used_percent
+            && self.resets_at == other.resets_at
+            && self.status == other.status
+            && self.window_minutes == other.window_minutes
+    }
+
     /// Whose window it is, shortly: `key 3f9a1c`, `acct 8e12ab`, `org 1b2c3d` (`None`: not
     /// known).
     pub fn account_label(&self) -> Option<String> {

@@ -54,11 +54,7 @@ impl Tracked {
         if l.observed_ms < latest.observed_ms {
             return Step::Older;
         }
-        if latest.used_percent == l.used_percent
-            && latest.resets_at == l.resets_at
-            && latest.status == l.status
-            && latest.window_minutes == l.window_minutes
-        {
+        if latest.same_figures(&l) {
             return Step::Same;
         }
         let new_period = match (latest.resets_at, l.resets_at) {
@@ -160,7 +156,7 @@ impl LimitBoard {
     /// starts over. An observation that names its account puts that account in use.
     pub fn observe(&mut self, limit: Limit, now_ms: i64) -> Told {
         if let Some(account) = &limit.account {
-            self.use_account(&limit.provider.clone(), Some(account));
+            self.in_use.insert(limit.provider.clone(), account.clone());
         }
         let key = limit.key();
         let value = limit.used_percent;

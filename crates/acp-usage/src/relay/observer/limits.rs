@@ -16,7 +16,7 @@ impl Observer {
     /// Windows a source stated, for `session` when the source knows it (else the session that
     /// prompted last). A window that moved while its session is between turns gets an update
     /// of its own, so the editor's figure is current.
-    pub fn limits_observed(&mut self, limits: Vec<Limit>, session: Option<&str>) {
+    pub fn limits_observed(&mut self, mut limits: Vec<Limit>, session: Option<&str>) {
         if limits.is_empty() {
             return;
         }
@@ -26,18 +26,13 @@ impl Observer {
             .or_else(|| self.latest_session());
         let now = now_ms();
         let mut moved = false;
-        let mut limits = limits;
         for limit in &mut limits {
             // A source that does not say whose window it is (the agent's own report, a
             // transcript) speaks of the account in use.
             if limit.account.is_none() {
                 limit.account = self.limit_board.account_in_use(&limit.provider).map(str::to_owned);
             }
-            moved |= self.limit_board.get(&limit.key()).is_none_or(|b| {
-                b.used_percent != limit.used_percent
-                    || b.resets_at != limit.resets_at
-                    || b.status != limit.status
-            });
+            moved |= self.limit_board.get(&limit.key()).is_none_or(|b| !b.same_figures(limit));
             let told = self.limit_board.observe(limit.clone(), now);
             if let Some(crossing) = told.crossing {
                 self.limit_alert(session.as_deref(), &crossing);

@@ -254,8 +254,8 @@ impl Observer {
                     Scope::Month => month.as_ref().ok()?,
                     Scope::Session => return None,
                 };
-                let month = *scope == Scope::Month;
-                let out = crate::sinks::ledger::budget_runs_out(month, *spent, *limit, now)?;
+                let monthly = *scope == Scope::Month;
+                let out = crate::sinks::ledger::budget_runs_out(monthly, *spent, *limit, now)?;
                 Some((*scope, out / 1000))
             })
             .collect();
