@@ -177,12 +177,13 @@ fn a_call_after_the_result_gets_an_update_of_its_own_and_one_in_a_turn_does_not(
 }
 
 #[test]
-fn a_call_read_late_counts_when_it_ended_not_when_it_was_read() {
+fn a_call_read_late_counts_when_it_began_not_when_it_was_read() {
     // A warm-up made while the session opened, read only once the first turn had begun (the
     // ledger was still opening): it happened between turns, and the turn is its main call.
     let mut o = observer();
     open(&mut o, 1, "A");
     let mut early = call(900, 0, true, 7, r#"{"m":"warm"}"#, Some("A"));
+    early.started_ms = 0;
     early.ended_ms = 0;
     prompt(&mut o, 2, "A", "Refactor the tokenizer module now");
     o.tap_call(early);
@@ -190,4 +191,33 @@ fn a_call_read_late_counts_when_it_ended_not_when_it_was_read() {
     let usage = result(&mut o, 2);
     assert_eq!(usage["inputTokens"], 1000, "{usage}");
     assert_eq!(usage["_meta"]["acpUsage"]["source"], "tap");
+}
+
+#[test]
+fn a_call_the_last_turn_began_is_not_the_next_turns_though_it_ends_in_it() {
+    // Vibe's title: requested after the first result, still streaming when the second prompt
+    // is sent, its usage read during the second turn. It is the session's, not that turn's.
+    let mut o = observer();
+    open(&mut o, 1, "A");
+    prompt(&mut o, 2, "A", "Say hello to the world");
+    o.tap_call(call(500, 10, true, 5, r#"{"m":"Say hello to the world"}"#, None));
+    result(&mut o, 2);
+    let mut title = call(150, 12, false, 9, r#"{"messages":"title please"}"#, None);
+    title.started_ms = now_ms() - 1;
+    prompt(&mut o, 3, "A", "Refactor the tokenizer module now");
+    o.tap_call(title);
+    o.tap_call(call(1000, 50, true, 5, r#"{"m":"Refactor the tokenizer module now"}"#, None));
+    let out =
+        o.from_agent(&line(json!({"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}})));
+    let usage = serde_json::from_slice::<Value>(&out.replace.expect("a usage")).unwrap()["result"]
+        ["usage"]
+        .clone();
+    assert_eq!(usage["inputTokens"], 1000, "{usage}");
+    assert_eq!(usage["outputTokens"], 50, "{usage}");
+    // The session's figures hold all three calls.
+    let update = out.before.last().expect("the turn's update");
+    let update: Value = serde_json::from_slice(update).unwrap();
+    let want = ((500.0 + 150.0 + 1000.0) * 3.0 + (10.0 + 12.0 + 50.0) * 15.0) / 1e6;
+    let got = update["params"]["update"]["cost"]["amount"].as_f64().unwrap();
+    assert!((got - want).abs() < 1e-9, "cost {got} vs {want}");
 }

@@ -149,12 +149,12 @@ impl Observer {
         let s = self.session(id, Account::restored);
         if s.turn_owner.is_none() {
             s.turn_owner = Some(key.to_string());
-            s.begin_turn(tokens);
+            s.begin_turn(tokens, now_ms());
             self.poll(id);
         } else {
             // A prompt sent before the previous one's result (e.g. right after a cancel)
             // starts its turn when that result has arrived.
-            s.queued.push_back((key.to_string(), tokens));
+            s.queued.push_back((key.to_string(), tokens, now_ms()));
         }
         None
     }

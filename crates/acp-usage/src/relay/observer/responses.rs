@@ -213,15 +213,17 @@ impl Observer {
         if owns_turn {
             s.turn_owner = None;
         } else {
-            s.queued.retain(|(k, _)| k != key);
+            s.queued.retain(|(k, ..)| k != key);
         }
+        // The ended turn's start, taken before the next queued turn sets its own.
+        let started = if owns_turn { s.turn_started.take() } else { None };
         if s.turn_owner.is_none()
-            && let Some((next, tokens)) = s.queued.pop_front()
+            && let Some((next, tokens, sent)) = s.queued.pop_front()
         {
             s.turn_owner = Some(next);
-            s.begin_turn(tokens);
+            s.begin_turn(tokens, sent);
         }
-        (turn, std::mem::take(&mut s.turn_started))
+        (turn, started)
     }
 
     /// A successful `session/close` or `session/delete`: a closed session can be loaded again;

@@ -75,8 +75,9 @@ pub(super) struct Session {
     pub(super) unpriced_logged: bool,
     /// The prompt request (id wire text) whose turn is in progress.
     pub(super) turn_owner: Option<String>,
-    /// Prompts sent while a turn was in progress, with their estimated tokens.
-    pub(super) queued: VecDeque<(String, u64)>,
+    /// Prompts sent while a turn was in progress, with their estimated tokens and when each
+    /// arrived (a queued turn's calls can begin before the turn ahead of it has ended).
+    pub(super) queued: VecDeque<(String, u64, i64)>,
     /// The session's transcript, when it is followed.
     pub(super) follow: Option<Follow>,
     /// The tokenizer family of the session's model, for the profile it was resolved with
@@ -125,8 +126,10 @@ impl Session {
         }
     }
 
-    pub(super) fn begin_turn(&mut self, tokens: u64) {
-        self.turn_started = Some(now_ms());
+    /// A turn begins, its prompt sent at `sent_ms`: a tapped call that began before that is
+    /// not the turn's (a title the previous turn started, still streaming).
+    pub(super) fn begin_turn(&mut self, tokens: u64, sent_ms: i64) {
+        self.turn_started = Some(sent_ms);
         self.account.begin_turn();
         self.account.prompt_tokens(tokens);
         if let Some(f) = &mut self.follow {

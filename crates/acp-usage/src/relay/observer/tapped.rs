@@ -152,9 +152,11 @@ impl Observer {
             self.counted_between_turns(id);
             return;
         }
-        // A call that ended before the turn in progress began was read late (while the ledger
-        // was opening, say): it happened between turns, whenever its report is read.
-        if s.turn_started.is_some_and(|started| call.ended_ms < started) {
+        // A call that began before the turn in progress did is not the turn's: one the last
+        // turn started that ended after this prompt was sent (Vibe's title, still streaming),
+        // or one read late (while the ledger was opening, say). It happened between turns,
+        // whenever its report is read.
+        if s.turn_started.is_some_and(|started| call.started_ms < started) {
             s.account.tap_call_before_turn(call.record, role, &cx);
             self.counted_between_turns(id);
             return;
