@@ -150,16 +150,12 @@ fn claude_direct() {
     checks.finish();
 }
 
+/// Two turns, then the session reloaded and resumed in fresh processes (one launch for both).
 #[test]
-fn claude_relay_turns() {
-    flows::relay_turns(EXPECT);
-}
-
-#[test]
-fn claude_relay_load_and_resume() {
+fn claude_relay_turns_load_and_resume() {
     // Right after reopening nobody knows yet that Claude Code will run the reloaded session
     // without the 1M-context beta; after the first turn the relay must follow the agent's 200,000.
-    flows::relay_load_resume(EXPECT, None, Some(WINDOW_AFTER_RELOAD));
+    flows::relay_turns_load_resume(EXPECT, None, Some(WINDOW_AFTER_RELOAD));
 }
 
 #[test]
@@ -205,13 +201,8 @@ fn claude_relay_clear() {
 }
 
 #[test]
-fn claude_relay_turns_tapped() {
-    flows::relay_turns_with(EXPECT.tapped(), &[]);
-}
-
-#[test]
-fn claude_relay_load_and_resume_tapped() {
+fn claude_relay_turns_load_and_resume_tapped() {
     // The first run's side calls (title, classifier) are in no transcript: reopened, the
     // session keeps the cost that run counted.
-    flows::relay_load_resume(EXPECT.tapped(), None, Some(WINDOW_AFTER_RELOAD));
+    flows::relay_turns_load_resume(EXPECT.tapped(), None, Some(WINDOW_AFTER_RELOAD));
 }

@@ -7,9 +7,9 @@
 //! and a catalog cost are in `<data>/sessions/<id>/<id>.messages.json` (`messages[].metrics`,
 //! `inputTokens` including the cache). No side calls.
 //!
-//! Behind the relay, acp-usage reads those records: every figure exact (`cline_relay_turns`,
-//! `cline_relay_load`, `cline_relay_reopen_unseen`), `size` claude-sonnet-4-5's catalog window
-//! (200,000), known from the model `session/new` names. Without the transcript
+//! Behind the relay, acp-usage reads those records: every figure exact
+//! (`cline_relay_turns_and_load`, `cline_relay_reopen_unseen`), `size` claude-sonnet-4-5's catalog
+//! window (200,000), known from the model `session/new` names. Without the transcript
 //! (`--transcripts off`) cline is an agent that reports nothing: no `Known` of [`support`] fits
 //! (each demands some exact figure), so `cline_relay_turns_without_transcripts` checks the
 //! estimates themselves: marked as estimates, within a factor of what the mock served, after a
@@ -175,15 +175,11 @@ fn cline_direct() {
     checks.finish();
 }
 
+/// Two turns, then the session reloaded in a fresh process (one launch for both).
 #[test]
-fn cline_relay_turns() {
-    flows::relay_turns(EXPECT);
-}
-
-#[test]
-fn cline_relay_load() {
+fn cline_relay_turns_and_load() {
     // No session/resume: the relay must pass cline's refusal through.
-    flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
+    flows::relay_turns_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
 }
 
 #[test]

@@ -174,14 +174,10 @@ fn codex_ts_direct() {
     checks.finish();
 }
 
+/// Two turns, then the session reloaded and resumed in fresh processes (one launch for both).
 #[test]
-fn codex_ts_relay_turns() {
-    flows::relay_turns(EXPECT);
-}
-
-#[test]
-fn codex_ts_relay_load_and_resume() {
-    flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
+fn codex_ts_relay_turns_load_and_resume() {
+    flows::relay_turns_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
 }
 
 #[test]

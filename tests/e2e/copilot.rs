@@ -174,15 +174,11 @@ fn copilot_direct() {
     checks.finish();
 }
 
+/// Two turns, then the session reloaded in a fresh process (one launch for both).
 #[test]
-fn copilot_relay_turns() {
-    flows::relay_turns(EXPECT);
-}
-
-#[test]
-fn copilot_relay_load() {
+fn copilot_relay_turns_and_load() {
     // No session/resume: the relay must pass Copilot's refusal through.
-    flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
+    flows::relay_turns_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
 }
 
 #[test]

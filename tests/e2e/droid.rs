@@ -87,14 +87,9 @@ fn droid_direct() {
     checks.finish();
 }
 
-/// Every billed call through the tap, the title call included: every figure exact.
+/// Every billed call through the tap, the title call included: every figure exact; then
+/// `session/load` and `session/resume` in fresh processes, tapped (one launch for both).
 #[test]
-fn droid_relay_turns_tapped() {
-    flows::relay_turns(EXPECT);
-}
-
-/// `session/load` and `session/resume` in fresh processes, tapped.
-#[test]
-fn droid_relay_load_and_resume_tapped() {
-    flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
+fn droid_relay_turns_load_and_resume_tapped() {
+    flows::relay_turns_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
 }

@@ -142,8 +142,13 @@ pub struct History {
 impl History {
     /// The billed calls of the whole session so far.
     pub fn billed(&self) -> Vec<Call> {
-        self.lab.mock.calls().into_iter().filter(|call| call.kind.is_billed()).collect()
+        billed(&self.lab)
     }
+}
+
+/// Every billed call the lab's mock has served.
+fn billed(lab: &Lab) -> Vec<Call> {
+    lab.mock.calls().into_iter().filter(|call| call.kind.is_billed()).collect()
 }
 
 /// initialize, session/new, a plain prompt and a tool-use prompt, directly (no relay). The agent
@@ -204,6 +209,16 @@ fn history(agent: Agent, relay_args: Option<&[&str]>) -> anyhow::Result<History>
 /// Starts the relay in `lab` (with `relay_args`), initializes and opens a session; the checks
 /// demand exact figures when `expect` says the transcript gives them.
 fn relayed_session(expect: Expect, lab: &Lab, relay_args: &[&str]) -> (AcpClient, Checks, String) {
+    let (client, checks, session, _) = relayed_session_with(expect, lab, relay_args);
+    (client, checks, session)
+}
+
+/// [`relayed_session`] and the `session/new` result.
+fn relayed_session_with(
+    expect: Expect,
+    lab: &Lab,
+    relay_args: &[&str],
+) -> (AcpClient, Checks, String, Value) {
     // The tap is on by default: an expectation without it adds `--tap off`.
     let args = [expect.relay_args(), relay_args].concat();
     let client = lab.relayed_with(&args).expect("start the relay");
@@ -213,8 +228,11 @@ fn relayed_session(expect: Expect, lab: &Lab, relay_args: &[&str]) -> (AcpClient
     let new_result =
         client.new_session(&lab.scratch.work()).expect("session/new through the relay");
     let session = session_id(&new_result).expect("session id");
-    (client, checks, session)
+    (client, checks, session, new_result)
 }
+
+/// No checks of a `session/new` result.
+pub fn no_checks(_: &mut Checks, _: &Value) {}
 
 pub fn session_id(new_result: &Value) -> anyhow::Result<String> {
     new_result["sessionId"]
@@ -321,18 +339,14 @@ pub fn backdate_gemini_chats(home: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Relay: session/new, then a plain and a tool-use turn; every figure checked against the mock.
-pub fn relay_turns(expect: Expect) {
-    relay_turns_and_more(expect, 0);
-}
-
-/// [`relay_turns`] with options for the relay (e.g. `--transcripts off`, the fallback).
+/// Relay: session/new, then a plain and a tool-use turn; every figure checked against the mock;
+/// with options for the relay (e.g. `--transcripts off`, the fallback).
 pub fn relay_turns_with(expect: Expect, relay_args: &[&str]) {
     let lab = Lab::new(expect.agent, support::script(expect.agent)).expect("lab");
     relay_turns_in(expect, &lab, relay_args);
 }
 
-/// [`relay_turns`] with `more` plain turns after the two.
+/// [`relay_turns_with`] with `more` plain turns after the two.
 pub fn relay_turns_and_more(expect: Expect, more: usize) {
     let lab = Lab::new(expect.agent, support::script(expect.agent)).expect("lab");
     relay_turns_then(expect, &lab, &[], more);
@@ -346,7 +360,50 @@ pub fn relay_turns_in(expect: Expect, lab: &Lab, relay_args: &[&str]) {
 /// [`relay_turns_in`] with `more` plain turns after the two (for an agent whose per-turn figures
 /// are what a cumulative count grew by: a turn after a turn of several calls).
 pub fn relay_turns_then(expect: Expect, lab: &Lab, relay_args: &[&str], more: usize) {
-    let (client, mut checks, session_id) = relayed_session(expect, lab, relay_args);
+    let (checks, _) = relay_turns_checked(expect, lab, relay_args, more, no_checks);
+    checks.finish();
+}
+
+/// Relay: the turns of [`relay_turns_with`], then the same session reloaded (and resumed, where
+/// supported) through the relay in fresh processes, as [`relay_load_resume`] does: one agent
+/// launch serves both flows (the first process's session is the history the reopening reads).
+pub fn relay_turns_load_resume(
+    expect: Expect,
+    size_on_reopen: Option<u64>,
+    size_after_turn: Option<u64>,
+) {
+    relay_turns_load_resume_with(expect, size_on_reopen, size_after_turn, no_checks);
+}
+
+/// [`relay_turns_load_resume`] with checks of the `session/new` result (`on_new`).
+pub fn relay_turns_load_resume_with(
+    expect: Expect,
+    size_on_reopen: Option<u64>,
+    size_after_turn: Option<u64>,
+    on_new: fn(&mut Checks, &Value),
+) {
+    let lab = Lab::new(expect.agent, support::script(expect.agent)).expect("lab");
+    let (checks, session_id) = relay_turns_checked(expect, &lab, &[], 0, on_new);
+    let Some(session_id) = session_id else {
+        checks.finish();
+        return;
+    };
+    reopen_through_relay(expect, &lab, &session_id, checks, size_on_reopen, size_after_turn);
+}
+
+/// [`relay_turns_then`] without the verdict: the checks so far, and the session (`None` when a
+/// turn failed) once the relay has exited.
+fn relay_turns_checked(
+    expect: Expect,
+    lab: &Lab,
+    relay_args: &[&str],
+    more: usize,
+    on_new: fn(&mut Checks, &Value),
+) -> (Checks, Option<String>) {
+    let (client, mut checks, session_id, new_result) =
+        relayed_session_with(expect, lab, relay_args);
+    on_new(&mut checks, &new_result);
+    let mut completed = true;
     let new_id = support::last_request_id(&client, "session/new");
     match support::update_after_response(&client, &new_id, &session_id) {
         Ok(update) => {
@@ -386,6 +443,7 @@ pub fn relay_turns_then(expect: Expect, lab: &Lab, relay_args: &[&str], more: us
             Ok(turn) => turn,
             Err(err) => {
                 checks.fail(format!("{phase}: session/prompt through the relay failed: {err:#}"));
+                completed = false;
                 break;
             }
         };
@@ -413,7 +471,7 @@ pub fn relay_turns_then(expect: Expect, lab: &Lab, relay_args: &[&str], more: us
     }
     drop(client);
     checks.transcript_waits("results held", lab.scratch.root());
-    checks.finish();
+    (checks, completed.then_some(session_id))
 }
 
 /// With the tap, after the last result the last `usage_update` the editor holds comes to cover
@@ -583,7 +641,7 @@ pub fn relay_load_resume(
 ) {
     let history = history(expect.agent, Some(expect.relay_args()))
         .expect("a session made through the relay, to reload");
-    reopen_through_relay(expect, history, size_on_reopen, size_after_turn);
+    reopen_history(expect, history, size_on_reopen, size_after_turn);
 }
 
 /// Relay: a session made without acp-usage (directly), reopened through the relay: with the
@@ -594,20 +652,40 @@ pub fn relay_reopen_unseen(
     size_after_turn: Option<u64>,
 ) {
     let history = direct_history(expect.agent).expect("a session made directly, to reload");
-    reopen_through_relay(expect, history, size_on_reopen, size_after_turn);
+    reopen_history(expect, history, size_on_reopen, size_after_turn);
 }
 
-fn reopen_through_relay(
+/// [`reopen_through_relay`] with checks of its own.
+fn reopen_history(
     expect: Expect,
     history: History,
     size_on_reopen: Option<u64>,
     size_after_turn: Option<u64>,
 ) {
-    let agent = expect.agent;
-    let lab = &history.lab;
-    let mut checks = Checks::new(agent);
+    let mut checks = Checks::new(expect.agent);
     checks.exact_everything = expect.known == Known::Everything;
-    let mut session_calls = expect.accountable(&history.billed());
+    reopen_through_relay(
+        expect,
+        &history.lab,
+        &history.session_id,
+        checks,
+        size_on_reopen,
+        size_after_turn,
+    );
+}
+
+/// Reopens `session` of `lab` (its agent process gone) through the relay in fresh processes:
+/// `session/load`, then `session/resume` where supported, a turn after each; finishes `checks`.
+fn reopen_through_relay(
+    expect: Expect,
+    lab: &Lab,
+    session: &str,
+    mut checks: Checks,
+    size_on_reopen: Option<u64>,
+    size_after_turn: Option<u64>,
+) {
+    let agent = expect.agent;
+    let mut session_calls = expect.accountable(&billed(lab));
     let methods: &[&str] =
         if expect.resume { &["session/load", "session/resume"] } else { &["session/load"] };
     for method in methods {
@@ -620,14 +698,13 @@ fn reopen_through_relay(
             add_between_turns(&mut session_calls, lab, expect, lab.mock.mark());
         }
         let client = lab.relayed_with(expect.relay_args()).expect("start the relay");
-        let response =
-            reopen(&client, method, &history.session_id, &lab.scratch.work()).expect(method);
+        let response = reopen(&client, method, session, &lab.scratch.work()).expect(method);
         if response.get("error").is_some() {
             checks.fail(format!("{method} through the relay failed: {response}"));
             continue;
         }
         let id = support::last_request_id(&client, method);
-        match support::update_after_response(&client, &id, &history.session_id) {
+        match support::update_after_response(&client, &id, session) {
             Ok(update) => {
                 let last = session_calls
                     .iter()
@@ -649,14 +726,14 @@ fn reopen_through_relay(
             }
         }
         let phase = format!("turn after {method}");
-        let at = TurnAt { client: &client, lab, session: &history.session_id, calls_from: None };
+        let at = TurnAt { client: &client, lab, session, calls_from: None };
         plain_turn_checked(&mut checks, &phase, at, &mut session_calls, expect, size_after_turn);
     }
     if !expect.resume {
         // Unsupported methods are the agent's to refuse; the error must reach the client as is.
         let client = lab.relayed().expect("start the relay");
-        let response = reopen(&client, "session/resume", &history.session_id, &lab.scratch.work())
-            .expect("resume");
+        let response =
+            reopen(&client, "session/resume", session, &lab.scratch.work()).expect("resume");
         checks.check(response["error"]["code"] == -32601, || {
             format!("session/resume should pass the agent's -32601 through: {response}")
         });

@@ -83,14 +83,10 @@ fn gemini_direct() {
     checks.finish();
 }
 
+/// Two turns, then the session reloaded in a fresh process (one launch for both).
 #[test]
-fn gemini_relay_turns() {
-    flows::relay_turns(EXPECT);
-}
-
-#[test]
-fn gemini_relay_load() {
-    flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
+fn gemini_relay_turns_and_load() {
+    flows::relay_turns_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
 }
 
 #[test]

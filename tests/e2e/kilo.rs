@@ -47,19 +47,10 @@ fn kilo_direct() {
     opencode::direct(AGENT, "Kilo", "7.7.7");
 }
 
+/// opencode's: two turns, then the session reopened, one launch of kilo for both.
 #[test]
-fn kilo_relay_basics() {
-    opencode::relay_basics(AGENT);
-}
-
-#[test]
-fn kilo_relay_turns() {
-    flows::relay_turns(EXPECT);
-}
-
-#[test]
-fn kilo_relay_load_and_resume() {
-    flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
+fn kilo_relay_turns_load_and_resume() {
+    flows::relay_turns_load_resume_with(EXPECT, Some(WINDOW), Some(WINDOW), opencode::model_option);
 }
 
 #[test]
@@ -75,18 +66,13 @@ fn kilo_relay_subagent() {
 }
 
 #[test]
-fn kilo_relay_turns_tapped() {
-    flows::relay_turns_with(EXPECT.tapped(), &[]);
-}
-
-#[test]
 fn kilo_relay_turns_tapped_config_file() {
     opencode::relay_turns_config_file(EXPECT.tapped(), "kilo.jsonc");
 }
 
 #[test]
-fn kilo_relay_load_and_resume_tapped() {
-    flows::relay_load_resume(EXPECT.tapped(), Some(WINDOW), Some(WINDOW));
+fn kilo_relay_turns_load_and_resume_tapped() {
+    flows::relay_turns_load_resume(EXPECT.tapped(), Some(WINDOW), Some(WINDOW));
 }
 
 /// kilo copies the parent's history into the fork's session (with the original times, cost 0):

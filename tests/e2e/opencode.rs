@@ -10,11 +10,11 @@
 //! style (`inputTokens` without the cache, zero cache counts left out), `_meta: {}`.
 
 use acp_usage_tests::agents::{Agent, OPENCODE_MODEL};
-use acp_usage_tests::lab::{Lab, Turn, run_turn};
+use acp_usage_tests::lab::{Lab, Turn};
 use acp_usage_tests::mock_llm::{Call, CallKind, Usage};
 use serde_json::{Value, json};
 
-use crate::flows::{self, Expect, History, PLAIN_PROMPT, TOOL_PROMPT};
+use crate::flows::{self, Expect, History};
 use crate::support::{self, Checks, Known};
 
 const AGENT: Agent = Agent::Opencode;
@@ -134,21 +134,8 @@ pub(crate) fn direct(agent: Agent, name: &str, version: &str) {
     checks.finish();
 }
 
-/// Through the relay, what holds whether or not opencode's database is read: an update after
-/// `session/new` with the catalog's window, a per-turn `usage` on every result, the catalog's
-/// window (not opencode's 1,000,000) on every update, and an exact `used` after a one-call turn.
-#[test]
-fn opencode_relay_basics() {
-    relay_basics(AGENT);
-}
-
-/// [`opencode_relay_basics`] for opencode or a fork of it.
-pub(crate) fn relay_basics(agent: Agent) {
-    let lab = Lab::new(agent, support::script(agent)).expect("lab");
-    let client = lab.relayed().expect("start the relay");
-    let mut checks = Checks::new(agent);
-    client.initialize().expect("initialize through the relay");
-    let new_result = client.new_session(&lab.scratch.work()).expect("session/new");
+/// The model option `session/new` returns: the configured one, as the relay passed it on.
+pub(crate) fn model_option(checks: &mut Checks, new_result: &Value) {
     let model = new_result["configOptions"]
         .as_array()
         .and_then(|options| options.iter().find(|option| option["category"] == "model"))
@@ -156,64 +143,14 @@ pub(crate) fn relay_basics(agent: Agent) {
     checks.check(model == Some(json!(OPENCODE_MODEL)), || {
         format!("session/new's model option: {model:?}")
     });
-    let session_id = flows::session_id(&new_result).expect("session id");
-    let new_id = support::last_request_id(&client, "session/new");
-    match support::update_after_response(&client, &new_id, &session_id) {
-        Ok(update) => checks.usage_update("after new", &update, None, Some(WINDOW), None),
-        Err(err) => checks.fail(format!("no usage_update after the session/new response: {err:#}")),
-    }
-    for (phase, prompt) in [("turn 1 (plain)", PLAIN_PROMPT), ("turn 2 (tool)", TOOL_PROMPT)] {
-        let turn = match run_turn(&client, &lab.mock, &session_id, prompt) {
-            Ok(turn) => turn,
-            Err(err) => {
-                checks.fail(format!("{phase}: session/prompt through the relay failed: {err:#}"));
-                break;
-            }
-        };
-        let usage = &turn.result["usage"];
-        checks
-            .check(usage["totalTokens"].is_u64() && usage["_meta"]["acpUsage"].is_object(), || {
-                format!("{phase}: no normalised usage on the result: {}", turn.result)
-            });
-        for update in turn.usage_updates() {
-            checks.check(support::u64_at(update, "size") == Some(WINDOW), || {
-                format!("{phase}: size {:?}, expected the catalog's {WINDOW}", update["size"])
-            });
-        }
-        let last = turn.main_calls().last().and_then(|call| call.usage);
-        match support::usage_update_before_result(&client) {
-            Some(update) => {
-                let one_call = turn.main_calls().len() == 1;
-                checks.usage_update(
-                    phase,
-                    &update,
-                    last.as_ref().filter(|_| one_call),
-                    Some(WINDOW),
-                    None,
-                );
-                if one_call {
-                    checks.check(update["_meta"]["acpUsage"]["used"]["exact"] == true, || {
-                        format!("{phase}: used should be exact after a one-call turn: {update}")
-                    });
-                }
-            }
-            None => checks.fail(format!("{phase}: the result is not preceded by a usage_update")),
-        }
-    }
-    drop(client);
-    checks.finish();
 }
 
-/// Every figure exact, from opencode's database. The title call is in no record of opencode's
-/// (only the API tap could count it): the checks leave it out.
+/// Every figure exact, from opencode's database: two turns through the relay, then the session
+/// reloaded and resumed in fresh processes, one launch of opencode for both. The title call is
+/// in no record of opencode's (only the API tap could count it): the checks leave it out.
 #[test]
-fn opencode_relay_turns() {
-    flows::relay_turns(EXPECT);
-}
-
-#[test]
-fn opencode_relay_load_and_resume() {
-    flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
+fn opencode_relay_turns_load_and_resume() {
+    flows::relay_turns_load_resume_with(EXPECT, Some(WINDOW), Some(WINDOW), model_option);
 }
 
 #[test]
@@ -253,13 +190,8 @@ pub(crate) fn relay_subagent(expect: Expect) {
 }
 
 #[test]
-fn opencode_relay_turns_tapped() {
-    flows::relay_turns_with(EXPECT.tapped(), &[]);
-}
-
-#[test]
-fn opencode_relay_load_and_resume_tapped() {
-    flows::relay_load_resume(EXPECT.tapped(), Some(WINDOW), Some(WINDOW));
+fn opencode_relay_turns_load_and_resume_tapped() {
+    flows::relay_turns_load_resume(EXPECT.tapped(), Some(WINDOW), Some(WINDOW));
 }
 
 /// opencode copies the parent's history into the fork's session, as kilo does: the fork's turn

@@ -86,16 +86,12 @@ fn qwen_direct() {
     checks.finish();
 }
 
+/// Two turns, then the session reopened in fresh processes (one launch for both).
 #[test]
-fn qwen_relay_turns() {
-    flows::relay_turns(EXPECT);
-}
-
-#[test]
-fn qwen_relay_load_and_resume() {
+fn qwen_relay_turns_load_and_resume() {
     // Reloaded, the replay carries every call's usage: the history is exact. Resumed in a fresh
     // process, nothing is replayed: the state file carries the session's figures.
-    flows::relay_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
+    flows::relay_turns_load_resume(EXPECT, Some(WINDOW), Some(WINDOW));
 }
 
 #[test]
