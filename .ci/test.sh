@@ -6,22 +6,6 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 run_started=$SECONDS
-# Every test binary runs through .ci/test-runner.sh (cargo's runner for the host), which asks
-# libtest for each test's time and keeps those lines in $times_log; the slowest ten are printed
-# when the run ends, passed or failed. The runner changes nothing of what runs or how tests are
-# grouped, and no build (cargo does not fingerprint it).
-times_log=$(mktemp)
-export ACP_USAGE_TEST_TIMES=$times_log
-host_var=$(rustc -vV | sed -n 's/^host: //p' | tr 'a-z.-' 'A-Z__')
-export "CARGO_TARGET_${host_var}_RUNNER=$PWD/.ci/test-runner.sh"
-# Prints them; changes no exit status (sed reads its whole input, so nothing in the pipe dies of
-# SIGPIPE, which under pipefail would have become the run's status).
-slowest_tests() {
-  echo "test.sh: the slowest tests:" >&2
-  sed -nE 's/^test (.*) \.\.\. [a-zA-Z]+ <([0-9.]+)s>$/\2 s  \1/p' "$times_log" |
-    sort -rn | sed -n '1,10s/^/  /p' >&2 || true
-}
-trap 'status=$?; slowest_tests; rm -f "$times_log"; exit "$status"' EXIT
 # Runs one step: prints it, runs it, prints its wall time (stderr, like cargo's own output).
 step() {
   local started=$SECONDS
@@ -33,6 +17,9 @@ step() {
 # The end-to-end tests run the real agents: Node 22, the pinned npm agents and the acpx client,
 # and Mistral Vibe from PyPI, into ~/.cache/acp-usage/agents; Chromium (apt) renders `report --html`.
 step ./.ci/install-agents.sh
+# cargo-nextest runs the tests: the machine's, or one built once into this cache.
+export PATH="${XDG_CACHE_HOME:-$HOME/.cache}/acp-usage/nextest/bin:$PATH"
+step ./.ci/install-nextest.sh
 
 # Formatting of the workspace, then of tests/sdk-client, a workspace of its own (the official
 # ACP SDK pins an older schema crate than one lockfile can hold beside ours).
@@ -49,28 +36,48 @@ step cargo clippy --locked --manifest-path tests/sdk-client/Cargo.toml --target-
 # Unit, integration and end-to-end tests, built first: the agents run offline against the
 # project's mock LLM servers on 127.0.0.1.
 step cargo test --workspace --no-run
+# The doc tests, which nextest does not run (a few seconds: cargo's lock would make the tests'
+# own build wait on them beside the tests).
+step cargo test --workspace --doc
+# The binary the tests drive, built above (with the integration tests of its crate): each test
+# runs in a process of its own, which would otherwise ask cargo for it again.
+case $target_dir in
+  /*) export ACP_USAGE_BIN=$target_dir/debug/acp-usage ;;
+  *) export ACP_USAGE_BIN=$PWD/$target_dir/debug/acp-usage ;;
+esac
+# Each test process adds its figures to this report: one report per run.
+rm -f "$target_dir/tmp/e2e-figures.txt"
 
 # While the tests run, the two other builds go on beside them at the lowest CPU priority, in
 # target directories of their own (a build in the tests' one would wait on its lock, and so
 # would the tests' own cargo runs): the type-check of the macOS and Windows builds (nothing here
 # runs them: cargo-zigbuild) and the fuzz target's build; then the fuzz target runs for 20
-# seconds. The end-to-end tests spend part of their time waiting on agents (they keep about 1.6
-# of the 2 cores busy), so this takes idle CPU rather than adding its own minutes at the end.
+# seconds. The tests spend part of their time waiting on agents, so this takes idle CPU rather
+# than adding its own minutes at the end. Its output goes to a file, printed whole when it fails.
 side_log=$(mktemp)
 setsid bash -c 'nice -n 19 ./.ci/check-targets.sh && nice -n 19 ./.ci/build-fuzz.sh build &&
   ./.ci/build-fuzz.sh run' >"$side_log" 2>&1 &
 side=$!
-# Every test binary but the end-to-end one (unit tests, each crate's `it` binary, doc tests) runs
-# beside the end-to-end tests too: cargo runs a package's binaries one after another, and these
-# took 100-120 s before the end-to-end tests could start. Their output goes to a file, printed
-# whole when they fail.
-rest_log=$(mktemp)
-setsid bash -c 'cargo test --workspace --exclude acp-usage-tests' >"$rest_log" 2>&1 &
-rest=$!
-trap 'status=$?; kill -- -"$side" -"$rest" 2>/dev/null || true; rm -f "$side_log" "$rest_log"
-  slowest_tests; rm -f "$times_log"; exit "$status"' EXIT
+# The ten slowest tests of the run, from nextest's JUnit report; changes no exit status.
+slowest_tests() {
+  local junit=target/nextest/ci/junit.xml
+  [[ -f $junit ]] || return 0
+  echo "test.sh: the slowest tests:" >&2
+  python3 - "$junit" <<'PY' >&2 || true
+import sys, xml.etree.ElementTree as ET
+cases = [(float(c.get("time", 0)), c.get("classname", ""), c.get("name", ""))
+         for c in ET.parse(sys.argv[1]).iter("testcase")]
+for t, binary, name in sorted(cases, reverse=True)[:10]:
+    print(f"  {t:7.3f} s  {binary} {name}")
+PY
+}
+trap 'status=$?; kill -- -"$side" 2>/dev/null || true; rm -f "$side_log"; slowest_tests
+  exit "$status"' EXIT
 
-step cargo test -p acp-usage-tests
+# Every test of every binary in one pool of cargo-nextest, the slowest started first
+# (.config/nextest.toml says which, and how many run at once).
+rm -f target/nextest/ci/junit.xml
+step cargo nextest run --workspace --profile ci
 
 # Waits for a job started beside the tests: prints its whole log and fails when it failed,
 # else only its lines that match `keep`.
@@ -82,10 +89,8 @@ await_beside() {
     exit 1
   fi
   grep -E "$keep" "$log" >&2 || true
-  echo "test.sh: $what, beside the end-to-end tests, then $((SECONDS - started)) s more" >&2
+  echo "test.sh: $what, beside the tests, then $((SECONDS - started)) s more" >&2
 }
-await_beside "'cargo test --workspace --exclude acp-usage-tests'" "$rest" "$rest_log" \
-  '^ *Running |^ *Doc-tests |^test result'
 await_beside "the macOS/Windows type-check, the fuzz build and the fuzz run" "$side" "$side_log" \
   '^\+ |Finished|Done [0-9]+ runs'
 

@@ -207,10 +207,14 @@ impl Checks {
         if !table.is_empty() {
             eprintln!("--- figures ({}) ---\n{table}", self.agent.name());
             let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("e2e-figures.txt");
-            // One report per test run: the first table of the process starts the file afresh.
+            // One report per test run. Under nextest each test is a process of its own: the
+            // run's command removes the report before it starts (.ci/test.sh). Under libtest
+            // the first table of the process starts the file afresh.
             static FRESH: std::sync::Once = std::sync::Once::new();
             FRESH.call_once(|| {
-                let _ = std::fs::remove_file(&path);
+                if std::env::var_os("NEXTEST_RUN_ID").is_none() {
+                    let _ = std::fs::remove_file(&path);
+                }
             });
             if let Ok(mut file) = std::fs::File::options().create(true).append(true).open(&path) {
                 use std::io::Write;

@@ -62,8 +62,8 @@ fn find_or_build() -> anyhow::Result<PathBuf> {
 /// them would look like another build to dependencies whose build scripts watch them (ring
 /// watches CARGO_MANIFEST_DIR), and rebuild them and everything above them, acp-usage included,
 /// once inside the tests and again in the next build outside. RUSTC_BOOTSTRAP goes too: a run
-/// that sets it for libtest's `-Z unstable-options --report-time` would otherwise rebuild the
-/// whole workspace under another fingerprint from inside the first test.
+/// that sets it (for an unstable libtest option, say) would otherwise rebuild the whole workspace
+/// under another fingerprint from inside the first test.
 pub fn cargo() -> Command {
     let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     command.current_dir(workspace_root());
