@@ -45,8 +45,11 @@ case $target_dir in
   /*) export ACP_USAGE_BIN=$target_dir/debug/acp-usage ;;
   *) export ACP_USAGE_BIN=$PWD/$target_dir/debug/acp-usage ;;
 esac
-# Each test process adds its figures to this report: one report per run.
-rm -f "$target_dir/tmp/e2e-figures.txt"
+# The tests' scratch space starts empty: each test process leaves a directory or two there (kept
+# for a look after a failure), which in the cache outside the clone would pile up run after run
+# (70 MB a run). The end-to-end figures' report, which each test process adds to, goes with it.
+mkdir -p "$target_dir/tmp"
+find "$target_dir/tmp" -mindepth 1 -maxdepth 1 -exec rm -rf {} +
 
 # While the tests run, the two other builds go on beside them at the lowest CPU priority, in
 # target directories of their own (a build in the tests' one would wait on its lock, and so

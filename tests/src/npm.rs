@@ -5,8 +5,11 @@
 //! optional dependency it cannot get), and nothing leaves the machine.
 //!
 //! The packing (seconds: gzip of the debug binary) and the install of both packages happen once
-//! per test process, under `target/tmp/npm-<pid>/`; the directories of test processes that no
-//! longer run are removed first.
+//! per test run: under nextest, where each test is a process of its own, in
+//! `target/tmp/npm-run-<run id>/`, which the run's processes share (the first to get there packs
+//! and installs, under a file lock; the others wait, then use what it made); under libtest once
+//! per test process, in `target/tmp/npm-<pid>/`. Directories of processes that no longer run, and
+//! of runs over an hour old, are removed first.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -54,7 +57,7 @@ pub struct Installed {
     pub project: PathBuf,
 }
 
-/// This test process's directory under `target/tmp`, made once.
+/// This run's (or test process's) directory under `target/tmp`, made once per process.
 fn process_dir() -> anyhow::Result<&'static Path> {
     static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     DIR.get_or_init(|| make_process_dir().map_err(|err| format!("{err:#}")))
@@ -65,22 +68,66 @@ fn process_dir() -> anyhow::Result<&'static Path> {
 fn make_process_dir() -> anyhow::Result<PathBuf> {
     let tmp = target_dir().join("tmp");
     std::fs::create_dir_all(&tmp)?;
+    let run = std::env::var("NEXTEST_RUN_ID").ok();
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
     for entry in std::fs::read_dir(&tmp)?.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("npm-")) else { continue };
-        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+        let Some(name) = name.to_str() else { continue };
+        let stale = if let Some(pid) = name.strip_prefix("npm-run-") {
+            run.as_deref() != Some(pid)
+                && entry.metadata().and_then(|m| m.modified()).is_ok_and(|t| t < hour_ago)
+        } else if let Some(pid) = name.strip_prefix("npm-") {
+            pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists()
+        } else {
+            false
+        };
+        if stale {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
-    let dir = tmp.join(format!("npm-{}", std::process::id()));
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir)?;
-    }
+    let dir = match &run {
+        Some(id) => tmp.join(format!("npm-run-{id}")),
+        None => {
+            let dir = tmp.join(format!("npm-{}", std::process::id()));
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir)?;
+            }
+            dir
+        }
+    };
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
 }
 
-/// Packs both packages once per test process.
+/// Runs `make` in `dir` unless a process sharing it already did (`<what>.done`), under an
+/// exclusive lock on `<what>.lock`: the processes of one run wait for the first, then reuse.
+fn once_in(
+    dir: &Path,
+    what: &str,
+    make: impl FnOnce() -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let lock = std::fs::File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(format!("{what}.lock")))?;
+    // flock(2): released when the file closes, the process's end included (std's File::lock
+    // is newer than the workspace's MSRV).
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid descriptor, open for as long as the lock is held.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("locking {}", dir.display()));
+    }
+    let done = dir.join(format!("{what}.done"));
+    if !done.exists() {
+        make()?;
+        std::fs::File::create(&done)?;
+    }
+    Ok(())
+}
+
+/// Packs both packages once per test run (see the module's note).
 pub fn packed() -> anyhow::Result<&'static Tarballs> {
     static PACKED: OnceLock<Result<Tarballs, String>> = OnceLock::new();
     PACKED
@@ -90,11 +137,27 @@ pub fn packed() -> anyhow::Result<&'static Tarballs> {
 }
 
 fn pack() -> anyhow::Result<Tarballs> {
-    let out = process_dir()?.join("dist");
+    let dir = process_dir()?;
+    let out = dir.join("dist");
+    let tarballs = Tarballs {
+        main: out.join(format!("acp-usage-{VERSION}.tgz")),
+        platform: out.join(format!("{}-{VERSION}.tgz", platform_package())),
+    };
+    once_in(dir, "pack", || pack_into(&out, &tarballs))?;
+    for path in [&tarballs.main, &tarballs.platform] {
+        if !path.is_file() {
+            bail!("{} was packed but is not there", path.display());
+        }
+    }
+    Ok(tarballs)
+}
+
+/// `cargo xtask dist npm` into `out`: it must report exactly `want`'s two tarballs.
+fn pack_into(out: &Path, want: &Tarballs) -> anyhow::Result<()> {
     let binary = relay_binary()?;
     let output = cargo()
         .args(["run", "--quiet", "-p", "xtask", "--", "dist", "npm", "--out"])
-        .arg(&out)
+        .arg(out)
         .arg("--binary")
         .arg(&binary)
         .stdin(Stdio::null())
@@ -109,39 +172,31 @@ fn pack() -> anyhow::Result<Tarballs> {
     }
     let paths: Vec<PathBuf> =
         String::from_utf8_lossy(&output.stdout).lines().map(PathBuf::from).collect();
-    let named = |name: String| {
-        paths
-            .iter()
-            .find(|path| path.file_name() == Some(OsStr::new(&name)))
-            .cloned()
-            .with_context(|| format!("xtask dist npm did not report {name}; it printed {paths:?}"))
-    };
-    let tarballs = Tarballs {
-        main: named(format!("acp-usage-{VERSION}.tgz"))?,
-        platform: named(format!("{}-{VERSION}.tgz", platform_package()))?,
-    };
+    for wanted in [&want.main, &want.platform] {
+        if !paths.contains(wanted) {
+            bail!("xtask dist npm did not report {}; it printed {paths:?}", wanted.display());
+        }
+    }
     if paths.len() != 2 {
         bail!("xtask dist npm packed {paths:?}, expected the main and the host's package");
     }
-    for path in &paths {
-        if !path.is_file() {
-            bail!("{} was reported but is not there", path.display());
-        }
-    }
-    Ok(tarballs)
+    Ok(())
 }
 
-/// Both packages installed once per test process, in `target/tmp/npm-<pid>/`.
+/// Both packages installed once per test run (see the module's note).
 pub fn installed() -> anyhow::Result<&'static Installed> {
     static INSTALLED: OnceLock<Result<Installed, String>> = OnceLock::new();
     INSTALLED
         .get_or_init(|| {
             let run = || -> anyhow::Result<Installed> {
                 let tarballs = packed()?;
-                let env = NpmEnv::new(&process_dir()?.join("env"))?;
-                let project = process_dir()?.join("project");
-                env.install(&project, &[&tarballs.main, &tarballs.platform])?;
-                Ok(Installed { env, project })
+                let dir = process_dir()?;
+                let (root, project) = (dir.join("env"), dir.join("project"));
+                once_in(dir, "install", || {
+                    let env = NpmEnv::new(&root)?;
+                    env.install(&project, &[&tarballs.main, &tarballs.platform]).map(drop)
+                })?;
+                Ok(Installed { env: NpmEnv { root }, project })
             };
             run().map_err(|err| format!("{err:#}"))
         })
