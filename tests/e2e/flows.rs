@@ -676,7 +676,7 @@ fn reopen_history(
 
 /// Reopens `session` of `lab` (its agent process gone) through the relay in fresh processes:
 /// `session/load`, then `session/resume` where supported, a turn after each; finishes `checks`.
-fn reopen_through_relay(
+pub fn reopen_through_relay(
     expect: Expect,
     lab: &Lab,
     session: &str,

@@ -41,21 +41,17 @@ const EXPECT: Expect = Expect {
     tap: false,
 };
 
-/// What opencode's tests check of it, with kilo's name and version.
+/// What opencode's tests check of it, with kilo's name and version; then the session reopened
+/// through the relay.
 #[test]
-fn kilo_direct() {
-    opencode::direct(AGENT, "Kilo", "7.7.7");
+fn kilo_direct_then_reopen_unseen() {
+    opencode::direct_then_reopen_unseen(EXPECT, "Kilo", "7.7.7");
 }
 
 /// opencode's: two turns, then the session reopened, one launch of kilo for both.
 #[test]
 fn kilo_relay_turns_load_and_resume() {
     flows::relay_turns_load_resume_with(EXPECT, Some(WINDOW), Some(WINDOW), opencode::model_option);
-}
-
-#[test]
-fn kilo_relay_reopen_unseen() {
-    flows::relay_reopen_unseen(EXPECT, Some(WINDOW), Some(WINDOW));
 }
 
 /// kilo's `task` tool runs the `general` subagent in a child session, as opencode's does (kilo

@@ -81,14 +81,19 @@ fn check_agent_turn(checks: &mut Checks, phase: &str, turn: &Turn, main_so_far: 
     });
 }
 
+/// What opencode sends by itself; then the same session, which acp-usage never saw, reopened
+/// through the relay (one history made for both).
 #[test]
-fn opencode_direct() {
-    direct(AGENT, "OpenCode", "1.18.33");
+fn opencode_direct_then_reopen_unseen() {
+    direct_then_reopen_unseen(EXPECT, "OpenCode", "1.18.33");
 }
 
 /// What opencode, or a fork of it that kept its ACP code (kilo), sends by itself, as its
-/// `initialize` names it (`name`, `version`).
-pub(crate) fn direct(agent: Agent, name: &str, version: &str) {
+/// `initialize` names it (`name`, `version`); then that session, made without acp-usage,
+/// reloaded and resumed through the relay in fresh processes (`flows::relay_reopen_unseen`'s
+/// checks): one agent launch and two turns fewer than the two tests apart.
+pub(crate) fn direct_then_reopen_unseen(expect: Expect, name: &str, version: &str) {
+    let agent = expect.agent;
     let history = flows::direct_history(agent).expect("direct session");
     let mut checks = Checks::new(agent);
     let History { init, turns, lab, updates_after_new, session_id, .. } = &history;
@@ -131,7 +136,10 @@ pub(crate) fn direct(agent: Agent, name: &str, version: &str) {
     support::save_fixture(&fixture("-load.jsonl"), &fixtures[0]);
     support::save_fixture(&fixture("-resume.jsonl"), &fixtures[1]);
     support::save_fixture(&fixture(".mock.jsonl"), &support::calls_jsonl(&lab.mock.calls()));
-    checks.finish();
+
+    checks.exact_everything = expect.known == Known::Everything;
+    let size = Some(expect.size);
+    flows::reopen_through_relay(expect, lab, session_id, checks, size, size);
 }
 
 /// The model option `session/new` returns: the configured one, as the relay passed it on.
@@ -151,11 +159,6 @@ pub(crate) fn model_option(checks: &mut Checks, new_result: &Value) {
 #[test]
 fn opencode_relay_turns_load_and_resume() {
     flows::relay_turns_load_resume_with(EXPECT, Some(WINDOW), Some(WINDOW), model_option);
-}
-
-#[test]
-fn opencode_relay_reopen_unseen() {
-    flows::relay_reopen_unseen(EXPECT, Some(WINDOW), Some(WINDOW));
 }
 
 /// opencode's `task` tool runs the `general` subagent in a child session (`parent_id` = the
