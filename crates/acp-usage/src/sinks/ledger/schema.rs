@@ -226,15 +226,21 @@ pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_version_3_ledger_gains_the_modifiers_column_and_keeps_its_calls() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        for sql in &MIGRATIONS[..3] {
+    /// An in-memory ledger as version `v` of the schema left it.
+    fn ledger_at(v: usize) -> Connection {
+        let conn = Connection::open_in_memory().unwrap();
+        for sql in &MIGRATIONS[..v] {
             conn.execute_batch(sql).unwrap();
         }
+        conn.pragma_update(None, "user_version", v as i64).unwrap();
+        conn
+    }
+
+    #[test]
+    fn a_version_3_ledger_gains_the_modifiers_column_and_keeps_its_calls() {
+        let mut conn = ledger_at(3);
         conn.execute_batch(
-            "PRAGMA user_version = 3;
-             INSERT INTO sessions(session_id, agent, first_seen, last_seen) VALUES ('s', 'a', 0, 0);
+            "INSERT INTO sessions(session_id, agent, first_seen, last_seen) VALUES ('s', 'a', 0, 0);
              INSERT INTO calls(session, at, role, input, cache_read, cache_write_5m,
                  cache_write_1h, output, thought, exact, source, origin)
              VALUES (1, 0, 'main', 10, 0, 0, 0, 5, 0, 1, 'tap', 'relay');",
@@ -252,11 +258,7 @@ mod tests {
 
     #[test]
     fn a_version_4_ledger_gains_the_import_files_table() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        for sql in &MIGRATIONS[..4] {
-            conn.execute_batch(sql).unwrap();
-        }
-        conn.execute_batch("PRAGMA user_version = 4;").unwrap();
+        let mut conn = ledger_at(4);
         migrate(&mut conn).unwrap();
         const { assert!(VERSION >= 5) };
         conn.execute(
@@ -271,13 +273,9 @@ mod tests {
 
     #[test]
     fn a_version_6_ledgers_windows_are_kept_and_each_has_its_latest_row() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        for sql in &MIGRATIONS[..6] {
-            conn.execute_batch(sql).unwrap();
-        }
+        let mut conn = ledger_at(6);
         conn.execute_batch(
-            "PRAGMA user_version = 6;
-             INSERT INTO limits(provider, window, window_minutes, used_percent, resets_at,
+            "INSERT INTO limits(provider, window, window_minutes, used_percent, resets_at,
                  source, at)
              VALUES ('anthropic', 'five_hour', 300, 40, 1000, 'tap', 1),
                     ('anthropic', 'five_hour', 300, 60, 1000, 'tap', 2),
@@ -300,11 +298,7 @@ mod tests {
 
     #[test]
     fn the_killed_runs_calls_are_found_through_an_index() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        for sql in &MIGRATIONS[..5] {
-            conn.execute_batch(sql).unwrap();
-        }
-        conn.execute_batch("PRAGMA user_version = 5;").unwrap();
+        let mut conn = ledger_at(5);
         migrate(&mut conn).unwrap();
         // The query `Store::adopt_orphans` runs at every relay start.
         let plan: Vec<String> = conn
